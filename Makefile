@@ -1,0 +1,50 @@
+# llmb: one entry point for everything a developer or CI runs.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BIN := $(abspath $(VENV))/bin
+export PATH := $(BIN):$(PATH)
+
+.PHONY: help venv lint test test-py test-bats bench test-nemo slurm-up slurm-down demo clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
+
+venv: $(VENV)/.installed ## create/update the development venv
+$(VENV)/.installed: common/requirements/dev.txt common/requirements/launch.txt common/requirements/smoke.txt
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r common/requirements/dev.txt -r common/requirements/smoke.txt
+	touch $@
+
+SHELL_SCRIPTS = $(shell git ls-files -co --exclude-standard '*.sh' '*.bash' '*.bats' 'installer/llmb-run' | sort -u)
+
+lint: venv ## shellcheck every shell script, ruff every Python file
+	shellcheck -x $(SHELL_SCRIPTS)
+	ruff check .
+
+test-py: venv ## pytest (the real-Slurm end-to-end tests run when root)
+	$(PY) -m pytest -q
+
+test-bats: venv ## bats suites
+	bats --print-output-on-failure -r tests/bats
+
+test: lint test-py test-bats ## everything CI runs
+
+bench: venv ## speed and memory targets (analyzer, launch start-up)
+	bash tests/bench/run.sh
+
+test-nemo: ## optional: build every NeMo recipe with nemo-toolkit 2.3.1 (3 GB venv)
+	bash tests/nemo/run.sh
+
+slurm-up: ## start the throw-away test Slurm cluster (root)
+	bash tests/slurm/cluster.sh up
+
+slurm-down: ## stop it
+	bash tests/slurm/cluster.sh down
+
+demo: ## run a smoke benchmark locally and analyze it
+	bash tests/demo.sh
+
+clean: ## remove venvs and caches
+	rm -rf $(VENV) .venv-nemo .pytest_cache .ruff_cache

@@ -1,0 +1,485 @@
+#!/usr/bin/env bash
+# A throw-away, real Slurm cluster on this host, for tests.
+#
+#   bash tests/slurm/cluster.sh up       start (idempotent; quick no-op when healthy)
+#   bash tests/slurm/cluster.sh down     stop what `up` started (add --purge to delete the state dir)
+#   bash tests/slurm/cluster.sh status   print daemon and node state
+#   bash tests/slurm/cluster.sh env      print `export` lines for clients: eval "$(... env)"
+#
+# One slurmctld, two slurmd (node1, node2) on 127.0.0.1 with 16 CPUs and 8 fake
+# GPUs each, a private munged, partition `batch`, no accounting, and a SPANK
+# test double for pyxis (spank_pyxis_stub.c). All state lives under
+# $LLMB_SLURM_STATE (default /tmp/llmb-slurm). See tests/slurm/README.md.
+#
+# Exit codes: 0 ok; 1 failure; 2 usage; 3 `status`: not running or unhealthy;
+# 77 skipped: not root (the cluster needs root).
+set -euo pipefail
+
+readonly EXIT_FAIL=1
+readonly EXIT_USAGE=2
+readonly EXIT_NOT_RUNNING=3
+readonly EXIT_SKIP=77
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+readonly SCRIPT_DIR
+STATE="${LLMB_SLURM_STATE:-/tmp/llmb-slurm}"
+STATE="${STATE%/}"
+readonly STATE
+readonly PORT_BASE="${LLMB_SLURM_PORT_BASE:-16817}"
+readonly START_TIMEOUT="${LLMB_SLURM_START_TIMEOUT:-30}"
+readonly NODES=(node1 node2)
+readonly GPUS_PER_NODE=8
+readonly CPUS_PER_NODE=16
+readonly CONF="${STATE}/etc/slurm.conf"
+readonly MUNGE_SOCKET="${STATE}/munge/munge.socket.2"
+readonly PACKAGES=(slurmctld slurmd slurm-client munge libslurm-dev libpmix-dev gcc libc6-dev)
+# Clients that do not get SLURM_CONF (e.g. an srun inside a job submitted
+# without it) read /etc/slurm/slurm.conf: link it to ours when that path is
+# free. Set LLMB_SLURM_SYSTEM_CONF=0 to never touch /etc.
+readonly SYSTEM_CONF=/etc/slurm/slurm.conf
+readonly LINK_SYSTEM_CONF="${LLMB_SLURM_SYSTEM_CONF:-1}"
+
+export SLURM_CONF="${CONF}"
+
+log() { printf 'llmb-slurm: %s\n' "$*" >&2; }
+
+usage() {
+    cat >&2 <<EOF
+usage: bash tests/slurm/cluster.sh {up|down [--purge]|status|env}
+state dir: ${STATE} (LLMB_SLURM_STATE)
+EOF
+}
+
+require_root() {
+    local what="$1"
+    if [[ "$(id -u)" -ne 0 ]]; then
+        echo "skipped: the test Slurm cluster needs root (${what}: it installs Debian packages, runs slurmd/munged as root and bind-mounts in job tasks)"
+        exit "${EXIT_SKIP}"
+    fi
+}
+
+# ---------------------------------------------------------------- processes
+
+# Print the PID recorded in pid file $1 if that process is alive and its
+# command name is $2; nothing otherwise.
+pid_from_file() {
+    local file="$1" comm="$2" pid
+    [[ -s "${file}" ]] || return 0
+    pid="$(tr -dc '0-9' <"${file}")"
+    [[ -n "${pid}" && -r "/proc/${pid}/comm" ]] || return 0
+    [[ "$(cat "/proc/${pid}/comm" 2>/dev/null)" == "${comm}" ]] || return 0
+    echo "${pid}"
+}
+
+daemon_pidfiles() {
+    local node
+    echo "${STATE}/run/munged.pid munged"
+    echo "${STATE}/run/slurmctld.pid slurmctld"
+    for node in "${NODES[@]}"; do
+        echo "${STATE}/run/slurmd-${node}.pid slurmd"
+    done
+}
+
+# slurmstepd processes started by our slurmd (found by SLURM_CONF in their
+# environment, which they inherit from our slurmd) and all their descendants.
+our_step_pids() {
+    local pid env_file stepds=() all=() frontier=() next=() child ppid stat
+    for env_file in /proc/[0-9]*/environ; do
+        pid="${env_file#/proc/}"
+        pid="${pid%/environ}"
+        [[ "$(cat "/proc/${pid}/comm" 2>/dev/null)" == slurmstepd ]] || continue
+        if tr '\0' '\n' <"${env_file}" 2>/dev/null | grep -qxF "SLURM_CONF=${CONF}"; then
+            stepds+=("${pid}")
+        fi
+    done
+    ((${#stepds[@]})) || return 0
+    all=("${stepds[@]}")
+    frontier=("${stepds[@]}")
+    while ((${#frontier[@]})); do
+        next=()
+        for stat in /proc/[0-9]*/stat; do
+            child="${stat#/proc/}"
+            child="${child%/stat}"
+            # field 4 of /proc/PID/stat, after the parenthesised command name
+            ppid="$(sed -E 's/^.*\) [A-Za-z] ([0-9]+) .*$/\1/' "${stat}" 2>/dev/null)" || continue
+            for pid in "${frontier[@]}"; do
+                if [[ "${ppid}" == "${pid}" ]]; then
+                    next+=("${child}")
+                fi
+            done
+        done
+        ((${#next[@]})) || break
+        all+=("${next[@]}")
+        frontier=("${next[@]}")
+    done
+    printf '%s\n' "${all[@]}"
+}
+
+# Send TERM to the given PIDs, wait up to $1 seconds, then KILL the rest.
+terminate() {
+    local wait_s="$1" pid alive i
+    shift
+    (($#)) || return 0
+    kill -TERM "$@" 2>/dev/null || true
+    for ((i = 0; i < wait_s * 10; i++)); do
+        alive=0
+        for pid in "$@"; do
+            if kill -0 "${pid}" 2>/dev/null; then
+                alive=1
+            fi
+        done
+        ((alive)) || return 0
+        sleep 0.1
+    done
+    log "killing processes that ignored SIGTERM: $*"
+    kill -KILL "$@" 2>/dev/null || true
+}
+
+# ---------------------------------------------------------------- health
+
+ctld_answers() {
+    scontrol ping 2>/dev/null | grep -q 'is UP'
+}
+
+# Print "NODE STATE" for each of our nodes (long state names; "*" suffix
+# means not responding).
+node_states() {
+    sinfo -h -N -p batch -o '%N %T' 2>/dev/null | sort -u
+}
+
+healthy() {
+    local line file comm node state
+    while read -r file comm; do
+        [[ -n "$(pid_from_file "${file}" "${comm}")" ]] || return 1
+    done < <(daemon_pidfiles)
+    ctld_answers || return 1
+    for node in "${NODES[@]}"; do
+        line="$(node_states | awk -v n="${node}" '$1 == n {print $2}')"
+        state="${line:-missing}"
+        case "${state}" in
+            idle | allocated | mixed | completing) ;;
+            *) return 1 ;;
+        esac
+    done
+    return 0
+}
+
+# ---------------------------------------------------------------- setup
+
+install_packages() {
+    local missing=() pkg
+    for pkg in "${PACKAGES[@]}"; do
+        if ! dpkg-query -W -f='${Status}' "${pkg}" 2>/dev/null | grep -q 'install ok installed'; then
+            missing+=("${pkg}")
+        fi
+    done
+    ((${#missing[@]})) || return 0
+    log "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq </dev/null >"${STATE}/log/apt.log" 2>&1 ||
+        { log "apt-get update failed; see ${STATE}/log/apt.log"; tail -n 20 "${STATE}/log/apt.log" >&2; exit "${EXIT_FAIL}"; }
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null >>"${STATE}/log/apt.log" 2>&1 ||
+        { log "apt-get install failed; see ${STATE}/log/apt.log"; tail -n 20 "${STATE}/log/apt.log" >&2; exit "${EXIT_FAIL}"; }
+}
+
+make_dirs() {
+    local node
+    mkdir -p "${STATE}"/{etc,run,log,lib,munge,spool/ctld}
+    chmod 0755 "${STATE}"
+    chmod 0700 "${STATE}/munge"
+    for node in "${NODES[@]}"; do
+        mkdir -p "${STATE}/spool/${node}" "${STATE}/tmp/${node}" "${STATE}/dev/${node}"
+    done
+}
+
+make_munge_key() {
+    local key="${STATE}/munge/munge.key"
+    if [[ ! -s "${key}" ]]; then
+        (umask 077 && head -c 1024 /dev/urandom >"${key}")
+    fi
+    chmod 0400 "${key}"
+}
+
+make_fake_gpus() {
+    local node i
+    for node in "${NODES[@]}"; do
+        for ((i = 0; i < GPUS_PER_NODE; i++)); do
+            ln -sfn /dev/null "${STATE}/dev/${node}/nvidia${i}"
+        done
+    done
+}
+
+build_plugin() {
+    local src="${SCRIPT_DIR}/spank_pyxis_stub.c" so="${STATE}/lib/spank_pyxis_stub.so"
+    if [[ ! -s "${so}" || "${src}" -nt "${so}" ]]; then
+        gcc -O2 -Wall -shared -fPIC -o "${so}.tmp" "${src}" 2>"${STATE}/log/plugin-build.log" ||
+            { log "building the SPANK stub failed:"; cat "${STATE}/log/plugin-build.log" >&2; exit "${EXIT_FAIL}"; }
+        mv -f "${so}.tmp" "${so}"
+    fi
+}
+
+write_configs() {
+    local host node i=0 port
+    host="$(hostname -s)"
+    {
+        cat <<EOF
+# Generated by tests/slurm/cluster.sh: a throw-away test cluster. Do not edit.
+ClusterName=llmbtest
+SlurmctldHost=${host}(127.0.0.1)
+SlurmctldPort=${PORT_BASE}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=${MUNGE_SOCKET}
+CredType=cred/munge
+StateSaveLocation=${STATE}/spool/ctld
+SlurmdSpoolDir=${STATE}/spool/%n
+SlurmctldPidFile=${STATE}/run/slurmctld.pid
+SlurmdPidFile=${STATE}/run/slurmd-%n.pid
+SlurmctldLogFile=${STATE}/log/slurmctld.log
+SlurmdLogFile=${STATE}/log/slurmd-%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+TmpFS=${STATE}/tmp/%n
+PlugStackConfig=${STATE}/etc/plugstack.conf
+MailProg=/bin/true
+# no cgroups
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+# no accounting database: sacct does not work on this cluster
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+# srun --mpi=pmix works (libpmix-dev provides libpmix.so)
+MpiDefault=none
+SwitchType=switch/none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+GresTypes=gpu
+# nodes declare more CPUs than the host has
+SlurmdParameters=config_overrides
+ReturnToService=2
+# finished jobs stay visible to squeue/scontrol for an hour
+MinJobAge=3600
+KillWait=5
+InactiveLimit=0
+SlurmdTimeout=60
+EOF
+        for node in "${NODES[@]}"; do
+            i=$((i + 1))
+            port=$((PORT_BASE + i))
+            echo "NodeName=${node} NodeHostname=${host} NodeAddr=127.0.0.1 Port=${port} CPUs=${CPUS_PER_NODE} Boards=1 SocketsPerBoard=1 CoresPerSocket=${CPUS_PER_NODE} ThreadsPerCore=1 RealMemory=16384 Gres=gpu:${GPUS_PER_NODE} State=UNKNOWN"
+        done
+        local IFS=,
+        echo "PartitionName=batch Nodes=${NODES[*]} Default=YES MaxTime=INFINITE State=UP"
+    } >"${CONF}.tmp"
+    mv -f "${CONF}.tmp" "${CONF}"
+
+    {
+        echo "# Generated by tests/slurm/cluster.sh: fake GPUs (symlinks to /dev/null)"
+        for node in "${NODES[@]}"; do
+            echo "NodeName=${node} Name=gpu File=${STATE}/dev/${node}/nvidia[0-$((GPUS_PER_NODE - 1))]"
+        done
+    } >"${STATE}/etc/gres.conf"
+
+    echo "required ${STATE}/lib/spank_pyxis_stub.so" >"${STATE}/etc/plugstack.conf"
+}
+
+link_system_conf() {
+    [[ "${LINK_SYSTEM_CONF}" == 1 ]] || return 0
+    if [[ -L "${SYSTEM_CONF}" || ! -e "${SYSTEM_CONF}" ]]; then
+        mkdir -p "$(dirname "${SYSTEM_CONF}")"
+        # replace only a missing file or a symlink into some test state dir
+        if [[ ! -e "${SYSTEM_CONF}" || "$(readlink "${SYSTEM_CONF}")" == */etc/slurm.conf ]]; then
+            ln -sfn "${CONF}" "${SYSTEM_CONF}"
+        fi
+    fi
+}
+
+unlink_system_conf() {
+    if [[ -L "${SYSTEM_CONF}" && "$(readlink "${SYSTEM_CONF}")" == "${CONF}" ]]; then
+        rm -f "${SYSTEM_CONF}"
+    fi
+}
+
+# ---------------------------------------------------------------- start/stop
+
+show_logs() {
+    local f
+    for f in "${STATE}"/log/munged.log "${STATE}"/log/slurmctld.log "${STATE}"/log/slurmd-*.log; do
+        [[ -e "${f}" ]] || continue
+        echo "----- tail of ${f}" >&2
+        tail -n 25 "${f}" >&2
+    done
+}
+
+fail_start() {
+    log "ERROR: $*"
+    show_logs
+    stop_daemons
+    exit "${EXIT_FAIL}"
+}
+
+wait_for() {
+    local what="$1" i
+    shift
+    for ((i = 0; i < START_TIMEOUT * 4; i++)); do
+        if "$@"; then
+            return 0
+        fi
+        sleep 0.25
+    done
+    fail_start "timed out after ${START_TIMEOUT}s waiting for ${what}"
+}
+
+nodes_idle() {
+    local states
+    states="$(node_states)"
+    local node
+    for node in "${NODES[@]}"; do
+        grep -qx "${node} idle" <<<"${states}" || return 1
+    done
+}
+
+start_daemons() {
+    local node
+    munged --force \
+        --socket="${MUNGE_SOCKET}" \
+        --key-file="${STATE}/munge/munge.key" \
+        --pid-file="${STATE}/run/munged.pid" \
+        --log-file="${STATE}/log/munged.log" \
+        --seed-file="${STATE}/munge/munged.seed" </dev/null ||
+        fail_start "munged did not start"
+    wait_for "the munge socket" test -S "${MUNGE_SOCKET}"
+
+    slurmctld -i </dev/null >>"${STATE}/log/slurmctld.out" 2>&1 ||
+        fail_start "slurmctld did not start"
+    wait_for "slurmctld to answer" ctld_answers
+
+    for node in "${NODES[@]}"; do
+        slurmd -N "${node}" </dev/null >>"${STATE}/log/slurmd-${node}.out" 2>&1 ||
+            fail_start "slurmd for ${node} did not start"
+    done
+    wait_for "nodes ${NODES[*]} to be idle" nodes_idle
+}
+
+cancel_jobs() {
+    local jobs=() i
+    ctld_answers || return 0
+    mapfile -t jobs < <(squeue -h -t PD,CF,R,S,CG,RQ,RS,RH,SI,SO,ST -o '%i' 2>/dev/null || true)
+    ((${#jobs[@]})) || return 0
+    log "cancelling jobs: ${jobs[*]}"
+    scancel "${jobs[@]}" 2>/dev/null || true
+    for ((i = 0; i < 60; i++)); do
+        [[ -z "$(squeue -h -t R,CG,S,SO,ST -o '%i' 2>/dev/null)" ]] && return 0
+        sleep 0.25
+    done
+}
+
+stop_daemons() {
+    local file comm pid slurmds=() ctld=() munge=() steps=()
+    while read -r file comm; do
+        pid="$(pid_from_file "${file}" "${comm}")"
+        [[ -n "${pid}" ]] || continue
+        case "${comm}" in
+            slurmd) slurmds+=("${pid}") ;;
+            slurmctld) ctld+=("${pid}") ;;
+            munged) munge+=("${pid}") ;;
+        esac
+    done < <(daemon_pidfiles)
+    terminate 10 "${slurmds[@]}"
+    mapfile -t steps < <(our_step_pids)
+    terminate 5 "${steps[@]}"
+    terminate 10 "${ctld[@]}"
+    terminate 10 "${munge[@]}"
+    rm -f "${STATE}"/run/*.pid
+}
+
+# ---------------------------------------------------------------- commands
+
+cmd_up() {
+    require_root up
+    if [[ -d "${STATE}" ]] && healthy; then
+        log "already up (state ${STATE})"
+        return 0
+    fi
+    mkdir -p "${STATE}/log"
+    install_packages
+    # a half-started or crashed cluster: clear it first
+    cancel_jobs
+    stop_daemons
+    make_dirs
+    make_munge_key
+    make_fake_gpus
+    build_plugin
+    write_configs
+    link_system_conf
+    start_daemons
+    log "up: nodes ${NODES[*]} idle; SLURM_CONF=${CONF}"
+}
+
+cmd_down() {
+    require_root down
+    local purge=0
+    if [[ "${1:-}" == --purge ]]; then
+        purge=1
+    elif [[ -n "${1:-}" ]]; then
+        usage
+        exit "${EXIT_USAGE}"
+    fi
+    if [[ -d "${STATE}" ]]; then
+        cancel_jobs
+        stop_daemons
+    fi
+    unlink_system_conf
+    if ((purge)); then
+        rm -rf -- "${STATE}"
+    fi
+    log "down"
+}
+
+cmd_status() {
+    local file comm pid rc=0
+    echo "state dir: ${STATE}"
+    echo "SLURM_CONF=${CONF}"
+    while read -r file comm; do
+        pid="$(pid_from_file "${file}" "${comm}")"
+        printf '%-10s %s (%s)\n' "${comm}" "${pid:-not running}" "$(basename "${file}")"
+    done < <(daemon_pidfiles)
+    if [[ -e "${CONF}" ]] && ctld_answers; then
+        sinfo -N -o '%N %P %T %c %G' || true
+    fi
+    if ! [[ -d "${STATE}" ]] || ! healthy; then
+        echo "status: not running or unhealthy"
+        rc="${EXIT_NOT_RUNNING}"
+    else
+        echo "status: up"
+    fi
+    return "${rc}"
+}
+
+cmd_env() {
+    printf 'export SLURM_CONF=%q\n' "${CONF}"
+    printf 'export LLMB_SLURM_STATE=%q\n' "${STATE}"
+}
+
+main() {
+    local cmd="${1:-}"
+    (($#)) && shift
+    case "${cmd}" in
+        up) cmd_up "$@" ;;
+        down) cmd_down "$@" ;;
+        status) cmd_status "$@" ;;
+        env) cmd_env "$@" ;;
+        -h | --help | help)
+            usage
+            ;;
+        *)
+            usage
+            exit "${EXIT_USAGE}"
+            ;;
+    esac
+}
+
+main "$@"
