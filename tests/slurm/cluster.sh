@@ -137,14 +137,21 @@ terminate() {
 
 # ---------------------------------------------------------------- health
 
+ctld_alive() {
+    [[ -n "$(pid_from_file "${STATE}/run/slurmctld.pid" slurmctld)" ]]
+}
+
+# Clients retry for a long time when no slurmctld listens: ask only when ours
+# runs, and bound the wait.
 ctld_answers() {
-    scontrol ping 2>/dev/null | grep -q 'is UP'
+    ctld_alive || return 1
+    timeout 10 scontrol ping 2>/dev/null | grep -q 'is UP'
 }
 
 # Print "NODE STATE" for each of our nodes (long state names; "*" suffix
 # means not responding).
 node_states() {
-    sinfo -h -N -p batch -o '%N %T' 2>/dev/null | sort -u
+    timeout 10 sinfo -h -N -p batch -o '%N %T' 2>/dev/null | sort -u
 }
 
 healthy() {
@@ -367,12 +374,12 @@ start_daemons() {
 cancel_jobs() {
     local jobs=() i
     ctld_answers || return 0
-    mapfile -t jobs < <(squeue -h -t PD,CF,R,S,CG,RQ,RS,RH,SI,SO,ST -o '%i' 2>/dev/null || true)
+    mapfile -t jobs < <(timeout 10 squeue -h -t PD,CF,R,S,CG,RQ,RS,RH,SI,SO,ST -o '%i' 2>/dev/null || true)
     ((${#jobs[@]})) || return 0
     log "cancelling jobs: ${jobs[*]}"
-    scancel "${jobs[@]}" 2>/dev/null || true
+    timeout 10 scancel "${jobs[@]}" 2>/dev/null || true
     for ((i = 0; i < 60; i++)); do
-        [[ -z "$(squeue -h -t R,CG,S,SO,ST -o '%i' 2>/dev/null)" ]] && return 0
+        [[ -z "$(timeout 10 squeue -h -t R,CG,S,SO,ST -o '%i' 2>/dev/null)" ]] && return 0
         sleep 0.25
     done
 }
