@@ -360,7 +360,9 @@ start_daemons() {
         fail_start "munged did not start"
     wait_for "the munge socket" test -S "${MUNGE_SOCKET}"
 
-    slurmctld -i </dev/null >>"${STATE}/log/slurmctld.out" 2>&1 ||
+    # -c: start with no jobs; jobs of an earlier run (possibly killed by
+    # `down`) would otherwise be recovered and requeued.
+    slurmctld -c -i </dev/null >>"${STATE}/log/slurmctld.out" 2>&1 ||
         fail_start "slurmctld did not start"
     wait_for "slurmctld to answer" ctld_answers
 

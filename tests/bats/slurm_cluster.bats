@@ -1,0 +1,85 @@
+#!/usr/bin/env bats
+# The throw-away Slurm cluster of tests/slurm/cluster.sh: up, a 2-node x
+# 8-task job through the pyxis test double, idempotent up. Needs root; skipped
+# otherwise. Brings the cluster down afterwards only if it started it.
+
+CLUSTER="${BATS_TEST_DIRNAME}/../slurm/cluster.sh"
+
+setup_file() {
+    export CLUSTER
+    if [[ "$(id -u)" -ne 0 ]]; then
+        return 0
+    fi
+    if bash "${CLUSTER}" status >/dev/null 2>&1; then
+        export LLMB_SLURM_STARTED_HERE=0
+    else
+        export LLMB_SLURM_STARTED_HERE=1
+        bash "${CLUSTER}" up >&3 2>&1
+    fi
+}
+
+teardown_file() {
+    if [[ "$(id -u)" -eq 0 && "${LLMB_SLURM_STARTED_HERE:-0}" == 1 ]]; then
+        bash "${CLUSTER}" down >/dev/null 2>&1 || true
+    fi
+}
+
+setup() {
+    if [[ "$(id -u)" -ne 0 ]]; then
+        skip "the test Slurm cluster needs root"
+    fi
+    eval "$(bash "${CLUSTER}" env)"
+}
+
+@test "cluster is up: node1 and node2 idle with 8 GPUs each" {
+    run bash "${CLUSTER}" status
+    [ "${status}" -eq 0 ]
+    run sinfo -h -N -p batch -o '%N %T %G'
+    echo "${output}"
+    [ "${status}" -eq 0 ]
+    [[ "${output}" =~ node1\ (idle|mixed|allocated)\ gpu:8 ]]
+    [[ "${output}" =~ node2\ (idle|mixed|allocated)\ gpu:8 ]]
+}
+
+@test "a second up is a quick no-op" {
+    local start=${SECONDS}
+    run bash "${CLUSTER}" up
+    [ "${status}" -eq 0 ]
+    [[ "${output}" == *"already up"* ]]
+    [ $((SECONDS - start)) -lt 5 ]
+}
+
+@test "env prints the SLURM_CONF a client needs" {
+    run bash "${CLUSTER}" env
+    [ "${status}" -eq 0 ]
+    [[ "${output}" == *"export SLURM_CONF="*"/etc/slurm.conf"* ]]
+}
+
+@test "2 nodes x 8 tasks with pyxis options: mounts and workdir honoured" {
+    local src="${BATS_FILE_TMPDIR}/src" out="${BATS_FILE_TMPDIR}/job.out"
+    mkdir -p "${src}"
+    echo hi >"${src}/marker.txt"
+    run timeout 60 sbatch --wait --parsable --account=testacct --partition=batch \
+        --nodes=2 --ntasks-per-node=8 --gpus-per-node=8 --output="${out}" \
+        --wrap "srun --mpi=pmix --container-image=nvcr.io#nvidia/nemo:25.04.01 --no-container-mount-home --container-mounts=${src}:/nemo_run --container-workdir=/nemo_run bash -c 'echo \$(pwd) \$(ls /nemo_run) \$SLURM_PROCID \$SLURM_LOCALID \$SLURM_NODEID'"
+    echo "${output}"
+    [ "${status}" -eq 0 ]
+    cat "${out}"
+    [ "$(grep -c '^/nemo_run marker.txt ' "${out}")" -eq 16 ]
+    # ranks 0..15, each once; local ids 0..7 on nodes 0 and 1
+    [ "$(awk '{print $3}' "${out}" | sort -n | uniq | tr '\n' ' ')" == "0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 " ]
+    [ "$(awk '{print $5}' "${out}" | sort | uniq -c | awk '{print $1}' | tr '\n' ' ')" == "8 8 " ]
+}
+
+@test "a non-root caller is told to skip (exit 77)" {
+    command -v runuser >/dev/null || skip "runuser not available"
+    local dir
+    dir="$(mktemp -d /tmp/llmb-slurm-nonroot.XXXXXX)"
+    cp "${CLUSTER}" "${dir}/cluster.sh"
+    chmod 0755 "${dir}" "${dir}/cluster.sh"
+    run runuser -u nobody -- bash "${dir}/cluster.sh" up
+    rm -rf -- "${dir}"
+    echo "${output}"
+    [ "${status}" -eq 77 ]
+    [[ "${output}" == "skipped: the test Slurm cluster needs root"* ]]
+}
