@@ -1,0 +1,203 @@
+"""Render an analysis as an aligned table, CSV or JSON.
+
+An analysis is a plain mapping {"analysis": {...}, "results": [...], "skipped": [...],
+"summary": {...}} built by llmb.analyze; every result carries every field in RESULT_FIELDS
+(null where unknown). JSON and CSV are written with the json and csv modules, so any file name
+(spaces, quotes, newlines, non-ASCII, undecodable bytes) stays valid.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+# The established columns of the seeds' CSV, then the additions.
+ESTABLISHED_FIELDS = (
+    "filename", "status", "time_mean", "time_std_dev", "tflops_per_gpu_mean",
+    "tflops_per_gpu_std_dev", "max_iteration",
+)
+RESULT_FIELDS = (
+    *ESTABLISHED_FIELDS,
+    "experiment", "path", "final_iteration", "window_steps", "tflops_source", "identified_by",
+    "recipe", "model_size", "dtype", "gpu_type", "num_gpus", "global_batch_size", "seq_length",
+    "scaling", "tokens_per_second", "mfu", "time_to_train_days", "reference_step_time",
+    "reference_source", "pct_of_reference", "checkpoint_save_s", "checkpoint_load_s", "error",
+)
+FORMATS = ("table", "csv", "json")
+
+TITLE = "Train Step Timing and TFLOPS Analysis (iterations {first}-{last})"
+# Heading and width of each column of the main table; widths are the seeds'.
+MAIN_COLUMNS = (
+    ("Status", 8), ("Time Mean (s)", 13), ("Time Std (s)", 12), ("TFLOPS_per_GPU Mean", 19),
+    ("TFLOPS_per_GPU Std", 18),
+)
+DERIVED_TITLE = "Throughput, MFU and published reference"
+DERIVED_COLUMNS = (
+    ("Tokens/s", 10), ("MFU %", 6), ("Days/1T tok", 11), ("Ref (s)", 8), ("% of ref", 8),
+)
+SHORT_NAME_MAX = 40
+DEFAULT_GPU = "h100"
+
+
+def render(analysis: Mapping[str, Any], fmt: str, full_names: bool = False) -> str:
+    if fmt == "json":
+        return to_json(analysis)
+    if fmt == "csv":
+        return to_csv(analysis["results"])
+    return to_table(analysis, full_names)
+
+
+# --- JSON and CSV -------------------------------------------------------------------------
+
+def to_json(analysis: Mapping[str, Any]) -> str:
+    # ensure_ascii: valid in any locale; allow_nan=False: a NaN would not be JSON.
+    return json.dumps(analysis, indent=2, ensure_ascii=True, allow_nan=False) + "\n"
+
+
+def to_csv(results: Sequence[Mapping[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(RESULT_FIELDS)
+    for r in results:
+        writer.writerow(["" if r.get(k) is None else r[k] for k in RESULT_FIELDS])
+    return out.getvalue()
+
+
+# --- table --------------------------------------------------------------------------------
+
+_UNPRINTABLE = re.compile(r"[^\x20-\x7e\u00a0-\uffff]|[\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """Control characters shown escaped (a newline in a file name must not break a row)."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape", "backslashreplace")
+                            .decode("ascii"), text)
+
+
+def _fixed(value: float | None, places: int, marker: str = "") -> str:
+    return "-" if value is None else f"{value:.{places}f}{marker}"
+
+
+def _middle_cut(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    keep = width - 3
+    return text[: keep - keep // 2] + "..." + text[len(text) - keep // 2:]
+
+
+def _job_tag(result: Mapping[str, Any]) -> str:
+    """The job id (and restart) from a nemo-run log name, else the run directory's stamp."""
+    filename = str(result.get("filename") or "")
+    if m := re.search(r"_(\d+)(?:_(\d+))?\.out$", filename):
+        return "#" + m.group(1) + (f".{m.group(2)}" if m.group(2) not in (None, "0") else "")
+    parts = re.split(r"[\\/]", filename)
+    for part in reversed(parts[:-1]):
+        if m := re.search(r"_(\d{6,})$", part):
+            return "@" + m.group(1)
+    return ""
+
+
+def short_name(result: Mapping[str, Any]) -> str:
+    """What distinguishes a run: recipe, size, dtype, GPUs x type, scaling and tags."""
+    if result.get("recipe") and result.get("model_size") and result.get("num_gpus"):
+        parts = [str(result["recipe"]), str(result["model_size"]), str(result.get("dtype") or "?"),
+                 f"{result['num_gpus']}x{result.get('gpu_type') or DEFAULT_GPU}"]
+        if result.get("scaling") == "strong":
+            parts.append(f"strong gbs{result.get('global_batch_size')}")
+        experiment = str(result.get("experiment") or "")
+        parts.extend(tag for tag in ("nsys", "profile") if f"_{tag}" in experiment)
+        return " ".join(parts)
+    name = str(result.get("experiment") or result.get("filename") or "?")
+    return _middle_cut(printable(name.removeprefix("pretrain_")), SHORT_NAME_MAX)
+
+
+def display_names(results: Sequence[Mapping[str, Any]], full_names: bool) -> list[str]:
+    """Row labels: full relative paths, or short names made unique with job ids."""
+    if full_names:
+        return [printable(str(r["filename"])) for r in results]
+    names = [short_name(r) for r in results]
+    counts = Counter(names)
+    names = [f"{n} {_job_tag(r)}".rstrip() if counts[n] > 1 else n
+             for n, r in zip(names, results, strict=True)]
+    seen: Counter[str] = Counter()
+    unique = []
+    for n in names:
+        seen[n] += 1
+        unique.append(n if seen[n] == 1 else f"{n} ({seen[n]})")
+    return unique
+
+
+def _rows_text(headings: Sequence[tuple[str, int]], label_width: int,
+               rows: Sequence[Sequence[str]]) -> list[str]:
+    head = "Experiment".ljust(label_width) + "".join(
+        " " + (h.ljust(w) if i == 0 and h == "Status" else h.rjust(w))
+        for i, (h, w) in enumerate(headings))
+    rule = "-" * label_width + "".join(" " + "-" * w for _, w in headings)
+    lines = [head, rule]
+    for label, *cells in rows:
+        line = label.ljust(label_width)
+        for i, ((h, w), cell) in enumerate(zip(headings, cells, strict=True)):
+            line += " " + (cell.ljust(w) if i == 0 and h == "Status" else cell.rjust(w))
+        lines.append(line.rstrip())
+    return lines
+
+
+def to_table(analysis: Mapping[str, Any], full_names: bool = False) -> str:
+    results = analysis["results"]
+    window = analysis["analysis"]["window"]
+    names = display_names(results, full_names)
+    label_width = max([len("Experiment"), *map(len, names)])
+    computed = False
+    main_rows = []
+    for name, r in zip(names, results, strict=True):
+        mark = ""
+        if r.get("tflops_source") == "computed":
+            mark, computed = "*", True
+        main_rows.append([
+            name, str(r["status"]), _fixed(r["time_mean"], 3), _fixed(r["time_std_dev"], 3),
+            _fixed(r["tflops_per_gpu_mean"], 2, mark), _fixed(r["tflops_per_gpu_std_dev"], 2, mark),
+        ])
+    main = _rows_text(MAIN_COLUMNS, label_width, main_rows)
+    title = TITLE.format(first=window["first_iteration"], last=window["last_iteration"])
+    lines = [title, "=" * max(len(title), len(main[0])), *main]
+    if computed:
+        lines.append("* TFLOPS_per_GPU computed from the model FLOPs (the log has none, or "
+                     "its figure is known to be wrong for this model)")
+
+    derived = [
+        (name, r) for name, r in zip(names, results, strict=True)
+        if r.get("tokens_per_second") is not None or r.get("reference_step_time") is not None
+    ]
+    if derived:
+        dwidth = max([len("Experiment"), *(len(n) for n, _ in derived)])
+        rows = [[
+            name, _fixed(r["tokens_per_second"], 0),
+            _fixed(None if r["mfu"] is None else r["mfu"] * 100, 2),
+            _fixed(r["time_to_train_days"], 2), _fixed(r["reference_step_time"], 3),
+            _fixed(r["pct_of_reference"], 1),
+        ] for name, r in derived]
+        lines += ["", DERIVED_TITLE, *_rows_text(DERIVED_COLUMNS, dwidth, rows)]
+
+    errors = [(n, r) for n, r in zip(names, results, strict=True) if r.get("error")]
+    if errors:
+        lines.append("")
+        lines += [f"unreadable: {printable(str(r['filename']))}: {printable(r['error'])}"
+                  for _, r in errors]
+    lines += ["", summary_line(analysis["summary"])]
+    return "\n".join(lines) + "\n"
+
+
+def summary_line(summary: Mapping[str, Any]) -> str:
+    text = (f"Summary: {summary['logs']} log(s): {summary['success']} Success, "
+            f"{summary['failed']} Failed")
+    if summary.get("unreadable"):
+        text += f" ({summary['unreadable']} unreadable)"
+    skipped = summary.get("skipped_by_reason") or {}
+    if skipped:
+        text += "; skipped " + ", ".join(f"{n} {reason}" for reason, n in skipped.items())
+    return text

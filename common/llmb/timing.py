@@ -1,0 +1,209 @@
+"""Scan training logs into step records, and the window statistics the benchmarks publish.
+
+A log is streamed in binary chunks and never held in memory: only the lines that hold
+`train_step_timing` or `Global Checkpoint` are cut out (a C-speed substring search finds them
+before any regular expression runs), decoded with errors replaced, stripped of ANSI colour
+codes and parsed. Lines end at `\\n` or `\\r` (progress bars redraw with carriage returns, and
+CRLF files end in both).
+
+The two step-line forms of SPEC.md section 4:
+
+    Training epoch 0, iteration 11/49 | ... | train_step_timing in s: 12.39 | TFLOPS_per_GPU: 610.2
+    Epoch 0: : 100%|###| 100/100 [07:57<00:00, global_step=99.00, train_step_timing in s=3.590]
+
+Iteration numbers are 0-based. In the pipe form NeMo prints `iteration {i}/{max_steps - 1}`, so
+the denominator is the index of the final iteration: `iteration 49/49` is the last step of a
+50-step run. In the progress-bar form `{done}/{total}` counts finished steps, so the step just
+finished has index `done - 1` and the final index is `total - 1` (`100/100` with
+`global_step=99.00`). A run is complete when its highest iteration reaches that final index.
+
+Several ranks, or a requeued job's second attempt, print the same iteration again: the last
+occurrence in the file wins.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# The published window: iterations 11..44 inclusive, 0-based (seeds 000, 003, 004).
+WINDOW = (11, 44)
+
+STEP_NEEDLE = b"train_step_timing"
+CHECKPOINT_NEEDLE = b"Global Checkpoint"
+# Evidence that a file without step lines is still a training log (NeMo/Megatron/Slurm output).
+LOG_MARKERS = (b"[NeMo ", b"nemo_logging", b"Training epoch", b"megatron", b"NeMo", b"srun:",
+               b"torch.distributed", b"Traceback (most recent call last)")
+
+CHUNK_BYTES = 1 << 20
+# A step line is a few hundred bytes: never look further than this around a match.
+LINE_REACH = 4096
+# An unterminated run of bytes longer than this is not a log line; keep only its tail.
+MAX_CARRY = 1 << 20
+
+_NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_ITERATION = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)")
+_PROGRESS = re.compile(r"(\d+)\s*/\s*(\d+)\s*\[")
+_GLOBAL_STEP = re.compile(r"global_step\s*[:=]\s*" + _NUM)
+_STEP_TIME = re.compile(r"train_step_timing in s\s*[:=]\s*" + _NUM)
+_TFLOPS = re.compile(r"TFLOPS_per_GPU\s*[:=]\s*" + _NUM)
+_SAVE = re.compile(r"Save duration\s*:\s*" + _NUM + r"\s*s")
+_LOAD = re.compile(r"load_checkpoint\s*:\s*" + _NUM + r"\s*s")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One training step as the log reports it."""
+
+    time: float
+    tflops: float | None = None
+
+
+@dataclass
+class LogScan:
+    """What one log says: its steps by iteration index and the facts around them."""
+
+    steps: dict[int, Step] = field(default_factory=dict)
+    final_index: int | None = None  # index of the run's last iteration, from the step lines
+    step_lines: int = 0  # lines holding train_step_timing, parsed or not
+    checkpoint_save_s: float | None = None
+    checkpoint_load_s: float | None = None
+    looks_like_log: bool = False
+
+    @property
+    def max_iteration(self) -> int | None:
+        return max(self.steps) if self.steps else None
+
+    def complete(self, final_index: int | None = None) -> bool:
+        """True when the run reached its final iteration (the log's own count first)."""
+        final = self.final_index if self.final_index is not None else final_index
+        last = self.max_iteration
+        return final is not None and last is not None and last >= final
+
+    # --- feeding ---------------------------------------------------------------------------
+    def step_line(self, raw: bytes) -> None:
+        self.step_lines += 1
+        line = _clean(raw)
+        time = _number(_STEP_TIME, line)
+        if time is None:
+            return
+        if m := _ITERATION.search(line):
+            index, final = int(m.group(1)), int(m.group(2))
+        elif m := _PROGRESS.search(line):
+            index, final = int(m.group(1)) - 1, int(m.group(2)) - 1
+        elif (g := _number(_GLOBAL_STEP, line)) is not None:
+            index, final = int(g), None
+        else:
+            return
+        if index < 0:
+            return
+        if final is not None:
+            self.final_index = final
+        self.steps.pop(index, None)  # re-insert: dict order follows the last occurrence
+        self.steps[index] = Step(time, _number(_TFLOPS, line))
+
+    def checkpoint_line(self, raw: bytes) -> None:
+        line = _clean(raw)
+        if (save := _number(_SAVE, line)) is not None:
+            self.checkpoint_save_s = save
+        if (load := _number(_LOAD, line)) is not None:
+            self.checkpoint_load_s = load
+
+
+def _clean(raw: bytes) -> str:
+    return _ANSI.sub("", raw.decode("utf-8", errors="replace"))
+
+
+def _number(pattern: re.Pattern[str], line: str) -> float | None:
+    m = pattern.search(line)
+    if not m:
+        return None
+    value = float(m.group(1))
+    return value if math.isfinite(value) else None
+
+
+def _line_at(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+    """Bounds of the line (split at \\n and \\r) around buf[pos], within buf[:end]."""
+    floor = max(0, pos - LINE_REACH)
+    start = max(buf.rfind(b"\n", floor, pos), buf.rfind(b"\r", floor, pos), floor - 1) + 1
+    ceiling = min(end, pos + LINE_REACH)
+    stops = [i for i in (buf.find(b"\n", pos, ceiling), buf.find(b"\r", pos, ceiling)) if i >= 0]
+    return start, min(stops) if stops else ceiling
+
+
+def _feed(scan: LogScan, buf: bytes, end: int) -> None:
+    """Parse the complete lines in buf[:end]."""
+    for needle, handle in ((STEP_NEEDLE, scan.step_line),
+                           (CHECKPOINT_NEEDLE, scan.checkpoint_line)):
+        pos = buf.find(needle, 0, end)
+        while pos >= 0:
+            start, stop = _line_at(buf, pos, end)
+            handle(buf[start:stop])
+            pos = buf.find(needle, max(stop, pos + len(needle)), end)
+    if not scan.looks_like_log:
+        scan.looks_like_log = scan.step_lines > 0 or any(
+            buf.find(marker, 0, end) >= 0 for marker in LOG_MARKERS)
+
+
+def scan_log(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> LogScan:
+    """Stream one log file; memory stays at a couple of chunks however large the file is.
+
+    Raises OSError when the file cannot be opened or read.
+    """
+    scan = LogScan()
+    carry = b""
+    with open(path, "rb") as f:
+        while chunk := f.read(chunk_bytes):
+            buf = carry + chunk if carry else chunk
+            cut = max(buf.rfind(b"\n"), buf.rfind(b"\r"))
+            if cut < 0:
+                carry = buf if len(buf) <= MAX_CARRY else buf[-LINE_REACH:]
+                continue
+            _feed(scan, buf, cut + 1)
+            carry = buf[cut + 1:]
+    if carry:
+        _feed(scan, carry, len(carry))
+    return scan
+
+
+def scan_lines(lines: Iterable[bytes | str]) -> LogScan:
+    """Scan log text given as lines (tests, pipes); same rules as scan_log."""
+    scan = LogScan()
+    for line in lines:
+        data = line.encode() if isinstance(line, str) else line
+        if not data.endswith((b"\n", b"\r")):
+            data += b"\n"
+        _feed(scan, data, len(data))
+    return scan
+
+
+@dataclass(frozen=True)
+class WindowStats:
+    """Mean and population standard deviation over the steps inside the window."""
+
+    count: int
+    mean: float | None
+    std_dev: float | None
+
+
+def window_values(steps: dict[int, Step], window: tuple[int, int] = WINDOW) -> list[int]:
+    """The iteration indices inside the window (inclusive), in order."""
+    first, last = window
+    return sorted(i for i in steps if first <= i <= last)
+
+
+def stats(values: Iterable[float]) -> WindowStats:
+    """Population mean/std (statistics.pstdev, as the seeds' analysis computes it).
+
+    No values gives nulls: a run that never reached iteration 11 has no steady-state figure,
+    and inventing one from warm-up steps would be misleading.
+    """
+    data = list(values)
+    if not data:
+        return WindowStats(0, None, None)
+    return WindowStats(len(data), statistics.fmean(data), statistics.pstdev(data))
