@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# The one setup implementation behind every <recipe>/setup.sh:
+#
+#   bash common/setup.sh <recipe>        (what llama3.1/setup.sh etc. exec)
+#
+# Steps (LLMB_SETUP_STEPS, comma separated, default "venv,image"; "venv" only for
+# CLUSTER_TYPE=runai, where Run:ai pulls the image itself):
+#   layout  always: $LLMB_INSTALL/{images,datasets,venvs,workloads/<workload>}
+#   venv    pip install the login-node requirements into the ACTIVE venv or conda env
+#   image   enroot import the recipe's image to $LLMB_INSTALL/images/<org>+<name>+<tag>.sqsh,
+#           via a temporary name that is renamed only when the import completed; an existing
+#           valid image is kept. GPU_TYPE=gb200 imports the aarch64 image (enroot --arch).
+# Safe to run twice. Variables:
+#   LLMB_INSTALL (required)  STAGE_PATH (must be unset: the old name)  CLUSTER_TYPE  GPU_TYPE
+#   LLMB_REQUIREMENTS   requirement files, ':' separated (default common/requirements/launch.txt)
+#   LLMB_PIP_ARGS       extra pip arguments, e.g. "--no-index --find-links /wheels"
+#   LLMB_IMAGE_SPACE_GB free space the import needs (default: the documented estimate, 30)
+set -euo pipefail
+
+SETUP_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+readonly SETUP_REPO
+SETUP_TMP_IMAGE=""
+SETUP_IMPORT_PID=""
+
+setup_die() {
+    echo "llmb: $*" >&2
+    exit 1
+}
+
+setup_log() {
+    echo "llmb-setup: $*"
+}
+
+# The Python that answers questions about metadata.yaml: the active environment's if it has
+# PyYAML, else the workload venv's, else python3.
+setup_python() {
+    local workload="$1" candidate
+    for candidate in "${LLMB_PYTHON:-}" "${VIRTUAL_ENV:+${VIRTUAL_ENV}/bin/python}" \
+        "${CONDA_PREFIX:+${CONDA_PREFIX}/bin/python}" \
+        "${LLMB_INSTALL}/venvs/${workload}/bin/python" python3; do
+        [[ -n "${candidate}" ]] || continue
+        if "${candidate}" -c 'import yaml' >/dev/null 2>&1; then
+            echo "${candidate}"
+            return 0
+        fi
+    done
+    setup_die "no Python with PyYAML found (tried the active venv, ${LLMB_INSTALL}/venvs/${workload} and python3); activate the workload venv or set LLMB_PYTHON"
+}
+
+setup_check_env() {
+    local recipe="$1"
+    if [[ -n "${STAGE_PATH:-}" ]]; then
+        setup_die "STAGE_PATH=${STAGE_PATH} is no longer used; unset it and set LLMB_INSTALL to the top-level install directory (images, venvs and workloads live under it)"
+    fi
+    if [[ -z "${LLMB_INSTALL:-}" ]]; then
+        setup_die "LLMB_INSTALL is not set; export LLMB_INSTALL=/path/on/a/shared/filesystem"
+    fi
+    if [[ ! -f "${SETUP_REPO}/${recipe}/metadata.yaml" ]]; then
+        setup_die "recipe=${recipe} has no ${SETUP_REPO}/${recipe}/metadata.yaml"
+    fi
+    case "${CLUSTER_TYPE:-slurm}" in
+        slurm | runai | local) ;;
+        *) setup_die "CLUSTER_TYPE=${CLUSTER_TYPE} is not supported; allowed: slurm, runai, local" ;;
+    esac
+}
+
+# Fills the global SETUP_STEPS from LLMB_SETUP_STEPS (in this shell, so that its error exits).
+SETUP_STEPS=()
+setup_steps() {
+    local steps="${LLMB_SETUP_STEPS:-}" step
+    if [[ -z "${steps}" ]]; then
+        if [[ "${CLUSTER_TYPE:-slurm}" == runai ]]; then
+            steps=venv
+        else
+            steps=venv,image
+        fi
+    fi
+    for step in ${steps//,/ }; do
+        case "${step}" in
+            venv | image) SETUP_STEPS+=("${step}") ;;
+            *) setup_die "LLMB_SETUP_STEPS=${LLMB_SETUP_STEPS} has unknown step ${step}; allowed: venv, image" ;;
+        esac
+    done
+    ((${#SETUP_STEPS[@]})) || setup_die "LLMB_SETUP_STEPS=${LLMB_SETUP_STEPS:-} selects no step; allowed: venv, image"
+}
+
+setup_layout() {
+    local workload="$1" dir
+    for dir in images datasets venvs "workloads/${workload}"; do
+        mkdir -p "${LLMB_INSTALL}/${dir}"
+    done
+    setup_log "layout ready under ${LLMB_INSTALL}"
+}
+
+setup_venv() {
+    local recipe="$1" prefix python file
+    local -a reqs=() pip_args=()
+    prefix="${VIRTUAL_ENV:-${CONDA_PREFIX:-}}"
+    if [[ -z "${prefix}" ]]; then
+        setup_die "no Python venv is active (VIRTUAL_ENV and CONDA_PREFIX are unset); activate the workload venv first (source ${LLMB_INSTALL}/venvs/<workload>/bin/activate, or conda activate before running ${recipe}/setup.sh), or set LLMB_SETUP_STEPS=image"
+    fi
+    python="${prefix}/bin/python"
+    [[ -x "${python}" ]] || setup_die "VIRTUAL_ENV=${prefix} has no bin/python; activate a working venv"
+    IFS=: read -r -a reqs <<<"${LLMB_REQUIREMENTS:-${SETUP_REPO}/common/requirements/launch.txt}"
+    for file in "${reqs[@]}"; do
+        [[ -f "${file}" ]] || setup_die "LLMB_REQUIREMENTS names ${file}, which does not exist"
+        pip_args+=(-r "${file}")
+    done
+    # shellcheck disable=SC2206 # LLMB_PIP_ARGS is a list of words by design
+    pip_args+=(${LLMB_PIP_ARGS:-})
+    setup_log "installing ${reqs[*]} into ${prefix}"
+    "${python}" -m pip install --disable-pip-version-check -q "${pip_args[@]}"
+}
+
+# A file is a valid image when it is a non-empty squashfs (magic "hsqs").
+setup_image_valid() {
+    local file="$1" magic
+    [[ -s "${file}" ]] || return 1
+    magic="$(head -c 4 "${file}" 2>/dev/null)" || return 1
+    [[ "${magic}" == hsqs ]]
+}
+
+setup_cleanup() {
+    if [[ -n "${SETUP_IMPORT_PID}" ]]; then
+        kill -TERM "${SETUP_IMPORT_PID}" 2>/dev/null || true
+        wait "${SETUP_IMPORT_PID}" 2>/dev/null || true
+    fi
+    if [[ -n "${SETUP_TMP_IMAGE}" ]]; then
+        rm -f "${SETUP_TMP_IMAGE}"
+    fi
+}
+
+setup_image() {
+    local workload="$1" recipe="$2" python uri file arch estimate need_gb images target avail_kb
+    local -a info=() arch_args=()
+    command -v enroot >/dev/null 2>&1 \
+        || setup_die "enroot is not installed on $(hostname); run the image step on a node with enroot (sbatch setup.sh, or srun ... with LLMB_SETUP_STEPS=image), or set CLUSTER_TYPE=runai"
+    python="$(setup_python "${workload}")"
+    local answer
+    # llmb.images prints its own one-line error (e.g. an unknown GPU_TYPE).
+    answer="$(PYTHONPATH="${SETUP_REPO}/common" "${python}" -m llmb.images "${recipe}" "${GPU_TYPE:-}")" \
+        || exit 1
+    mapfile -t info <<<"${answer}"
+    uri="${info[0]}" file="${info[1]}" arch="${info[2]}" estimate="${info[3]}"
+    images="${LLMB_INSTALL}/images"
+    target="${images}/${file}"
+    if setup_image_valid "${target}"; then
+        setup_log "image ${target} already present; kept"
+        return 0
+    fi
+    need_gb="${LLMB_IMAGE_SPACE_GB:-${estimate}}"
+    [[ "${need_gb}" =~ ^[0-9]+$ ]] || setup_die "LLMB_IMAGE_SPACE_GB=${need_gb} is not a whole number of GB"
+    avail_kb="$(df -Pk "${images}" | awk 'NR == 2 {print $4}')"
+    if ((avail_kb < need_gb * 1024 * 1024)); then
+        setup_die "not enough disk space for the image in ${images}: $((avail_kb / 1024 / 1024)) GB free, ${need_gb} GB needed (LLMB_IMAGE_SPACE_GB overrides the estimate)"
+    fi
+    if [[ -n "${arch}" ]]; then
+        arch_args=(--arch "${arch}")
+    fi
+    # The temporary name neither ends in .sqsh nor is visible: an interrupted import leaves
+    # nothing that looks like an image, and the trap removes even that.
+    SETUP_TMP_IMAGE="${images}/.${file}.partial.$$"
+    rm -f "${SETUP_TMP_IMAGE}"
+    trap setup_cleanup EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    setup_log "importing ${uri} to ${target}"
+    # In the background so that a signal is handled at once, not after the import.
+    enroot import "${arch_args[@]}" --output "${SETUP_TMP_IMAGE}" "${uri}" &
+    SETUP_IMPORT_PID=$!
+    if ! wait "${SETUP_IMPORT_PID}"; then
+        SETUP_IMPORT_PID=""
+        setup_die "enroot import ${uri} failed; nothing was written to ${target}"
+    fi
+    SETUP_IMPORT_PID=""
+    setup_image_valid "${SETUP_TMP_IMAGE}" \
+        || setup_die "enroot import ${uri} produced no valid squashfs image; nothing was written to ${target}"
+    mv -f "${SETUP_TMP_IMAGE}" "${target}"
+    SETUP_TMP_IMAGE=""
+    setup_log "image ready: ${target}"
+}
+
+setup_main() {
+    local recipe="${1:-}" workload python step
+    [[ -n "${recipe}" ]] || setup_die "usage: common/setup.sh <recipe> (llama3.1, nemotron, nemotronh)"
+    setup_check_env "${recipe}"
+    LLMB_INSTALL="$(mkdir -p "${LLMB_INSTALL}" && cd "${LLMB_INSTALL}" && pwd)"
+    export LLMB_INSTALL
+    setup_steps
+    for step in "${SETUP_STEPS[@]}"; do
+        if [[ "${step}" == venv ]]; then
+            setup_venv "${recipe}"
+        fi
+    done
+    # The workload key (pretrain_nemotron4 for nemotron/) comes from the catalog, asked once
+    # the venv step has made PyYAML available.
+    python="$(setup_python "${recipe}")"
+    workload="$(PYTHONPATH="${SETUP_REPO}/common" "${python}" -c \
+        'import sys; from llmb import catalog; print(catalog.find_recipe(sys.argv[1]).workload)' \
+        "${recipe}")"
+    setup_layout "${workload}"
+    for step in "${SETUP_STEPS[@]}"; do
+        if [[ "${step}" == image ]]; then
+            setup_image "${workload}" "${recipe}"
+        fi
+    done
+    setup_log "done: ${recipe} (${workload}) steps: ${SETUP_STEPS[*]}"
+}
+
+setup_main "$@"
