@@ -203,7 +203,8 @@ class Recipe:
             what += f" {value}"
         entries = self._entries(model_size, dtype, gpu_type, scaling)
         published = sorted(n for e in entries for n in e["scales"])
-        per_node = gpus_per_node or get_gpu_type(gpu_type).gpus_per_node
+        per_node = (get_gpu_type(gpu_type).gpus_per_node if gpus_per_node is None
+                    else gpus_per_node)
         if per_node < 1:
             raise CatalogError(f"GPUs per node must be positive, not {per_node}",
                                "gpus_per_node", per_node)
@@ -319,6 +320,7 @@ def validate(data: Mapping[str, Any], where: str) -> None:
         _check_keys(at, size, SIZE_KEYS)
         _check_keys(f"{at}.model", size["model"], set(perf.SHAPE_KEYS[family]))
         _check_keys(f"{at}.checkpoint", size["checkpoint"], CHECKPOINT_KEYS)
+    published: dict[tuple[object, ...], int] = {}  # (size, dtype, gpu, scaling, gpus) -> entry
     for i, entry in enumerate(data["configs"]):
         at = f"{where}: configs[{i}]"
         _check_keys(at, entry, CONFIG_KEYS, CONFIG_OPTIONAL)
@@ -335,11 +337,27 @@ def validate(data: Mapping[str, Any], where: str) -> None:
         for g in entry["gpu_types"]:
             if g not in known_gpus:
                 raise CatalogError(f"{at}: GPU type {g!r} is not in {GPUS_FILE.name}")
+        for key in _row_keys(entry["size"], entry["dtypes"], entry["gpu_types"],
+                             entry["scaling"], entry["scales"]):
+            if key in published:
+                raise CatalogError(f"{at}: {' '.join(map(str, key))} GPUs is already published "
+                                   f"by configs[{published[key]}]")
+            published[key] = i
     for i, ref in enumerate(data["references"]):
         at = f"{where}: references[{i}]"
         _check_keys(at, ref, REFERENCE_KEYS)
         if ref["source"] not in SOURCE_PRECEDENCE:
             raise CatalogError(f"{at}: unknown source {ref['source']!r}")
+        for key in _row_keys(ref["size"], [ref["dtype"]], [ref["gpu_type"]], ref["scaling"],
+                             ref["step_time"]):
+            if key not in published:
+                raise CatalogError(f"{at}: step time for {' '.join(map(str, key))} GPUs, "
+                                   "a row no entry of configs publishes")
+
+
+def _row_keys(size: str, dtypes: Iterable[str], gpus: Iterable[str], scaling: str,
+              scales: Iterable[int]) -> list[tuple[object, ...]]:
+    return [(size, d, g, scaling, n) for d in dtypes for g in gpus for n in scales]
 
 
 @functools.cache
