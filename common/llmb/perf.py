@@ -43,6 +43,24 @@ SHAPE_KEYS: dict[str, tuple[str, ...]] = {
 MLP_FACTOR = {"llama": 18, "nemotron4": 12}
 
 
+def gpt_flops_terms(
+    family: str, shape: Mapping[str, int], seq_length: int, gqa: bool = True
+) -> dict[str, float]:
+    """The per-token terms of `gpt_flops` as the seeds' Notes print them (before x seq_length).
+
+    Keys: attention, mlp, embedding. gqa=False is the older Nemotron-4 reading (001/002).
+    """
+    layers = shape["num_layers"]
+    hidden = shape["hidden_size"]
+    heads = shape["num_attention_heads"]
+    groups = shape["num_query_groups"] if gqa else heads
+    return {
+        "attention": 12 * layers * hidden**2 * (1 + groups / heads + seq_length / hidden),
+        "mlp": MLP_FACTOR[family] * layers * hidden * shape["ffn_hidden_size"],
+        "embedding": 6 * shape["vocab_size"] * hidden,
+    }
+
+
 def gpt_flops(
     family: str, shape: Mapping[str, int], seq_length: int, gqa: bool = True
 ) -> float:
@@ -51,18 +69,14 @@ def gpt_flops(
     gqa=False gives the older Nemotron-4 figure of seeds 001/002, which counts attention as
     if every head had its own key/value projection (query groups = heads).
     """
-    layers = shape["num_layers"]
-    hidden = shape["hidden_size"]
-    heads = shape["num_attention_heads"]
-    groups = shape["num_query_groups"] if gqa else heads
-    attention = 12 * layers * hidden**2 * (1 + groups / heads + seq_length / hidden)
-    mlp = MLP_FACTOR[family] * layers * hidden * shape["ffn_hidden_size"]
-    embedding = 6 * shape["vocab_size"] * hidden
-    return seq_length * (attention + mlp + embedding)
+    return seq_length * sum(gpt_flops_terms(family, shape, seq_length, gqa=gqa).values())
 
 
-def nemotronh_flops(shape: Mapping[str, int], seq_length: int) -> float:
-    """Forward+backward FLOPs per sample of the hybrid Mamba model (seed 000, Notes)."""
+def nemotronh_flops_blocks(shape: Mapping[str, int], seq_length: int) -> dict[str, int]:
+    """The blocks of `nemotronh_flops` as seed 000's Notes print them (before the x 6).
+
+    Keys: mlp, attention, mamba, lm_head. Integer arithmetic, so the figures are exact.
+    """
     s = seq_length
     h = shape["hidden_size"]
     head_dim = shape["kv_channels"]
@@ -82,7 +96,12 @@ def nemotronh_flops(shape: Mapping[str, int], seq_length: int) -> float:
         + s * chunk * state * groups
     ) * shape["mamba_layers"]
     lm_head = s * h * shape["vocab_size"]
-    return 6 * (mlp + attention + mamba + lm_head)
+    return {"mlp": mlp, "attention": attention, "mamba": mamba, "lm_head": lm_head}
+
+
+def nemotronh_flops(shape: Mapping[str, int], seq_length: int) -> float:
+    """Forward+backward FLOPs per sample of the hybrid Mamba model (seed 000, Notes)."""
+    return 6 * sum(nemotronh_flops_blocks(shape, seq_length).values())
 
 
 def model_flops(
