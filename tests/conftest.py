@@ -1,0 +1,41 @@
+"""Fixtures shared by the pytest suites. Keep them small and generic."""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from llmb import catalog
+
+MetadataMutation = Callable[[dict[str, Any]], object]
+
+
+@pytest.fixture(scope="session")
+def recipes() -> dict[str, catalog.Recipe]:
+    """Every recipe of the repository, by folder name (llama3.1, nemotron, nemotronh)."""
+    return {r.name: r for r in catalog.all_recipes()}
+
+
+@pytest.fixture
+def metadata_copy(tmp_path: Path) -> Callable[[str, MetadataMutation], Path]:
+    """Write a mutated copy of a recipe's metadata.yaml under tmp_path; return its folder.
+
+    `metadata_copy("nemotron", lambda d: d.pop("seq_length"))` gives a folder for
+    `catalog.load_recipe` whose metadata lacks seq_length. The real file is never touched.
+    """
+
+    def write(recipe: str, mutate: MetadataMutation) -> Path:
+        source = catalog.find_recipe(recipe).directory / "metadata.yaml"
+        data = copy.deepcopy(yaml.safe_load(source.read_text()))
+        mutate(data)
+        # a fresh folder per call: catalog.load_recipe caches by folder
+        folder = Path(tempfile.mkdtemp(prefix=f"{recipe}-", dir=tmp_path))
+        (folder / "metadata.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+        return folder
+
+    return write
