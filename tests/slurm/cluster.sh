@@ -193,7 +193,7 @@ make_dirs() {
     local node
     mkdir -p "${STATE}"/{etc,run,log,lib,munge,spool/ctld}
     chmod 0755 "${STATE}"
-    chmod 0700 "${STATE}/munge"
+    chmod 0755 "${STATE}/munge" # the socket must be reachable; the key is 0400
     for node in "${NODES[@]}"; do
         mkdir -p "${STATE}/spool/${node}" "${STATE}/tmp/${node}" "${STATE}/dev/${node}"
     done
@@ -295,12 +295,11 @@ EOF
 
 link_system_conf() {
     [[ "${LINK_SYSTEM_CONF}" == 1 ]] || return 0
-    if [[ -L "${SYSTEM_CONF}" || ! -e "${SYSTEM_CONF}" ]]; then
+    # create it where nothing is, or replace a dangling link (a purged state
+    # dir); never a real file nor a link to a live config
+    if [[ ! -e "${SYSTEM_CONF}" ]]; then
         mkdir -p "$(dirname "${SYSTEM_CONF}")"
-        # replace only a missing file or a symlink into some test state dir
-        if [[ ! -e "${SYSTEM_CONF}" || "$(readlink "${SYSTEM_CONF}")" == */etc/slurm.conf ]]; then
-            ln -sfn "${CONF}" "${SYSTEM_CONF}"
-        fi
+        ln -sfn "${CONF}" "${SYSTEM_CONF}"
     fi
 }
 
@@ -325,6 +324,7 @@ fail_start() {
     log "ERROR: $*"
     show_logs
     stop_daemons
+    unlink_system_conf
     exit "${EXIT_FAIL}"
 }
 
@@ -409,7 +409,9 @@ stop_daemons() {
 
 cmd_up() {
     require_root up
-    if [[ -d "${STATE}" ]] && healthy; then
+    # a changed SPANK stub source needs a rebuild, and so a restart
+    if [[ -d "${STATE}" && ! "${SCRIPT_DIR}/spank_pyxis_stub.c" -nt "${STATE}/lib/spank_pyxis_stub.so" ]] && healthy; then
+        link_system_conf
         log "already up (state ${STATE})"
         return 0
     fi
@@ -423,8 +425,8 @@ cmd_up() {
     make_fake_gpus
     build_plugin
     write_configs
-    link_system_conf
     start_daemons
+    link_system_conf
     log "up: nodes ${NODES[*]} idle; SLURM_CONF=${CONF}"
 }
 

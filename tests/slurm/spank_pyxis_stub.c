@@ -172,20 +172,26 @@ static int make_target(const char *src, const char *dst)
 		slurm_error("pyxis_stub: mount source %s: %m", src);
 		return -1;
 	}
-	if (S_ISDIR(st.st_mode))
-		return mkdirs(dst);
+	if (S_ISDIR(st.st_mode)) {
+		if (mkdirs(dst))
+			goto fail;
+		return 0;
+	}
 	snprintf(parent, sizeof(parent), "%s", dst);
 	slash = strrchr(parent, '/');
 	if (slash && slash != parent) {
 		*slash = '\0';
 		if (mkdirs(parent))
-			return -1;
+			goto fail;
 	}
 	fd = open(dst, O_CREAT | O_WRONLY, 0644);
 	if (fd < 0)
-		return -1;
+		goto fail;
 	close(fd);
 	return 0;
+fail:
+	slurm_error("pyxis_stub: cannot create mount target %s: %m", dst);
+	return -1;
 }
 
 static int do_mount(const char *spec)
@@ -208,10 +214,8 @@ static int do_mount(const char *spec)
 		slurm_error("pyxis_stub: mount %s: paths must be absolute", spec);
 		return -1;
 	}
-	if (make_target(src, dst)) {
-		slurm_error("pyxis_stub: cannot create mount target %s: %m", dst);
+	if (make_target(src, dst))
 		return -1;
-	}
 	if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL)) {
 		slurm_error("pyxis_stub: bind mount %s on %s: %m", src, dst);
 		return -1;
