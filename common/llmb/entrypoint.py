@@ -1,0 +1,83 @@
+"""Dispatch for the per-recipe entrypoints (pretrain_llama31.py, pretrain_nemotron4.py, ...).
+
+    <entrypoint>                          login node: read the launch env (SPEC §3), validate,
+                                          build the nemo-run job, submit or DRY_RUN
+    <entrypoint> train --manifest PATH    in the container: run the job the manifest describes
+                                          (llmb.smoke when options.smoke_test, else llmb.train)
+
+Errors are one line on stderr starting with "llmb: " and a non-zero exit (2 for a bad request).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+USAGE = """usage: {prog} [train --manifest PATH]
+
+With no arguments: launch the {recipe} benchmark described by the environment
+(JOB_TOTAL_GPUS, DTYPE, MODEL_SIZE, GPU_TYPE, ...; see {readme}).
+train --manifest PATH: the in-container half (run by the job itself).
+"""
+
+
+def _error(message: str, code: int = 2) -> int:
+    print(f"llmb: {message}", file=sys.stderr)
+    return code
+
+
+def main(recipe_dir: Path | str, argv: list[str]) -> int:
+    recipe_dir = Path(recipe_dir)
+    if argv and argv[0] in ("-h", "--help", "help"):
+        print(USAGE.format(prog=Path(sys.argv[0]).name, recipe=recipe_dir.name,
+                           readme=recipe_dir / "README.md"), end="")
+        return 0
+    if argv and argv[0] == "train":
+        return train(argv[1:])
+    if argv:
+        return _error(f"unknown argument {argv[0]!r}; run with --help")
+    return login(recipe_dir)
+
+
+def login(recipe_dir: Path) -> int:
+    from llmb import catalog, request
+
+    try:
+        recipe = catalog.load_recipe(recipe_dir)
+        req = request.from_env(recipe)
+    except (request.RequestError, catalog.CatalogError) as err:
+        return _error(str(err))
+    # The login node never needs torch, but nemo-run's YAML serializer imports it when it is
+    # installed (the dev venv has it for the smoke workload): 1-2 s of start-up for nothing.
+    # Ranks are separate processes (srun/torchrun) and are not affected.
+    sys.modules.setdefault("torch", None)  # type: ignore[arg-type]
+    from llmb import launch  # nemo-run is imported only from here on
+
+    try:
+        return launch.launch(req)
+    except KeyboardInterrupt:
+        return _error("interrupted", 130)
+    except Exception as err:  # one line for people; the traceback helps nobody here
+        message = " ".join(str(err).split()) or type(err).__name__
+        return _error(f"submission failed: {type(err).__name__}: {message}", 1)
+
+
+def train(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="train", add_help=True)
+    parser.add_argument("--manifest", required=True, type=Path)
+    args = parser.parse_args(argv)
+    try:
+        manifest = json.loads(args.manifest.read_text())
+    except OSError as err:
+        return _error(f"cannot read manifest {args.manifest}: {err.strerror}")
+    except json.JSONDecodeError as err:
+        return _error(f"manifest {args.manifest} is not valid JSON: {err}")
+    if manifest.get("options", {}).get("smoke_test"):
+        from llmb import smoke
+
+        return int(smoke.run(manifest))
+    from llmb import train as nemo_train
+
+    return int(nemo_train.run(manifest))

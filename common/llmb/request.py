@@ -1,0 +1,381 @@
+"""A launch request: the environment of SPEC §3, validated and normalised.
+
+`from_env(recipe, env)` turns the variables a user sets for `launch.sh` into a `Request`, or
+raises `RequestError` whose message is the ONE line printed on stderr: it names the variable,
+the bad value and what is allowed. Everything that can be checked before a job is built is
+checked here, so nothing is written or submitted for a bad request; this module never imports
+nemo-run (validation must answer in well under a second).
+
+Decisions (documented in the recipe READMEs too):
+- defaults: DTYPE, MODEL_SIZE and GPU_TYPE from metadata `defaults`; GPUS_PER_NODE from
+  common/gpus.yaml; CLUSTER_TYPE slurm; MAX_STEPS 50; PROFILE_START_STEP/STOP_STEP 45/50;
+  TIME_LIMIT from metadata `sizes.<size>.time_limit`.
+- effective steps (manifest options.max_steps): checkpoint load -> 1, NCCL trace -> 5,
+  profile -> PROFILE_STOP_STEP, else MAX_STEPS.
+- a checkpoint load runs a single step, so it cannot be combined with profiling or NCCL tracing.
+- CLUSTER_TYPE=local runs every process on this machine: GPUS_PER_NODE is JOB_TOTAL_GPUS.
+- HF_TOKEN is never stored in the request's printable fields or the manifest; the job
+  inherits it from the submitting environment.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from llmb import catalog
+
+DEFAULT_MAX_STEPS = 50
+DEFAULT_PROFILE_START = 45
+DEFAULT_PROFILE_STOP = 50
+NCCL_TRACE_STEPS = 5
+CHECKPOINT_LOAD_STEPS = 1
+
+TRUE = ("true", "yes", "y", "1", "on")
+FALSE = ("false", "no", "n", "0", "off", "")
+
+# CatalogError.field -> the variable a launch.sh user sets.
+FIELD_VARS = {
+    "model_size": "MODEL_SIZE",
+    "dtype": "DTYPE",
+    "gpu_type": "GPU_TYPE",
+    "num_gpus": "JOB_TOTAL_GPUS",
+    "scaling": "STRONG_SCALING",
+    "gpus_per_node": "GPUS_PER_NODE",
+}
+RUNAI_VARS = ("CUSTOM_MOUNT", "BASE_URL", "APP_ID", "APP_SECRET", "PROJECT_NAME", "PVC_DIR")
+TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)$")
+
+
+class RequestError(ValueError):
+    """A bad launch request; str(error) is the one line shown to the user (without 'llmb: ')."""
+
+
+@dataclass(frozen=True)
+class RunaiSettings:
+    mount_name: str
+    mount_path: str
+    claim_name: str
+    base_url: str
+    app_id: str
+    project_name: str
+    pvc_dir: str
+    # The secret is kept out of repr() so no traceback or debug print shows it.
+    app_secret: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Request:
+    recipe: catalog.Recipe = field(repr=False)
+    config: catalog.Config
+    cluster_type: str
+    llmb_install: Path
+    llmb_workload: Path
+    image: str
+    time_limit: str
+    max_steps: int  # the EFFECTIVE number of steps the job runs
+    profile: bool = False
+    profile_start_step: int = DEFAULT_PROFILE_START
+    profile_stop_step: int = DEFAULT_PROFILE_STOP
+    gpu_metrics: bool = False
+    nccl_trace: bool = False
+    checkpoint_save: bool = False
+    checkpoint_load_path: Path | None = None
+    smoke_test: bool = False
+    dry_run: bool = False
+    account: str | None = None
+    partition: str | None = None
+    gres_gpus: int | None = None  # SBATCH_GPUS_PER_NODE: request GPUs as --gres=gpu:N
+    runai: RunaiSettings | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def experiment_name(self) -> str:
+        return self.config.experiment_name + ("_nccltrace" if self.nccl_trace else "")
+
+    @property
+    def experiments_dir(self) -> Path:
+        return self.llmb_workload / "experiments"
+
+
+def _get(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name)
+    return None if value is None or value.strip() == "" else value.strip()
+
+
+def parse_bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
+    value = env.get(name)
+    if value is None:
+        return default
+    low = value.strip().lower()
+    if low in TRUE:
+        return True
+    if low in FALSE:
+        return False
+    raise RequestError(f"{name}={value} is not a boolean; use true or false "
+                       "(also yes/no, 1/0, on/off)")
+
+
+def parse_positive_int(env: Mapping[str, str], name: str, default: int | None = None,
+                       what: str = "a positive integer") -> int:
+    value = _get(env, name)
+    if value is None:
+        if default is None:
+            raise RequestError(f"{name} is not set; set it to {what}")
+        return default
+    if not re.fullmatch(r"\+?\d+", value) or int(value) < 1:
+        raise RequestError(f"{name}={value} is not {what}")
+    return int(value)
+
+
+def parse_choice(env: Mapping[str, str], name: str, default: str, allowed: list[str],
+                 owner: str) -> str:
+    value = (_get(env, name) or default).lower()
+    if value not in allowed:
+        raise RequestError(f"{name}={value} is not supported by {owner}; "
+                           f"allowed: {', '.join(allowed)}")
+    return value
+
+
+def image_file_name(uri: str) -> str:
+    """nvcr.io/nvidia/nemo:25.04.01 -> nvidia+nemo+25.04.01.sqsh (SPEC §7 naming)."""
+    path = uri.split("#", 1)[-1]
+    parts = path.split("/")
+    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
+        parts = parts[1:]  # drop the registry host
+    name, _, tag = "/".join(parts).partition(":")
+    return "+".join([*name.split("/"), tag or "latest"]) + ".sqsh"
+
+
+def _catalog_error(err: catalog.CatalogError, recipe: catalog.Recipe,
+                   values: Mapping[str, object]) -> RequestError:
+    """Rewrite a CatalogError in the variables the user set."""
+    var = FIELD_VARS.get(err.field or "")
+    if var is None:
+        return RequestError(str(err))
+    value = values.get(var, err.value)
+    allowed = ", ".join(map(str, err.allowed))
+    what = (f"{recipe.name} {values['MODEL_SIZE']} {values['DTYPE']} "
+            f"on {values['GPU_TYPE']}")
+    if err.field == "num_gpus":
+        per_node = values["GPUS_PER_NODE"]
+        if isinstance(value, int) and isinstance(per_node, int) and value % per_node:
+            return RequestError(
+                f"JOB_TOTAL_GPUS={value} is not a multiple of GPUS_PER_NODE={per_node} "
+                f"for {values['GPU_TYPE']}")
+        if allowed and "published" in str(err):
+            if values["SCALING"] == "strong":
+                what += " with strong scaling"
+            return RequestError(f"JOB_TOTAL_GPUS={value} is not a published scale for {what}"
+                                f"; published: {allowed}")
+        return RequestError(f"JOB_TOTAL_GPUS={value}: {err}")
+    if err.field == "scaling":
+        value = "true" if value == "strong" else "false"
+        modes = " and ".join(f"{m} scaling" for m in err.allowed)
+        return RequestError(f"STRONG_SCALING={value} is not published for "
+                            f"{recipe.name} {values['MODEL_SIZE']} {values['DTYPE']} on "
+                            f"{values['GPU_TYPE']}; published: {modes}")
+    if err.field == "gpus_per_node":
+        return RequestError(f"GPUS_PER_NODE={value} is not a positive integer")
+    context = {
+        "DTYPE": f"{recipe.name} {values['MODEL_SIZE']}",
+        "GPU_TYPE": f"{recipe.name} {values['MODEL_SIZE']} {values['DTYPE']}",
+        "MODEL_SIZE": recipe.name,
+    }[var]
+    return RequestError(f"{var}={value} is not supported by {context}; allowed: {allowed}")
+
+
+def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Request:
+    """Validate the launch environment for `recipe`; raise RequestError on the first problem."""
+    env = os.environ if env is None else env
+    warnings: list[str] = []
+
+    if "STAGE_PATH" in env:
+        raise RequestError(
+            f"STAGE_PATH={env['STAGE_PATH']} is no longer used; unset it and set LLMB_INSTALL "
+            "to your install root (images/, venvs/, workloads/ live under it)")
+    install = _get(env, "LLMB_INSTALL")
+    if install is None:
+        raise RequestError("LLMB_INSTALL is not set; set it to your install root")
+    llmb_install = Path(install).absolute()
+    workload = _get(env, "LLMB_WORKLOAD")
+    llmb_workload = (Path(workload).absolute() if workload
+                     else llmb_install / "workloads" / recipe.workload)
+
+    dry_run = parse_bool(env, "DRY_RUN")
+    smoke_test = parse_bool(env, "SMOKE_TEST")
+    cluster_types = list(recipe.data["cluster_types"])
+    cluster_type = (_get(env, "CLUSTER_TYPE") or "slurm").lower()
+    if cluster_type not in catalog.CLUSTER_TYPES:
+        raise RequestError(f"CLUSTER_TYPE={cluster_type} is not known; allowed: "
+                           f"{', '.join(catalog.CLUSTER_TYPES)}")
+    if cluster_type not in cluster_types:
+        raise RequestError(f"CLUSTER_TYPE={cluster_type} is not supported by {recipe.name}; "
+                           f"allowed: {', '.join(cluster_types)}")
+
+    model_size = parse_choice(env, "MODEL_SIZE", recipe.defaults["model_size"], recipe.sizes,
+                              recipe.name)
+    dtype = parse_choice(env, "DTYPE", recipe.defaults["dtype"], recipe.dtypes, recipe.name)
+    gpu_type = parse_choice(env, "GPU_TYPE", recipe.defaults["gpu_type"], recipe.gpu_types,
+                            recipe.name)
+    strong = parse_bool(env, "STRONG_SCALING")
+    scaling = "strong" if strong else "weak"
+    num_gpus = parse_positive_int(env, "JOB_TOTAL_GPUS", what="a positive integer "
+                                  "(the total number of GPUs for the job)")
+    if cluster_type == "local":
+        per_node_set = _get(env, "GPUS_PER_NODE")
+        if per_node_set is not None and per_node_set != str(num_gpus):
+            raise RequestError(f"GPUS_PER_NODE={per_node_set} does not apply to "
+                               f"CLUSTER_TYPE=local, which runs all {num_gpus} processes on "
+                               "this machine; unset GPUS_PER_NODE")
+        gpus_per_node = num_gpus
+    else:
+        gpus_per_node = parse_positive_int(
+            env, "GPUS_PER_NODE", catalog.get_gpu_type(gpu_type).gpus_per_node)
+
+    values = {"MODEL_SIZE": model_size, "DTYPE": dtype, "GPU_TYPE": gpu_type,
+              "JOB_TOTAL_GPUS": num_gpus, "GPUS_PER_NODE": gpus_per_node, "SCALING": scaling,
+              "STRONG_SCALING": scaling}
+    try:
+        config = recipe.resolve(model_size, dtype, gpu_type, num_gpus, scaling,
+                                gpus_per_node=gpus_per_node, allow_unpublished=smoke_test)
+    except catalog.CatalogError as err:
+        raise _catalog_error(err, recipe, values) from None
+    if not config.published:
+        published = recipe.scales(model_size, dtype, gpu_type, scaling)
+        warnings.append(
+            f"JOB_TOTAL_GPUS={num_gpus} is not a published scale for {recipe.name} "
+            f"{model_size} {dtype} on {gpu_type} (published: {', '.join(map(str, published))});"
+            " SMOKE_TEST runs it with the nearest published layout, no reference applies")
+
+    # --- steps, profiling, tracing, checkpoints ---------------------------------------------
+    max_steps = parse_positive_int(env, "MAX_STEPS", DEFAULT_MAX_STEPS)
+    profile = parse_bool(env, "ENABLE_PROFILE")
+    gpu_metrics = parse_bool(env, "ENABLE_GPU_METRICS")
+    nccl_trace = parse_bool(env, "ENABLE_NCCLTRACE")
+    start = parse_positive_int(env, "PROFILE_START_STEP", DEFAULT_PROFILE_START)
+    stop = parse_positive_int(env, "PROFILE_STOP_STEP", DEFAULT_PROFILE_STOP)
+    if profile and nccl_trace:
+        raise RequestError("ENABLE_PROFILE=true and ENABLE_NCCLTRACE=true cannot be combined; "
+                           "enable one of them per run")
+    if gpu_metrics and not profile:
+        raise RequestError("ENABLE_GPU_METRICS=true needs ENABLE_PROFILE=true "
+                           "(GPU metrics are collected by the nsys profile)")
+    if start >= stop:
+        raise RequestError(f"PROFILE_START_STEP={start} must be less than "
+                           f"PROFILE_STOP_STEP={stop}")
+
+    checkpoint_save = parse_bool(env, "ENABLE_CHECKPOINT")
+    load = _get(env, "LOAD_CHECKPOINT_PATH")
+    load_path = None
+    checkpoint = recipe.size(model_size)["checkpoint"]
+    if load is not None:
+        load_path = Path(load).absolute()
+        if not load_path.is_dir():
+            raise RequestError(f"LOAD_CHECKPOINT_PATH={load} does not exist; point it at a "
+                               "checkpoint directory that holds weights/*.distcp")
+        if not any((load_path / "weights").glob("*.distcp")):
+            raise RequestError(f"LOAD_CHECKPOINT_PATH={load} holds no weights/*.distcp; point "
+                               "it at the directory one level above weights/")
+        if profile or nccl_trace:
+            raise RequestError("LOAD_CHECKPOINT_PATH runs a single step after loading; it "
+                               "cannot be combined with ENABLE_PROFILE or ENABLE_NCCLTRACE")
+        warnings.extend(_untested_scale(recipe, config, checkpoint, "load_min_scale", "loading"))
+    if checkpoint_save:
+        warnings.extend(_untested_scale(recipe, config, checkpoint, "save_min_scale", "saving"))
+
+    if load_path is not None:
+        steps = CHECKPOINT_LOAD_STEPS
+    elif nccl_trace:
+        steps = NCCL_TRACE_STEPS
+    elif profile:
+        steps = stop
+    else:
+        steps = max_steps
+
+    time_limit = _get(env, "TIME_LIMIT") or str(recipe.size(model_size)["time_limit"])
+    if not TIME_RE.match(time_limit):
+        raise RequestError(f"TIME_LIMIT={time_limit} is not a Slurm time; use HH:MM:SS or "
+                           "D-HH:MM:SS, e.g. 00:45:00")
+
+    # --- cluster specifics --------------------------------------------------------------------
+    if recipe.data.get("requires_hf_token") and not smoke_test and not _get(env, "HF_TOKEN"):
+        raise RequestError(f"HF_TOKEN is not set; {recipe.name} needs a Hugging Face token "
+                           "with access to the Llama 3.1 tokenizer (export HF_TOKEN=hf_...)")
+    image_override = _get(env, "RUN_CONF_IMAGE")
+    account = partition = None
+    gres = None
+    runai = None
+    if cluster_type == "slurm":
+        account = _get(env, "SBATCH_ACCOUNT")
+        partition = _get(env, "SBATCH_PARTITION")
+        if account is None:
+            raise RequestError("SBATCH_ACCOUNT is not set; set it to the Slurm account to "
+                               "charge (sacctmgr show assoc user=$USER)")
+        if partition is None:
+            raise RequestError("SBATCH_PARTITION is not set; set it to the Slurm partition "
+                               "to run in (sinfo -s lists them)")
+        if _get(env, "SBATCH_GPUS_PER_NODE") is not None:
+            gres = parse_positive_int(env, "SBATCH_GPUS_PER_NODE")
+        image = image_override or str(llmb_install / "images" / image_file_name(recipe.image))
+        if not dry_run and image.startswith("/") and not Path(image).exists():
+            source = "RUN_CONF_IMAGE" if image_override else "the container image"
+            raise RequestError(f"{source} {image} does not exist; run ./setup.sh (it imports "
+                               f"{recipe.image}) or set RUN_CONF_IMAGE")
+    elif cluster_type == "runai":
+        runai = _runai(env)
+        image = image_override or recipe.image
+    else:
+        image = "local"
+
+    return Request(
+        recipe=recipe, config=config, cluster_type=cluster_type, llmb_install=llmb_install,
+        llmb_workload=llmb_workload, image=image, time_limit=time_limit, max_steps=steps,
+        profile=profile, profile_start_step=start, profile_stop_step=stop,
+        gpu_metrics=gpu_metrics, nccl_trace=nccl_trace, checkpoint_save=checkpoint_save,
+        checkpoint_load_path=load_path, smoke_test=smoke_test, dry_run=dry_run,
+        account=account, partition=partition, gres_gpus=gres, runai=runai,
+        warnings=tuple(warnings),
+    )
+
+
+def _untested_scale(recipe: catalog.Recipe, config: catalog.Config,
+                    checkpoint: Mapping[str, Mapping[str, int]], key: str,
+                    what: str) -> list[str]:
+    minimum = (checkpoint.get(key) or {}).get(config.gpu_type)
+    name = f"{recipe.name} {config.model_size} on {config.gpu_type}"
+    if minimum is None:
+        return [f"checkpoint {what} is not tested for {name}"]
+    if config.num_gpus < minimum:
+        return [f"checkpoint {what} at JOB_TOTAL_GPUS={config.num_gpus} is below the smallest "
+                f"tested scale for {name} ({minimum} GPUs); it may run out of memory"]
+    return []
+
+
+def _runai(env: Mapping[str, str]) -> RunaiSettings:
+    for name in RUNAI_VARS:
+        if _get(env, name) is None:
+            raise RequestError(f"{name} is not set; CLUSTER_TYPE=runai needs "
+                               f"{', '.join(RUNAI_VARS)}")
+    mount = str(_get(env, "CUSTOM_MOUNT"))
+    parts = mount.split(":")
+    if len(parts) != 3 or not all(parts) or not parts[1].startswith("/"):
+        raise RequestError(f"CUSTOM_MOUNT={mount} is not name:path:claimName "
+                           "(e.g. workspace:/workspace:my-pvc-claim)")
+    name, path, claim = parts
+    pvc_dir = str(_get(env, "PVC_DIR"))
+    if os.path.commonpath([path, pvc_dir]) != path.rstrip("/") and path != "/":
+        raise RequestError(f"PVC_DIR={pvc_dir} is not under the CUSTOM_MOUNT path {path}; "
+                           "the experiment directory must live on the mounted claim")
+    base_url = str(_get(env, "BASE_URL")).rstrip("/")
+    if not re.match(r"^https?://", base_url):
+        raise RequestError(f"BASE_URL={base_url} is not an http(s) URL, e.g. "
+                           "https://<runai-host>/api/v1")
+    return RunaiSettings(
+        mount_name=name, mount_path=path, claim_name=claim, base_url=base_url,
+        app_id=str(_get(env, "APP_ID")), project_name=str(_get(env, "PROJECT_NAME")),
+        pvc_dir=pvc_dir, app_secret=str(_get(env, "APP_SECRET")),
+    )
