@@ -17,6 +17,7 @@ Layout (nemo-run's own naming, SPEC §4), under $LLMB_WORKLOAD/experiments:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -435,9 +436,9 @@ def submit(req: Request) -> int:
     else:
         executor, task = local_executor(req), local_task(req, paths)
 
-    with run.Experiment(paths.experiment, executor=executor, id=paths.run_id,
+    with _experiment_class()(paths.experiment, executor=executor, id=paths.run_id,
                         base_dir=str(req.llmb_workload), log_level="WARN",
-                        skip_status_at_exit=True, enable_goodbye_message=False,
+                        skip_status_at_exit=True, enable_goodbye_message=False, clean_mode=True,
                         serialize_metadata_for_scripts=False) as exp:
         exp.add(task, executor=executor, name=paths.experiment)
         write_manifest(build_manifest(req, paths, commit=git_commit()), paths.manifest)
@@ -457,6 +458,34 @@ def submit(req: Request) -> int:
     return 0
 
 
+def _experiment_class():
+    """nemo_run.Experiment that accepts a run dir that already exists (see __getattr__)."""
+    return __getattr__("LlmbExperiment")
+
+
+def __getattr__(name: str):
+    """Module attributes built on first use, so importing llmb.launch never imports nemo-run.
+
+    LlmbExperiment: the manifest must be in the run dir before the job can start, and
+    nemo-run 0.11.1 creates that dir inside Experiment.run() with os.makedirs(exist_ok=False)
+    right before submitting; this subclass only relaxes that one makedirs. nemo-run records
+    the class by its import path (llmb.launch.LlmbExperiment) in the run dir's _CONFIG, so
+    reading an experiment back with nemo-run needs <repo>/common on PYTHONPATH.
+    """
+    if name != "LlmbExperiment":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import nemo_run as run
+
+    class LlmbExperiment(run.Experiment):
+        def _save_experiment(self, exist_ok: bool = False):
+            super()._save_experiment(exist_ok=True)
+
+    LlmbExperiment.__module__ = __name__
+    LlmbExperiment.__qualname__ = name
+    globals()[name] = LlmbExperiment
+    return LlmbExperiment
+
+
 def _job_id(exp) -> str:
     handle = exp.jobs[0].handle if exp.jobs else ""
     # torchx handle: <scheduler>://<session>/<app id>
@@ -464,25 +493,26 @@ def _job_id(exp) -> str:
 
 
 def _finish_local(req: Request, paths: JobPaths) -> int:
-    """Copy torchx's per-rank logs into the SPEC layout (log-<exp>_local_0.out) and report."""
-    logs = sorted(paths.job_dir.rglob("stdout.log")) + sorted(paths.job_dir.rglob("stderr.log"))
+    """Put torchrun's log into the SPEC layout (log-<exp>_local_0.out) and report the result.
+
+    nemo-run's local scheduler (torchx) logs under <job dir>/nemo_run/<app id>/: the role's
+    combined.log (torchrun and rank output), per-rank logs under torchelastic/, and a
+    SUCCESS file with the final state when the app succeeded.
+    """
+    combined = sorted((paths.job_dir / "nemo_run").glob(f"*/{paths.experiment}/0/combined.log"))
     target = paths.job_dir / f"log-{paths.experiment}_local_0.out"
     with target.open("w") as out:
-        for log in logs:
+        for log in combined:
             with log.open() as src:
                 shutil.copyfileobj(src, out)
-    status = _local_status(paths)
-    print(f"llmb: local run of {paths.experiment} finished: {status}")
+    state = "FAILED"
+    for marker in (paths.job_dir / "nemo_run").glob("*/SUCCESS"):
+        with contextlib.suppress(OSError, ValueError):
+            state = json.loads(marker.read_text()).get("final_state", state)
+    print(f"llmb: local run of {paths.experiment} finished: {state}")
     print(f"llmb: log: {target}")
     print(f"llmb: analyze with: {analyzer_hint(req)}")
-    return 0 if status == "SUCCEEDED" else 1
-
-
-def _local_status(paths: JobPaths) -> str:
-    text = ""
-    for log in sorted(paths.job_dir.rglob("*.log")):
-        text += log.read_text(errors="replace")
-    return "FAILED" if "Traceback" in text or "ChildFailedError" in text else "SUCCEEDED"
+    return 0 if state == "SUCCEEDED" else 1
 
 
 def launch(req: Request) -> int:
