@@ -44,32 +44,23 @@ FAMILIES: dict[str, dict[str, Any]] = {
     },
 }
 
-# Transformer Engine userbuffer layouts for TP communication overlap that NeMo 2.3.1 ships
-# (nemo.collections.llm.recipes.tp_overlap_configs.userbuffers), by name. A run uses the one
-# that matches its dtype, GPU, hidden size, TP, CP, MBS and sequence length exactly; with no
-# match Transformer Engine's default layout is used (what NeMo's own performance scripts do
-# for, e.g., Nemotron-4 on H100). `make test-nemo` checks every name exists.
-USERBUFFER_CONFIGS = frozenset({
-    "userbuffers_bf16_b200_h12288_tp4_mbs1_seqlen2048",
-    "userbuffers_bf16_b200_h16384_tp4_cp2_mbs1_seqlen8192",
-    "userbuffers_bf16_b200_h18432_tp8_mbs1_seqlen4096",
-    "userbuffers_bf16_b200_h6144_tp2_mbs1_seqlen4096",
-    "userbuffers_bf16_b200_h8192_tp2_mbs1_seqlen8192",
-    "userbuffers_bf16_h100_h12288_tp4_mbs1_seqlen2048",
-    "userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192",
-    "userbuffers_bf16_h100_h6144_tp2_mbs2_seqlen2048",
-    "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192",
-    "userbuffers_fp8_b200_h12288_tp4_mbs1_seqlen2048",
-    "userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192",
-    "userbuffers_fp8_b200_h18432_tp8_mbs1_seqlen4096",
-    "userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192",
-    "userbuffers_fp8_h100_h12288_tp4_mbs1_seqlen2048",
-    "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192",
-    "userbuffers_fp8_h100_h6144_tp2_mbs2_seqlen2048",
-    "userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192",
-})
+# Transformer Engine userbuffer layouts for TP communication overlap (the GEMM overlap methods
+# and SM counts; the buffers' shapes come from the model), by NeMo recipe and GPU architecture:
+# the ones NeMo 2.3.1's own performance scripts pick (scripts/performance/llm/pretrain_*.py),
+# named as in nemo.collections.llm.recipes.tp_overlap_configs.userbuffers ({dtype}: bf16|fp8).
+# No entry: Transformer Engine's default layout (e.g. Nemotron-4 on H100, as NeMo does).
+# A layout is only used at the TP size it was tuned for. `make test-nemo` checks the names.
+USERBUFFERS: dict[tuple[str, str], str] = {
+    ("llama31_70b", "h100"): "userbuffers_{dtype}_h100_h8192_tp4_mbs1_seqlen8192",
+    ("llama31_70b", "b200"): "userbuffers_{dtype}_b200_h8192_tp2_mbs1_seqlen8192",
+    ("llama31_405b", "h100"): "userbuffers_{dtype}_h100_h16384_tp8_cp2_mbs1_seqlen8192",
+    ("llama31_405b", "b200"): "userbuffers_{dtype}_b200_h16384_tp4_cp2_mbs1_seqlen8192",
+    # NeMo uses the bf16 layout for both dtypes here.
+    ("nemotron4_15b", "b200"): "userbuffers_bf16_b200_h6144_tp2_mbs1_seqlen4096",
+    ("nemotron4_340b", "b200"): "userbuffers_{dtype}_b200_h18432_tp8_mbs1_seqlen4096",
+}
 # Userbuffer layouts are tuned per GPU architecture; GB200 uses the B200 ones.
-USERBUFFER_GPU = {"h100": "h100", "b200": "b200", "gb200": "b200"}
+USERBUFFER_ARCH = {"h100": "h100", "b200": "b200", "gb200": "b200"}
 
 # Ranks nsys profiles: the first eight (one H100/B200 node). The seeds say "MPI Ranks: 0-8";
 # read as Python's range(0, 8), which is one whole node, not eight ranks plus a lone rank of
@@ -110,13 +101,29 @@ def _positive(name: str, value: object) -> int:
     return value
 
 
-def userbuffer_config(dtype: str, gpu_type: str, hidden_size: int, tp: int, cp: int, mbs: int,
-                      seq_length: int) -> str | None:
-    """The name of NeMo's userbuffer layout for exactly this shape, or None (TE default)."""
-    cp_part = f"_cp{cp}" if cp > 1 else ""
-    name = (f"userbuffers_{dtype}_{USERBUFFER_GPU.get(gpu_type, gpu_type)}_h{hidden_size}"
-            f"_tp{tp}{cp_part}_mbs{mbs}_seqlen{seq_length}")
-    return name if name in USERBUFFER_CONFIGS else None
+def userbuffer_config(nemo_recipe: str, gpu_type: str, dtype: str, tp: int) -> str | None:
+    """The name of NeMo's userbuffer layout for this run, or None (Transformer Engine default)."""
+    name = USERBUFFERS.get((nemo_recipe, USERBUFFER_ARCH.get(gpu_type, gpu_type)))
+    if name is None or f"_tp{tp}_" not in name:
+        return None
+    return name.format(dtype=dtype)
+
+
+def nemo_log_dir(manifest: Mapping[str, Any]) -> str | None:
+    """Where NeMo writes its logs and checkpoints: <run dir>/<exp>/code/nemo_experiments.
+
+    That is NeMo's default (nemo_experiments/ in the working directory) for a job whose working
+    directory is nemo-run's <job dir>/code, made explicit so it does not depend on the working
+    directory. job_dir may name the run dir (<exp>_<time>) or the job dir below it (<exp>).
+    None without a job_dir: NeMo's default under the working directory.
+    """
+    job_dir = manifest.get("job_dir")
+    if not job_dir:
+        return None
+    base = Path(job_dir)
+    if base.name != manifest["experiment"]:
+        base = base / manifest["experiment"]
+    return str(base / "code" / "nemo_experiments")
 
 
 def plan(manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -148,7 +155,6 @@ def plan(manifest: Mapping[str, Any]) -> dict[str, Any]:
     if gbs % (mbs * dp):
         raise ManifestError(f"manifest parallelism.gbs={gbs} is not divisible by MBS x DP "
                             f"= {mbs * dp}")
-    model = m["model"]
     save = bool(opt["checkpoint_save"])
     load_path = opt["checkpoint_load_path"] or None
     sequence_parallel = tp > 1
@@ -160,12 +166,7 @@ def plan(manifest: Mapping[str, Any]) -> dict[str, Any]:
         tokenizer = {k: (v.replace("{SIZE}", size.upper()) if isinstance(v, str) else v)
                      for k, v in tokenizer.items()}
 
-    job_dir = m.get("job_dir")
-    # NeMo's log layout relative to the job's working directory (<run dir>/<exp>/code), made
-    # explicit so it does not depend on the working directory: logs and checkpoints go to
-    # <run dir>/<exp>/code/nemo_experiments/default/{,checkpoints/}.
-    log_dir = (str(Path(job_dir) / m["experiment"] / "code" / "nemo_experiments")
-               if job_dir else None)
+    log_dir = nemo_log_dir(m)
 
     callbacks = ["TimingCallback", "GarbageCollectionCallback", "MegatronCommOverlapCallback"]
     if family["flops_model_name"]:
@@ -217,9 +218,8 @@ def plan(manifest: Mapping[str, Any]) -> dict[str, Any]:
         "optim": {"use_precision_aware_optimizer": m["dtype"] == "bf16"},
         "comm_overlap": {
             "tp_comm_overlap": tp_overlap,
-            "tp_comm_overlap_cfg": userbuffer_config(
-                m["dtype"], m["gpu_type"], int(model["hidden_size"]), tp, cp, mbs, seq_length)
-            if tp_overlap else None,
+            "tp_comm_overlap_cfg": userbuffer_config(m["nemo_recipe"], m["gpu_type"],
+                                                     m["dtype"], tp) if tp_overlap else None,
             # Overlapping the parameter all-gather with the optimizer step needs DP, PP and VP;
             # NeMo's recipes warn it breaks checkpointing, so not with save/load.
             "overlap_param_gather_with_optimizer_step":

@@ -1,0 +1,351 @@
+"""llmb.train without NeMo: the run manifest -> override plan mapping, for every published row.
+
+`make test-nemo` (tests/nemo) applies the same plans to NeMo 2.3.1's real recipes; here the
+plan is checked as plain data so it runs in the default suite in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from llmb import catalog, train
+
+# Option variants every row is planned with (SPEC §3: profile, GPU metrics, NCCL trace,
+# checkpoint save, checkpoint load); the launcher already turns them into effective max_steps.
+OPTION_VARIANTS: dict[str, dict[str, Any]] = {
+    "plain": {},
+    "profile": {"profile": True},
+    "profile_gpu_metrics": {"profile": True, "gpu_metrics": True},
+    "nccl_trace": {"nccl_trace": True, "max_steps": 5},
+    "checkpoint_save": {"checkpoint_save": True},
+    "checkpoint_load": {"checkpoint_load_path": "/ckpt/default--None=0.0000-epoch=0-"
+                                                "consumed_samples=12800.0", "max_steps": 1},
+}
+RUN_DIR = "/lustre/llmb/workloads/w/experiments/EXP/EXP_1744407000"
+SEQ_LENGTH = {"llama": 8192, "nemotron4": 4096, "nemotronh": 8192}
+
+
+def make_manifest(recipe: catalog.Recipe, cfg: catalog.Config, **options: Any) -> dict[str, Any]:
+    """A schema-1 run manifest for one catalog Config, as the launcher writes it."""
+    opts = {"max_steps": 50, "smoke_test": False, "profile": False, "profile_start_step": 45,
+            "profile_stop_step": 50, "gpu_metrics": False, "nccl_trace": False,
+            "checkpoint_save": False, "checkpoint_load_path": None, "time_limit": "00:30:00",
+            "dry_run": False}
+    opts.update(options)
+    size = recipe.size(cfg.model_size)
+    exp = cfg.experiment_name
+    return {
+        "schema": 1, "recipe": recipe.name, "workload": recipe.workload, "experiment": exp,
+        "model_size": cfg.model_size, "dtype": cfg.dtype, "gpu_type": cfg.gpu_type,
+        "num_gpus": cfg.num_gpus, "gpus_per_node": cfg.gpus_per_node, "nodes": cfg.nodes,
+        "scaling": cfg.scaling, "published": cfg.published, "source": cfg.source,
+        "seq_length": cfg.seq_length, "family": recipe.family,
+        "nemo_recipe": size["nemo_recipe"], "model": dict(size["model"]),
+        "parallelism": {k: getattr(cfg, k) for k in
+                        ("tp", "pp", "cp", "vp", "ep", "mbs", "gbs", "dp", "ga", "num_layers")},
+        "cluster_type": "slurm", "options": opts, "image": "/images/nvidia+nemo+25.04.01.sqsh",
+        "job_dir": f"{RUN_DIR.replace('EXP', exp)}/{exp}",
+        "versions": {"llmb": "0.1.0", "framework": "25.04.01", "nemo_run": "0.11.1",
+                     "python": "3.11.7"},
+        "git_commit": None, "created": "2026-11-21T00:00:00Z",
+    }
+
+
+def all_cases() -> list[tuple[str, catalog.Recipe, catalog.Config]]:
+    return [(f"{r.name}-{c.model_size}-{c.dtype}-{c.gpu_type}-{c.scaling}-{c.num_gpus}", r, c)
+            for r in catalog.all_recipes() for c in r.rows()]
+
+
+CASES = all_cases()
+
+
+def find(recipe: str, size: str, dtype: str, gpu: str, gpus: int, scaling: str = "weak"
+         ) -> tuple[catalog.Recipe, catalog.Config]:
+    r = catalog.find_recipe(recipe)
+    return r, r.resolve(size, dtype, gpu, gpus, scaling)
+
+
+@pytest.mark.parametrize("variant", sorted(OPTION_VARIANTS))
+def test_every_published_row_plans_with_its_own_layout(variant: str) -> None:
+    assert len(CASES) > 50
+    for _, recipe, cfg in CASES:
+        p = train.plan(make_manifest(recipe, cfg, **OPTION_VARIANTS[variant]))
+        s = p["strategy"]
+        where = cfg.experiment_name
+        assert (s["tensor_model_parallel_size"], s["pipeline_model_parallel_size"],
+                s["context_parallel_size"]) == (cfg.tp, cfg.pp, cfg.cp), where
+        assert s["virtual_pipeline_model_parallel_size"] == cfg.vp, where
+        assert s["sequence_parallel"] is (cfg.tp > 1), where
+        assert s["pipeline_dtype"] == ("bfloat16" if cfg.pp > 1 else None), where
+        assert p["data"]["micro_batch_size"] == cfg.mbs
+        assert p["data"]["global_batch_size"] == cfg.gbs
+        assert p["data"]["seq_length"] == p["model"]["seq_length"] == SEQ_LENGTH[recipe.family]
+        assert p["model"]["num_layers"] == cfg.num_layers
+        assert p["trainer"]["num_nodes"] == cfg.nodes
+        assert p["trainer"]["devices"] == cfg.gpus_per_node
+        assert p["recipe_args"] == {"performance_mode": True, "num_nodes": cfg.nodes,
+                                    "num_gpus_per_node": cfg.gpus_per_node}
+        steps = OPTION_VARIANTS[variant].get("max_steps", 50)
+        assert p["trainer"]["max_steps"] == steps
+        assert p["trainer"]["val_check_interval"] == steps
+        assert p["data"]["num_train_samples"] == steps * cfg.gbs
+        assert p["trainer"]["limit_val_batches"] == 0
+        assert p["trainer"]["num_sanity_val_steps"] == 0
+        assert p["trainer"]["log_every_n_steps"] == 1
+        assert p["comm_overlap"]["tp_comm_overlap"] is (cfg.tp > 1)
+        assert p["resume"]["resume_if_exists"] is False
+        json.dumps(p)  # plain data only
+
+
+def test_the_plan_is_plain_json_that_round_trips() -> None:
+    _, recipe, cfg = CASES[0]
+    p = train.plan(make_manifest(recipe, cfg, profile=True))
+    assert json.loads(json.dumps(p)) == p
+
+
+@pytest.mark.parametrize(("recipe", "size", "gpus", "layers"), [
+    ("llama3.1", "405b", 32, 8), ("llama3.1", "405b", 64, 30), ("llama3.1", "405b", 128, 62),
+    ("llama3.1", "405b", 512, 126), ("llama3.1", "70b", 64, 80), ("nemotronh", "56b", 32, 118),
+])
+def test_num_layers_follow_the_proxy_depth(recipe: str, size: str, gpus: int,
+                                           layers: int) -> None:
+    dtype = "fp8"
+    r, cfg = find(recipe, size, dtype, "h100", gpus)
+    assert train.plan(make_manifest(r, cfg))["model"]["num_layers"] == layers
+
+
+def test_fp8_is_bf16_with_fp8_delayed_scaling_without_fp32_grad_reduce() -> None:
+    for _, recipe, cfg in CASES:
+        p = train.plan(make_manifest(recipe, cfg))
+        prec = p["precision"]
+        assert prec["grad_reduce_in_fp32"] is False
+        assert p["ddp"]["grad_reduce_in_fp32"] is False
+        if cfg.dtype == "fp8":
+            assert prec["plugin"] == "bf16_with_fp8_mixed"
+            assert (prec["fp8"], prec["fp8_recipe"]) == ("hybrid", "delayed")
+            assert (prec["fp8_amax_history_len"], prec["fp8_amax_compute_algo"]) == (1024, "max")
+            assert p["optim"]["use_precision_aware_optimizer"] is False
+        else:
+            assert prec == {"plugin": "bf16_mixed", "grad_reduce_in_fp32": False}
+            assert p["optim"]["use_precision_aware_optimizer"] is True
+
+
+@pytest.mark.parametrize(("recipe", "size", "dtype", "gpu", "gpus", "scaling", "expected"), [
+    ("llama3.1", "8b", "fp8", "h100", 8, "weak", None),  # TP 1: no TP overlap at all
+    ("llama3.1", "70b", "fp8", "h100", 64, "weak",
+     "userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192"),
+    # CP 2 with the CP-less layout, as NeMo's own 70b bf16 benchmark does
+    ("llama3.1", "70b", "bf16", "h100", 64, "weak",
+     "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192"),
+    ("llama3.1", "405b", "bf16", "h100", 512, "weak",
+     "userbuffers_bf16_h100_h16384_tp8_cp2_mbs1_seqlen8192"),
+    ("llama3.1", "405b", "fp8", "h100", 32, "weak",
+     "userbuffers_fp8_h100_h16384_tp8_cp2_mbs1_seqlen8192"),
+    ("nemotron", "15b", "fp8", "h100", 16, "weak", None),  # TE's default layout on H100
+    ("nemotron", "340b", "fp8", "h100", 128, "weak", None),
+    ("nemotron", "340b", "fp8", "b200", 128, "weak",
+     "userbuffers_fp8_b200_h18432_tp8_mbs1_seqlen4096"),
+    ("nemotron", "340b", "bf16", "gb200", 512, "strong",
+     "userbuffers_bf16_b200_h18432_tp8_mbs1_seqlen4096"),
+    ("nemotronh", "56b", "fp8", "h100", 32, "weak", None),
+])
+def test_tp_overlap_userbuffers_match_the_shape_exactly(recipe: str, size: str, dtype: str,
+                                                        gpu: str, gpus: int, scaling: str,
+                                                        expected: str | None) -> None:
+    r, cfg = find(recipe, size, dtype, gpu, gpus, scaling)
+    comm = train.plan(make_manifest(r, cfg))["comm_overlap"]
+    assert comm["tp_comm_overlap_cfg"] == expected
+    assert comm["tp_comm_overlap"] is (cfg.tp > 1)
+
+
+def test_userbuffer_layouts_apply_only_at_their_tp_size() -> None:
+    assert train.userbuffer_config("llama31_70b", "h100", "bf16", 4) == (
+        "userbuffers_bf16_h100_h8192_tp4_mbs1_seqlen8192")
+    assert train.userbuffer_config("llama31_70b", "h100", "bf16", 8) is None
+    assert train.userbuffer_config("llama31_70b", "gb200", "fp8", 2) == (
+        "userbuffers_fp8_b200_h8192_tp2_mbs1_seqlen8192")
+    assert train.userbuffer_config("nemotron4_15b", "b200", "fp8", 2) == (
+        "userbuffers_bf16_b200_h6144_tp2_mbs1_seqlen4096")
+    assert train.userbuffer_config("nemotronh_56b", "h100", "fp8", 8) is None
+
+
+def test_param_gather_overlaps_the_optimizer_only_with_dp_pp_vp_and_no_checkpoint() -> None:
+    r, cfg = find("llama3.1", "70b", "fp8", "h100", 128)  # DP 4, PP 8, VP 5
+    assert cfg.dp > 1
+    key = "overlap_param_gather_with_optimizer_step"
+    assert train.plan(make_manifest(r, cfg))["comm_overlap"][key] is True
+    assert train.plan(make_manifest(r, cfg, checkpoint_save=True))["comm_overlap"][key] is False
+    assert train.plan(make_manifest(
+        r, cfg, checkpoint_load_path="/c", max_steps=1))["comm_overlap"][key] is False
+    r, cfg = find("llama3.1", "405b", "fp8", "h100", 32)  # PP 1
+    assert train.plan(make_manifest(r, cfg))["comm_overlap"][key] is False
+    r, cfg = find("nemotron", "340b", "fp8", "h100", 128)  # DP 2, PP 8, VP 12
+    assert train.plan(make_manifest(r, cfg))["comm_overlap"][key] is True
+
+
+def test_callbacks_per_family() -> None:
+    base = ["TimingCallback", "GarbageCollectionCallback", "MegatronCommOverlapCallback"]
+    for _, recipe, cfg in CASES:
+        p = train.plan(make_manifest(recipe, cfg))
+        if recipe.family == "nemotronh":
+            # NeMo 2.3.1 has no Nemotron-H FLOPs formula (seed 000: its TFLOPS are invalid)
+            assert p["callbacks"] == base and p["flops_model_name"] is None
+        else:
+            assert p["callbacks"] == [*base, "FLOPsMeasurementCallback"]
+            assert p["flops_model_name"] == {"llama": "llama3",
+                                             "nemotron4": "nemotron"}[recipe.family]
+        assert p["gc"] == {"gc_interval_train": 100, "gc_interval_val": 100}
+
+
+def test_profile_adds_nsys_on_the_first_eight_ranks_for_its_steps() -> None:
+    r, cfg = find("llama3.1", "8b", "fp8", "h100", 16)
+    p = train.plan(make_manifest(r, cfg, profile=True, profile_start_step=20,
+                                 profile_stop_step=25, max_steps=25))
+    assert p["callbacks"][-1] == "NsysCallback"
+    assert p["nsys"] == {"start_step": 20, "end_step": 25, "ranks": [0, 1, 2, 3, 4, 5, 6, 7],
+                         "gen_shape": False, "gpu_metrics": False}
+    p = train.plan(make_manifest(r, cfg, profile=True, gpu_metrics=True))
+    assert p["nsys"]["gpu_metrics"] is True and p["nsys"]["start_step"] == 45
+    assert train.plan(make_manifest(r, cfg))["nsys"] is None
+    assert "NsysCallback" not in train.plan(make_manifest(r, cfg, nccl_trace=True))["callbacks"]
+
+
+def test_checkpoint_save_goes_under_the_job_code_dir() -> None:
+    r, cfg = find("llama3.1", "8b", "bf16", "h100", 16)
+    m = make_manifest(r, cfg, checkpoint_save=True)
+    p = train.plan(m)
+    exp = cfg.experiment_name
+    log_dir = f"{RUN_DIR.replace('EXP', exp)}/{exp}/code/nemo_experiments"
+    assert p["log"]["log_dir"] == log_dir
+    assert p["log"]["use_datetime_version"] is False and p["log"]["name"] == "default"
+    assert p["checkpoint"] == {"save": True, "dir": f"{log_dir}/default/checkpoints",
+                               "every_n_train_steps": 50, "save_top_k": 1, "load_path": None}
+    assert p["trainer"]["enable_checkpointing"] is True
+    # The same place when job_dir names the run dir rather than the job dir below it.
+    m["job_dir"] = RUN_DIR.replace("EXP", exp)
+    assert train.plan(m)["log"]["log_dir"] == log_dir
+    m["job_dir"] = None
+    assert train.plan(m)["log"]["log_dir"] is None and train.plan(m)["checkpoint"]["dir"] is None
+
+
+def test_no_checkpoint_at_all_without_save() -> None:
+    r, cfg = find("nemotronh", "56b", "fp8", "h100", 32)  # its recipe checkpoints by default
+    p = train.plan(make_manifest(r, cfg))
+    assert p["trainer"]["enable_checkpointing"] is False
+    assert p["checkpoint"]["save"] is False and p["checkpoint"]["dir"] is None
+    assert p["resume"]["restore"] is None
+
+
+def test_checkpoint_load_restores_weights_and_optimizer_into_a_fresh_trainer() -> None:
+    r, cfg = find("llama3.1", "8b", "fp8", "h100", 16)
+    path = OPTION_VARIANTS["checkpoint_load"]["checkpoint_load_path"]
+    p = train.plan(make_manifest(r, cfg, checkpoint_load_path=path, max_steps=1))
+    assert p["resume"] == {"resume_if_exists": False, "restore": {
+        "path": path, "load_model_state": True, "load_optim_state": True,
+        "load_artifacts": False}}
+    assert p["trainer"]["max_steps"] == 1
+    assert p["checkpoint"]["load_path"] == path and p["checkpoint"]["save"] is False
+
+
+def test_tokenizers_give_each_family_its_vocabulary() -> None:
+    r, cfg = find("llama3.1", "405b", "fp8", "h100", 32)
+    assert train.plan(make_manifest(r, cfg))["data"]["tokenizer"] == {
+        "library": "huggingface", "model_name": "meta-llama/Llama-3.1-405B"}
+    r, cfg = find("nemotron", "15b", "bf16", "h100", 16)
+    assert train.plan(make_manifest(r, cfg))["data"]["tokenizer"]["vocab_size"] == 256000
+    r, cfg = find("nemotronh", "56b", "fp8", "h100", 32)
+    assert train.plan(make_manifest(r, cfg))["data"]["tokenizer"] is None
+
+
+def _broken(path: str, value: Any) -> dict[str, Any]:
+    r, cfg = find("llama3.1", "8b", "fp8", "h100", 8)
+    m = copy.deepcopy(make_manifest(r, cfg))
+    *parents, leaf = path.split(".")
+    target = m
+    for key in parents:
+        target = target[key]
+    if value is KeyError:
+        del target[leaf]
+    else:
+        target[leaf] = value
+    return m
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    ("schema", 2, "manifest schema=2 is not supported; supported: 1"),
+    ("dtype", "fp16", "manifest dtype='fp16' is not supported; allowed: bf16, fp8"),
+    ("family", "gpt", "manifest family='gpt' is not supported"),
+    ("parallelism", KeyError, "manifest  lacks parallelism"),
+    ("parallelism.tp", KeyError, "manifest parallelism lacks tp"),
+    ("parallelism.tp", 0, "manifest parallelism.tp=0 is not a positive integer"),
+    ("parallelism.dp", 3, "TP x PP x CP x DP = 6 is not num_gpus=8"),
+    ("parallelism.gbs", 130, "parallelism.gbs=130 is not divisible by MBS x DP = 4"),
+    ("options.max_steps", True, "options.max_steps=True is not a positive integer"),
+    ("options.profile", True, None),
+])
+def test_bad_manifests_fail_with_one_clear_line(path: str, value: Any,
+                                                message: str | None) -> None:
+    m = _broken(path, value)
+    if message is None:
+        train.plan(m)
+        return
+    with pytest.raises(train.ManifestError) as err:
+        train.plan(m)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_profile_steps_must_be_ordered() -> None:
+    r, cfg = find("llama3.1", "8b", "fp8", "h100", 8)
+    with pytest.raises(train.ManifestError, match="profile_start_step=50 and profile_stop_step=45"):
+        train.plan(make_manifest(r, cfg, profile=True, profile_start_step=50,
+                                 profile_stop_step=45))
+
+
+def test_run_reports_a_bad_manifest_without_importing_nemo(capsys) -> None:
+    m = _broken("dtype", "fp16")
+    before = set(sys.modules)
+    assert train.run(m) == 2
+    assert capsys.readouterr().err == ("llmb: manifest dtype='fp16' is not supported; "
+                                       "allowed: bf16, fp8\n")
+    assert not [name for name in set(sys.modules) - before if name.startswith(("nemo", "fiddle"))]
+
+
+def test_cli_prints_the_plan(tmp_path: Path, capsys) -> None:
+    r, cfg = find("nemotron", "340b", "bf16", "gb200", 512, "strong")
+    path = tmp_path / "llmb_manifest.json"
+    path.write_text(json.dumps(make_manifest(r, cfg)))
+    assert train.main([str(path)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["strategy"]["pipeline_model_parallel_size"] == 4
+    assert train.main([str(tmp_path / "missing.json")]) == 2
+    assert capsys.readouterr().err.startswith("llmb: cannot read manifest ")
+    path.write_text("{")
+    assert train.main([str(path)]) == 2
+    assert "is not valid JSON" in capsys.readouterr().err
+
+
+def test_the_launchers_manifest_plans(tmp_path: Path) -> None:
+    """The manifest llmb.launch really writes (not this file's copy of its schema) plans."""
+    from llmb import launch, request
+
+    recipe = catalog.find_recipe("llama3.1")
+    env = {"LLMB_INSTALL": str(tmp_path), "JOB_TOTAL_GPUS": "64", "MODEL_SIZE": "70b",
+           "DTYPE": "fp8", "SBATCH_ACCOUNT": "a", "SBATCH_PARTITION": "p", "HF_TOKEN": "hf_x",
+           "ENABLE_CHECKPOINT": "true", "DRY_RUN": "true"}
+    try:
+        req = request.from_env(recipe, env)
+    except request.RequestError as err:  # the launcher's rules may need more; say which
+        pytest.fail(f"cannot build a launch request for the manifest: {err}")
+    paths = launch.JobPaths.new(req, stamp=1)
+    m = launch.build_manifest(req, paths)
+    assert "hf_x" not in json.dumps(m)
+    p = train.plan(m)
+    assert p["strategy"]["pipeline_model_parallel_size"] == 8
+    assert p["checkpoint"]["dir"] == str(paths.job_dir / "code" / "nemo_experiments" / "default"
+                                         / "checkpoints")
