@@ -239,12 +239,27 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
     values = {"MODEL_SIZE": model_size, "DTYPE": dtype, "GPU_TYPE": gpu_type,
               "JOB_TOTAL_GPUS": num_gpus, "GPUS_PER_NODE": gpus_per_node, "SCALING": scaling,
               "STRONG_SCALING": scaling}
+    # LLMB_ALLOW_UNVALIDATED_SCALE=true (set by llmb-run): a scale ABOVE the largest published
+    # one runs with the nearest published layout (SPEC §7: a warning, not an error).
+    above_max = False
+    if parse_bool(env, "LLMB_ALLOW_UNVALIDATED_SCALE"):
+        try:
+            published_scales = recipe.scales(model_size, dtype, gpu_type, scaling)
+        except catalog.CatalogError:
+            published_scales = []
+        above_max = bool(published_scales) and num_gpus > max(published_scales)
     try:
         config = recipe.resolve(model_size, dtype, gpu_type, num_gpus, scaling,
-                                gpus_per_node=gpus_per_node, allow_unpublished=smoke_test)
+                                gpus_per_node=gpus_per_node,
+                                allow_unpublished=smoke_test or above_max)
     except catalog.CatalogError as err:
         raise _catalog_error(err, recipe, values) from None
-    if not config.published:
+    if not config.published and above_max and not smoke_test:
+        warnings.append(
+            f"JOB_TOTAL_GPUS={num_gpus} is above the largest published scale for {recipe.name} "
+            f"{model_size} {dtype} on {gpu_type}: an unvalidated configuration (nearest "
+            "published layout), no reference applies")
+    elif not config.published:
         published = recipe.scales(model_size, dtype, gpu_type, scaling)
         warnings.append(
             f"JOB_TOTAL_GPUS={num_gpus} is not a published scale for {recipe.name} "
