@@ -171,11 +171,11 @@ class Manifests:
 
 _NEW_NAME = re.compile(
     r"(?P<size>\d+(?:\.\d+)?[bm])_(?P<dtype>[a-z0-9]+)_gpus(?P<gpus>\d+)_tp\d+_pp\d+_cp\d+"
-    r"_vp(?:\d+|none)_mbs\d+_gbs(?P<gbs>\d+)(?P<tags>(?:_[a-z][a-z0-9]*)*)(?:_\d+)*", re.I)
+    r"_vp(?:\d+|none)_mbs\d+_gbs(?P<gbs>\d+)(?P<tags>(?:_[a-z][a-z0-9]*)*)(?P<suffix>(?:_\d+)*)",
+    re.I)
 _OLD_NAME = re.compile(
     r"(?P<size>\d+(?:\.\d+)?[bm])_(?P<dtype>[a-z0-9]+)_(?P<gpus>\d+)"
-    r"(?P<tags>(?:_[a-z][a-z0-9]*)*)(?:_\d+)*", re.I)
-_TRAILING_ID = re.compile(r"(?:_\d+)+$")
+    r"(?P<tags>(?:_[a-z][a-z0-9]*)*)(?P<suffix>(?:_\d+)*)", re.I)
 
 
 @dataclass(frozen=True)
@@ -207,7 +207,7 @@ def parse_name(name: str, workloads: list[str]) -> NameInfo | None:
             gbs = m.groupdict().get("gbs")
             tags = tuple(t for t in m.group("tags").lower().split("_") if t)
             return NameInfo(
-                experiment=_TRAILING_ID.sub("", name), workload=workload,
+                experiment=name[: len(name) - len(m.group("suffix"))], workload=workload,
                 model_size=m.group("size").lower(), dtype=m.group("dtype").lower(),
                 num_gpus=int(m.group("gpus")), gbs=int(gbs) if gbs else None, tags=tags)
     return None

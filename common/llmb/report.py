@@ -33,14 +33,15 @@ FORMATS = ("table", "csv", "json")
 TITLE = "Train Step Timing and TFLOPS Analysis (iterations {first}-{last})"
 # Heading and width of each column of the main table; widths are the seeds'.
 MAIN_COLUMNS = (
-    ("Status", 8), ("Time Mean (s)", 13), ("Time Std (s)", 12), ("TFLOPS_per_GPU Mean", 19),
+    ("Status", 7), ("Time Mean (s)", 13), ("Time Std (s)", 12), ("TFLOPS_per_GPU Mean", 19),
     ("TFLOPS_per_GPU Std", 18),
 )
 DERIVED_TITLE = "Throughput, MFU and published reference"
 DERIVED_COLUMNS = (
-    ("Tokens/s", 10), ("MFU %", 6), ("Days/1T tok", 11), ("Ref (s)", 8), ("% of ref", 8),
+    ("Scaling", 7), ("Tokens/s", 10), ("MFU %", 6), ("Days/1T tok", 11), ("Ref (s)", 8),
+    ("% of ref", 8),
 )
-SHORT_NAME_MAX = 40
+SHORT_NAME_MAX = 30
 DEFAULT_GPU = "h100"
 
 
@@ -103,27 +104,35 @@ def _job_tag(result: Mapping[str, Any]) -> str:
 
 
 def short_name(result: Mapping[str, Any]) -> str:
-    """What distinguishes a run: recipe, size, dtype, GPUs x type, scaling and tags."""
+    """recipe, size, dtype and GPUs (with the GPU type unless it is the default): `llama3.1 8b
+    fp8 16gpu`, `nemotron 340b bf16 256gb200`; else the experiment name, cut in the middle."""
     if result.get("recipe") and result.get("model_size") and result.get("num_gpus"):
-        parts = [str(result["recipe"]), str(result["model_size"]), str(result.get("dtype") or "?"),
-                 f"{result['num_gpus']}x{result.get('gpu_type') or DEFAULT_GPU}"]
-        if result.get("scaling") == "strong":
-            parts.append(f"strong gbs{result.get('global_batch_size')}")
-        experiment = str(result.get("experiment") or "")
-        parts.extend(tag for tag in ("nsys", "profile") if f"_{tag}" in experiment)
-        return " ".join(parts)
+        gpu = result.get("gpu_type") or DEFAULT_GPU
+        return (f"{result['recipe']} {result['model_size']} {result.get('dtype') or '?'} "
+                f"{result['num_gpus']}{'gpu' if gpu == DEFAULT_GPU else gpu}")
     name = str(result.get("experiment") or result.get("filename") or "?")
     return _middle_cut(printable(name.removeprefix("pretrain_")), SHORT_NAME_MAX)
 
 
+def _distinctions(result: Mapping[str, Any]) -> list[str]:
+    """What may tell two runs with the same short name apart, most telling first."""
+    experiment = str(result.get("experiment") or "")
+    tags = " ".join(t for t in ("nsys", "profile") if f"_{t}" in experiment)
+    scaling = "strong" if result.get("scaling") == "strong" else ""
+    return [scaling, tags, _job_tag(result)]
+
+
 def display_names(results: Sequence[Mapping[str, Any]], full_names: bool) -> list[str]:
-    """Row labels: full relative paths, or short names made unique with job ids."""
+    """Row labels: full relative paths, or short names that add a distinguishing part (strong
+    scaling, nsys, job id, then a counter) only where two rows would otherwise read the same."""
     if full_names:
         return [printable(str(r["filename"])) for r in results]
     names = [short_name(r) for r in results]
-    counts = Counter(names)
-    names = [f"{n} {_job_tag(r)}".rstrip() if counts[n] > 1 else n
-             for n, r in zip(names, results, strict=True)]
+    extras = [_distinctions(r) for r in results]
+    for level in range(3):
+        counts = Counter(names)
+        names = [f"{n} {extra[level]}".rstrip() if counts[n] > 1 else n
+                 for n, extra in zip(names, extras, strict=True)]
     seen: Counter[str] = Counter()
     unique = []
     for n in names:
@@ -135,14 +144,14 @@ def display_names(results: Sequence[Mapping[str, Any]], full_names: bool) -> lis
 def _rows_text(headings: Sequence[tuple[str, int]], label_width: int,
                rows: Sequence[Sequence[str]]) -> list[str]:
     head = "Experiment".ljust(label_width) + "".join(
-        " " + (h.ljust(w) if i == 0 and h == "Status" else h.rjust(w))
+        " " + (h.ljust(w) if i == 0 else h.rjust(w))
         for i, (h, w) in enumerate(headings))
     rule = "-" * label_width + "".join(" " + "-" * w for _, w in headings)
     lines = [head, rule]
     for label, *cells in rows:
         line = label.ljust(label_width)
-        for i, ((h, w), cell) in enumerate(zip(headings, cells, strict=True)):
-            line += " " + (cell.ljust(w) if i == 0 and h == "Status" else cell.rjust(w))
+        for i, ((_, w), cell) in enumerate(zip(headings, cells, strict=True)):
+            line += " " + (cell.ljust(w) if i == 0 else cell.rjust(w))
         lines.append(line.rstrip())
     return lines
 
@@ -166,8 +175,8 @@ def to_table(analysis: Mapping[str, Any], full_names: bool = False) -> str:
     title = TITLE.format(first=window["first_iteration"], last=window["last_iteration"])
     lines = [title, "=" * max(len(title), len(main[0])), *main]
     if computed:
-        lines.append("* TFLOPS_per_GPU computed from the model FLOPs (the log has none, or "
-                     "its figure is known to be wrong for this model)")
+        lines.append("* computed from the model FLOPs (not in the log, or the log's figure is "
+                     "wrong for this model)")
 
     derived = [
         (name, r) for name, r in zip(names, results, strict=True)
@@ -176,7 +185,7 @@ def to_table(analysis: Mapping[str, Any], full_names: bool = False) -> str:
     if derived:
         dwidth = max([len("Experiment"), *(len(n) for n, _ in derived)])
         rows = [[
-            name, _fixed(r["tokens_per_second"], 0),
+            name, str(r.get("scaling") or "-"), _fixed(r["tokens_per_second"], 0),
             _fixed(None if r["mfu"] is None else r["mfu"] * 100, 2),
             _fixed(r["time_to_train_days"], 2), _fixed(r["reference_step_time"], 3),
             _fixed(r["pct_of_reference"], 1),
