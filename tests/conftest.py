@@ -30,12 +30,25 @@ def metadata_copy(tmp_path: Path) -> Callable[[str, MetadataMutation], Path]:
     """
 
     def write(recipe: str, mutate: MetadataMutation) -> Path:
-        source = catalog.find_recipe(recipe).directory / "metadata.yaml"
-        data = copy.deepcopy(yaml.safe_load(source.read_text()))
+        data = copy.deepcopy(catalog.find_recipe(recipe).data)
         mutate(data)
         # a fresh folder per call: catalog.load_recipe caches by folder
         folder = Path(tempfile.mkdtemp(prefix=f"{recipe}-", dir=tmp_path))
-        (folder / "metadata.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        (folder / "metadata.yaml").write_text(yaml.dump(data, Dumper=dumper, sort_keys=False))
         return folder
 
     return write
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    """Client env of the real test Slurm cluster (tests/slurm), started for this session."""
+    from slurmcluster import session_cluster
+
+    resource = session_cluster()
+    state = next(resource)
+    if isinstance(state, str):
+        pytest.skip(state)
+    yield state
+    next(resource, None)
