@@ -7,7 +7,8 @@ set -euo pipefail
 
 main() {
     local here python
-    here="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
+    # The real location, even when called through a symbolic link (e.g. from ~/bin).
+    here="$(dirname -- "$(readlink -f -- "${BASH_SOURCE[0]}")")"
     python="${LLMB_PYTHON:-python3}"
     if ! command -v "$python" >/dev/null 2>&1; then
         echo "parse_train_timing.sh: LLMB_PYTHON=$python is not an executable python;" \

@@ -1,0 +1,143 @@
+#!/usr/bin/env bats
+# common/parse_train_timing.sh: the bash front of llmb.analyze. Formats, exit codes 0/1/2 with
+# one-line errors, the default directory, other working directories, links, and the message
+# when the chosen python has no pyyaml.
+
+bats_require_minimum_version 1.5.0
+
+REPO="$(cd "${BATS_TEST_DIRNAME}/../.." && pwd)"
+SCRIPT="${REPO}/common/parse_train_timing.sh"
+FIXTURES="${REPO}/tests/fixtures/logs/experiments"
+
+setup() {
+    if [[ -x "${REPO}/.venv/bin/python" ]]; then
+        export LLMB_PYTHON="${REPO}/.venv/bin/python"
+    fi
+    unset PYTHONPATH
+}
+
+one_line() {
+    [ "$(printf '%s\n' "$1" | wc -l)" -eq 1 ]
+}
+
+@test "table by default: the seed header, exit 0" {
+    run --separate-stderr "${SCRIPT}" "${FIXTURES}"
+    [ "${status}" -eq 0 ]
+    [ "${lines[0]}" = "Train Step Timing and TFLOPS Analysis (iterations 11-44)" ]
+    [[ "${lines[2]}" == "Experiment "*"Status  Time Mean (s) Time Std (s) TFLOPS_per_GPU Mean TFLOPS_per_GPU Std" ]]
+    printf '%s\n' "${output}" | grep -Eq '^llama3\.1 8b bf16 16gpu +Success +12\.300 +0\.010 +455\.20 +0\.10$'
+    [[ "${output}" == *"Summary: 9 log(s): 6 Success, 3 Failed"* ]]
+    [ -z "${stderr}" ]
+}
+
+@test "csv: established columns first" {
+    run --separate-stderr "${SCRIPT}" --format=csv "${FIXTURES}"
+    [ "${status}" -eq 0 ]
+    [[ "${lines[0]}" == "filename,status,time_mean,time_std_dev,tflops_per_gpu_mean,tflops_per_gpu_std_dev,max_iteration,experiment,"* ]]
+    [ "${#lines[@]}" -eq 10 ]
+}
+
+@test "json: valid, with results, skipped and summary" {
+    run --separate-stderr "${SCRIPT}" --format json "${FIXTURES}"
+    [ "${status}" -eq 0 ]
+    printf '%s' "${output}" | "${LLMB_PYTHON:-python3}" -c '
+import json, sys
+data = json.load(sys.stdin)
+assert data["summary"]["success"] == 6, data["summary"]
+assert {s["reason"] for s in data["skipped"]} == {"sbatch output", "NCCL trace"}
+'
+}
+
+@test "--full-names labels rows with paths relative to DIR" {
+    run --separate-stderr "${SCRIPT}" --full-names "${FIXTURES}"
+    [ "${status}" -eq 0 ]
+    printf '%s\n' "${output}" | grep -Eq '^custom-nemotron-run/custom-nemotron-run_1744413000/custom-nemotron-run/log-custom-nemotron-run_2201350_0\.out +Success +1\.979 '
+
+}
+
+@test "default DIR is ./experiments, from any working directory" {
+    mkdir -p "${BATS_TEST_TMPDIR}/work"
+    cp -r "${FIXTURES}" "${BATS_TEST_TMPDIR}/work/experiments"
+    cd "${BATS_TEST_TMPDIR}/work"
+    run --separate-stderr "${SCRIPT}" --format=csv
+    [ "${status}" -eq 0 ]
+    [ "${#lines[@]}" -eq 10 ]
+    cd /
+    run --separate-stderr "${SCRIPT}" --format=csv "${BATS_TEST_TMPDIR}/work/experiments"
+    [ "${status}" -eq 0 ]
+}
+
+@test "works through a symbolic link to the script" {
+    ln -s "${SCRIPT}" "${BATS_TEST_TMPDIR}/ptt"
+    run --separate-stderr "${BATS_TEST_TMPDIR}/ptt" --format=json "${FIXTURES}"
+    [ "${status}" -eq 0 ]
+}
+
+@test "--help prints usage, exit 0" {
+    run --separate-stderr "${SCRIPT}" --help
+    [ "${status}" -eq 0 ]
+    [[ "${lines[0]}" == "usage: parse_train_timing.sh [--format=table|csv|json] [--full-names]"* ]]
+}
+
+@test "exit 1: DIR does not exist (one line, nothing on stdout)" {
+    run --separate-stderr "${SCRIPT}" "${BATS_TEST_TMPDIR}/nope"
+    [ "${status}" -eq 1 ]
+    [ -z "${output}" ]
+    one_line "${stderr}"
+    [[ "${stderr}" == "parse_train_timing.sh: ${BATS_TEST_TMPDIR}/nope does not exist;"* ]]
+}
+
+@test "exit 1: no .out file" {
+    mkdir -p "${BATS_TEST_TMPDIR}/empty/sub"
+    run --separate-stderr "${SCRIPT}" "${BATS_TEST_TMPDIR}/empty"
+    [ "${status}" -eq 1 ]
+    one_line "${stderr}"
+    [[ "${stderr}" == *"no .out log files under"* ]]
+}
+
+@test "exit 1: no run succeeded, the table is still printed" {
+    mkdir -p "${BATS_TEST_TMPDIR}/failed"
+    cp -r "${FIXTURES}/pretrain_llama3.1_8b_bf16_8" "${BATS_TEST_TMPDIR}/failed/"
+    run --separate-stderr "${SCRIPT}" "${BATS_TEST_TMPDIR}/failed"
+    [ "${status}" -eq 1 ]
+    [[ "${output}" == *"llama3.1 8b bf16 8gpu"*"Failed"* ]]
+    one_line "${stderr}"
+    [[ "${stderr}" == *"no successful run among 1 log(s)"* ]]
+}
+
+@test "exit 2: bad options name the option and what is allowed" {
+    run --separate-stderr "${SCRIPT}" --format=xml "${FIXTURES}"
+    [ "${status}" -eq 2 ]
+    one_line "${stderr}"
+    [ "${stderr}" = "parse_train_timing.sh: --format=xml is not allowed; allowed: table, csv, json" ]
+    run --separate-stderr "${SCRIPT}" --verbose "${FIXTURES}"
+    [ "${status}" -eq 2 ]
+    [[ "${stderr}" == *"unknown option --verbose; allowed: --format=table|csv|json"* ]]
+    run --separate-stderr "${SCRIPT}" --gpu-type=a100 "${FIXTURES}"
+    [ "${status}" -eq 2 ]
+    [[ "${stderr}" == *"--gpu-type=a100 is not allowed; allowed: h100, b200, gb200"* ]]
+}
+
+@test "--gpu-type=gb200 applies to runs identified by name" {
+    run --separate-stderr "${SCRIPT}" --gpu-type=GB200 "${FIXTURES}"
+    [ "${status}" -eq 0 ]
+    [[ "${output}" == *"nemotron 340b fp8 128gb200"* ]]
+}
+
+@test "a python without pyyaml: one line saying how to fix it" {
+    mkdir -p "${BATS_TEST_TMPDIR}/bin"
+    # A real interpreter that cannot see any site-packages, so `import yaml` fails.
+    printf '#!/usr/bin/env bash\nexec python3 -I -S "$@"\n' >"${BATS_TEST_TMPDIR}/bin/python-noyaml"
+    chmod +x "${BATS_TEST_TMPDIR}/bin/python-noyaml"
+    LLMB_PYTHON="${BATS_TEST_TMPDIR}/bin/python-noyaml" run --separate-stderr "${SCRIPT}" "${FIXTURES}"
+    [ "${status}" -eq 1 ]
+    one_line "${stderr}"
+    [[ "${stderr}" == *"cannot import yaml (pyyaml); activate the workload venv"* ]]
+}
+
+@test "LLMB_PYTHON that is not a program: one line" {
+    LLMB_PYTHON=/nonexistent/python run --separate-stderr "${SCRIPT}" "${FIXTURES}"
+    [ "${status}" -eq 1 ]
+    one_line "${stderr}"
+    [[ "${stderr}" == *"LLMB_PYTHON=/nonexistent/python is not an executable python"* ]]
+}
