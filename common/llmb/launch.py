@@ -431,7 +431,10 @@ def submit(req: Request) -> int:
     if req.cluster_type == "slurm":
         executor, task = slurm_executor(req), slurm_task(req, paths)
     elif req.cluster_type == "runai":
+        # The repository is archived (git archive HEAD) into the job's code/ dir, which
+        # nemo-run moves to the PVC; torchrun runs from there, so the path is relative.
         executor, task = runai_executor(req), local_task(req, paths)
+        task.path = str(entrypoint_file(req).relative_to(repo_root()))
         executor.packager = run.GitArchivePackager()
     else:
         executor, task = local_executor(req), local_task(req, paths)
