@@ -454,6 +454,9 @@ def _train(manifest: Mapping[str, Any], ranks: Ranks, timeout: float) -> int:
     shape, seq = TINY_SHAPES[family], TINY_SEQ_LENGTH
 
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+    # One thread per task (as torchrun sets it): the node's tasks share its cores, and OpenMP
+    # threads created at import time would spin against each other.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
     import torch.distributed as dist
 
