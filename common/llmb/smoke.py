@@ -465,8 +465,6 @@ def _train(manifest: Mapping[str, Any], ranks: Ranks, timeout: float) -> int:
         torch.set_num_interop_threads(1)
 
     distributed = ranks.world_size > 1
-    if distributed:
-        _init_process_group(ranks, timeout, job_dir)
     log = _Log(ranks.rank == 0)
     workload = manifest.get("workload", manifest.get("recipe", "?"))
     log.info(
@@ -481,6 +479,11 @@ def _train(manifest: Mapping[str, Any], ranks: Ranks, timeout: float) -> int:
         if distributed
         else "Smoke workload: world size 1 (one process, no process group)"
     )
+    if distributed:
+        began = time.perf_counter()
+        _init_process_group(ranks, timeout, job_dir)
+        log.info(f"Smoke workload: all {ranks.world_size} ranks joined in "
+                 f"{time.perf_counter() - began:.1f} s")
     log.info(f"Experiments will be logged at {job_dir / experiment / 'code/nemo_experiments'}")
 
     torch.manual_seed(SEED)  # the same initial weights on every rank
