@@ -200,8 +200,9 @@ Ask = Callable[[str], str]
 
 def ask(input_fn: Ask, question: str, default: str | None = None,
         choices: list[str] | None = None, check: Callable[[str], str | None] | None = None,
-        out=sys.stdout) -> str:
+        out=None) -> str:
     """Ask until the answer is valid; an empty answer takes the default."""
+    out = out or sys.stdout
     hint = f" [{'/'.join(choices)}]" if choices and len(choices) <= 6 else ""
     shown = f" (default: {default})" if default else ""
     while True:
@@ -231,8 +232,9 @@ def _check_install_path(answer: str) -> str | None:
     return None
 
 
-def discover(user: str, out=sys.stdout) -> dict[str, Any]:
+def discover(user: str, out=None) -> dict[str, Any]:
     """What the cluster says about itself; missing facts are None (the user types them)."""
+    out = out or sys.stdout
     found: dict[str, Any] = {"partitions": None, "accounts": None}
     try:
         found["partitions"] = slurm.partitions()
@@ -246,7 +248,8 @@ def discover(user: str, out=sys.stdout) -> dict[str, Any]:
 
 
 def interactive_plan(input_fn: Ask, secret_fn: Ask, environ: Mapping[str, str],
-                     found: Mapping[str, Any], out=sys.stdout) -> Plan:
+                     found: Mapping[str, Any], out=None) -> Plan:
+    out = out or sys.stdout
     print("llmb installer: answer each question; Enter takes the default.", file=out)
     install = ask(input_fn, "Install directory (LLMB_INSTALL, on a shared file system)",
                   environ.get("LLMB_INSTALL") or str(Path.home() / "llmb"),
@@ -494,7 +497,8 @@ def save_state(plan: Plan, done: set[str]) -> None:
     tmp.replace(path)
 
 
-def print_plan(plan: Plan, out=sys.stdout, steps: list[Step] | None = None) -> None:
+def print_plan(plan: Plan, out=None, steps: list[Step] | None = None) -> None:
+    out = out or sys.stdout
     print(f"Install directory : {plan.install_path}", file=out)
     print(f"Cluster           : {plan.cluster_type}, GPU type {plan.gpu_type}", file=out)
     if plan.cluster_type == "slurm":
@@ -512,7 +516,8 @@ def print_plan(plan: Plan, out=sys.stdout, steps: list[Step] | None = None) -> N
         print(f"  {i:2d}. {step.name}: {step.describe}", file=out)
 
 
-def execute(plan: Plan, python: str, out=sys.stdout) -> None:
+def execute(plan: Plan, python: str, out=None) -> None:
+    out = out or sys.stdout
     plan.root.mkdir(parents=True, exist_ok=True)
     steps = build_steps(plan, python)
     done = load_state(plan)
@@ -529,7 +534,8 @@ def execute(plan: Plan, python: str, out=sys.stdout) -> None:
     print_summary(plan, out)
 
 
-def print_summary(plan: Plan, out=sys.stdout) -> None:
+def print_summary(plan: Plan, out=None) -> None:
+    out = out or sys.stdout
     print("\nInstalled. Next:", file=out)
     print(f"  cd {plan.install_path}", file=out)
     print("  ./llmb-run list", file=out)

@@ -226,16 +226,17 @@ def _env_value(value: Any) -> str:
     return str(value)
 
 
-def validate_all(cfg: ClusterConfig, tasks: list[Task]) -> tuple[list[str], list[str], set[Task]]:
+def validate_all(cfg: ClusterConfig, tasks: list[Task]) -> tuple[list[str], list[str], set[int]]:
+    """Every error and warning of every task; `above` holds the indexes of above-max tasks."""
     errors: list[str] = []
     warnings: list[str] = []
-    above: set[Task] = set()
-    for task in tasks:
+    above: set[int] = set()
+    for i, task in enumerate(tasks):
         e, w, a = check_task(cfg, task)
         errors.extend(e)
         warnings.extend(w)
         if a:
-            above.add(task)
+            above.add(i)
     return errors, list(dict.fromkeys(warnings)), above
 
 
@@ -331,9 +332,9 @@ def run_tasks(cfg: ClusterConfig, tasks: list[Task], dry_run: bool, smoke: bool)
         print(f"{PROG}: {len(errors)} error(s); nothing was submitted", file=sys.stderr)
         return 1
     failed = 0
-    for i, task in enumerate(tasks, 1):
-        print(f"{PROG}: [{i}/{len(tasks)}] {task.label()}", flush=True)
-        env = launch_env(cfg, task, task in above, dry_run, smoke, os.environ)
+    for i, task in enumerate(tasks):
+        print(f"{PROG}: [{i + 1}/{len(tasks)}] {task.label()}", flush=True)
+        env = launch_env(cfg, task, i in above, dry_run, smoke, os.environ)
         try:
             record = submit(cfg, task, env)
         except RunError as exc:
@@ -395,8 +396,11 @@ def status_rows(cfg: ClusterConfig, show_all: bool) -> list[dict[str, Any]]:
             state = slurm.job_state(job)
             if state is not None and state.split()[0] in slurm.TERMINAL_STATES:
                 history.append({"type": "state", "job_id": job, "state": state})
+        # UNKNOWN: Slurm no longer knows the job (no accounting, or the controller lost its
+        # state); the logs still tell whether it succeeded.
         state = state or "UNKNOWN"
-        result = analyze(rec.get("experiment_dir")) if state in slurm.TERMINAL_STATES else None
+        done = state.split()[0] in slurm.TERMINAL_STATES or state == "UNKNOWN"
+        result = analyze(rec.get("experiment_dir")) if done else None
         rows.append({
             "job_id": job, "state": state,
             "result": result.get("status") if result else None,
@@ -502,6 +506,9 @@ def main(argv: list[str] | None = None) -> int:
     except RunError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `llmb-run list | head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":
