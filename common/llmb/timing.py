@@ -86,7 +86,7 @@ class LogScan:
         return final is not None and last is not None and last >= final
 
     # --- feeding ---------------------------------------------------------------------------
-    def step_line(self, raw: bytes) -> None:
+    def step_line(self, raw: bytes | bytearray) -> None:
         self.step_lines += 1
         line = _clean(raw)
         time = _number(_STEP_TIME, line)
@@ -107,7 +107,7 @@ class LogScan:
         self.steps.pop(index, None)  # re-insert: dict order follows the last occurrence
         self.steps[index] = Step(time, _number(_TFLOPS, line))
 
-    def checkpoint_line(self, raw: bytes) -> None:
+    def checkpoint_line(self, raw: bytes | bytearray) -> None:
         line = _clean(raw)
         if (save := _number(_SAVE, line)) is not None:
             self.checkpoint_save_s = save
@@ -115,7 +115,7 @@ class LogScan:
             self.checkpoint_load_s = load
 
 
-def _clean(raw: bytes) -> str:
+def _clean(raw: bytes | bytearray) -> str:
     return _ANSI.sub("", raw.decode("utf-8", errors="replace"))
 
 
@@ -127,7 +127,7 @@ def _number(pattern: re.Pattern[str], line: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _line_at(buf: bytes, pos: int, end: int) -> tuple[int, int]:
+def _line_at(buf: bytes | bytearray, pos: int, end: int) -> tuple[int, int]:
     """Bounds of the line (split at \\n and \\r) around buf[pos], within buf[:end]."""
     floor = max(0, pos - LINE_REACH)
     start = max(buf.rfind(b"\n", floor, pos), buf.rfind(b"\r", floor, pos), floor - 1) + 1
@@ -136,7 +136,7 @@ def _line_at(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     return start, min(stops) if stops else ceiling
 
 
-def _feed(scan: LogScan, buf: bytes, end: int) -> None:
+def _feed(scan: LogScan, buf: bytes | bytearray, end: int) -> None:
     """Parse the complete lines in buf[:end]."""
     for needle, handle in ((STEP_NEEDLE, scan.step_line),
                            (CHECKPOINT_NEEDLE, scan.checkpoint_line)):
@@ -153,21 +153,32 @@ def _feed(scan: LogScan, buf: bytes, end: int) -> None:
 def scan_log(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> LogScan:
     """Stream one log file; memory stays at a couple of chunks however large the file is.
 
+    One buffer is reused for the whole file (read straight into it, no per-chunk allocation):
+    the unfinished last line of a chunk moves to the front and the next chunk follows it.
     Raises OSError when the file cannot be opened or read.
     """
     scan = LogScan()
-    carry = b""
-    with open(path, "rb") as f:
-        while chunk := f.read(chunk_bytes):
-            buf = carry + chunk if carry else chunk
-            cut = max(buf.rfind(b"\n"), buf.rfind(b"\r"))
-            if cut < 0:
-                carry = buf if len(buf) <= MAX_CARRY else buf[-LINE_REACH:]
+    buf = bytearray(chunk_bytes + MAX_CARRY + LINE_REACH)
+    view = memoryview(buf)
+    held = 0  # bytes of an unfinished line at the front of buf
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            got = f.readinto(view[held:held + chunk_bytes])
+            if not got:
+                break
+            end = held + got
+            cut = max(buf.rfind(b"\n", held, end), buf.rfind(b"\r", held, end))
+            if cut < 0:  # no line end at all yet: keep a bounded tail
+                if end > MAX_CARRY:
+                    view[:LINE_REACH] = view[end - LINE_REACH:end]
+                    end = LINE_REACH
+                held = end
                 continue
             _feed(scan, buf, cut + 1)
-            carry = buf[cut + 1:]
-    if carry:
-        _feed(scan, carry, len(carry))
+            held = end - cut - 1
+            view[:held] = view[cut + 1:end]
+    if held:
+        _feed(scan, buf, held)
     return scan
 
 
