@@ -403,6 +403,15 @@ def analyze_log(path: str, rel: str, scan: Any, ident: dict[str, Any] | None,
 
 # --- the whole directory ----------------------------------------------------------------------
 
+def _order(result: dict[str, Any]) -> tuple[Any, ...]:
+    """Runs of one configuration together: recipe, size (as a number), dtype, GPU type, scale;
+    runs that could not be identified last; then by path."""
+    size = re.match(r"\d+(?:\.\d+)?", str(result["model_size"] or ""))
+    return (result["recipe"] is None, result["recipe"] or "", float(size.group()) if size else 0.0,
+            result["dtype"] or "", result["gpu_type"] or "", result["num_gpus"] or 0,
+            result["filename"])
+
+
 def analyze(root: str, gpu_type: str | None = None) -> dict[str, Any]:
     """Analyze every log under root; raises FileNotFoundError/LookupError for exit-1 cases."""
     from llmb import timing
@@ -465,6 +474,7 @@ def analyze(root: str, gpu_type: str | None = None) -> dict[str, Any]:
     if not results and not skipped:
         raise LookupError(f"no .out log files under {display(root)}")
 
+    results.sort(key=_order)
     status = Counter(r["status"] for r in results)
     reasons = Counter(s["reason"] for s in skipped)
     analysis = {
