@@ -1,0 +1,239 @@
+"""llmb-run: config discovery, validation before any submission (SPEC §7 scale rules), bulk
+file expansion with every error reported at once, the launch environment, the history file
+under concurrent writers, and status. Real submissions are in test_setup_e2e.py."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from llmb import llmbrun, slurm
+from llmb.history import History
+
+REPO = Path(__file__).resolve().parents[1]
+LLMB_RUN = REPO / "installer" / "llmb-run"
+
+
+@pytest.fixture
+def install(tmp_path: Path) -> Path:
+    root = tmp_path / "install"
+    root.mkdir()
+    (root / ".hf_token").write_text("hf_from_file\n")
+    conf = {
+        "schema": 1,
+        "llmb": {"repo": str(REPO), "install_path": str(root)},
+        "launcher": {"cluster_type": "slurm", "gpu_type": "h100",
+                     "slurm": {"account": "acct", "partition": "batch",
+                               "cpu_partition": "batch", "gres": "gpu:8"},
+                     "hf_token_file": str(root / ".hf_token"), "env": {"NCCL_DEBUG": "WARN"}},
+        "workloads": {w: {"recipe": r, "venv": sys.prefix, "venv_kind": "venv", "image": None}
+                      for w, r in (("pretrain_llama3.1", "llama3.1"),
+                                   ("pretrain_nemotron4", "nemotron"))},
+    }
+    (root / "cluster_config.yaml").write_text(yaml.safe_dump(conf))
+    return root
+
+
+def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if k != "LLMB_INSTALL"}
+    full.update(LLMB_PYTHON=sys.executable, **env)
+    return subprocess.run(["bash", str(LLMB_RUN), *args], cwd=cwd, env=full,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_list_marks_installed_workloads(install):
+    proc = run(["list"], install)
+    assert proc.returncode == 0, proc.stderr
+    assert "pretrain_llama3.1 (installed)" in proc.stdout
+    assert "pretrain_nemotronh (not installed)" in proc.stdout
+    assert "-s 8b    --dtype fp8  --scale 8, 16, 32, 64, 128" in proc.stdout
+
+
+def test_config_found_through_llmb_install(install, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert run(["list"], elsewhere, LLMB_INSTALL=str(install)).returncode == 0
+    proc = run(["list"], elsewhere)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("llmb-run: no cluster_config.yaml found")
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+SINGLE_ERRORS = [
+    (["-w", "pretrain_gpt3", "-s", "8b", "--dtype", "fp8", "--scale", "8"],
+     "-w pretrain_gpt3 is not a workload"),
+    (["-w", "pretrain_nemotronh", "-s", "56b", "--dtype", "fp8", "--scale", "32"],
+     "pretrain_nemotronh is not installed here"),
+    (["-w", "pretrain_llama3.1", "-s", "7b", "--dtype", "fp8", "--scale", "8"],
+     "-s 7b is not a size of pretrain_llama3.1; allowed: 8b, 70b, 405b"),
+    (["-w", "pretrain_llama3.1", "-s", "8b", "--dtype", "fp16", "--scale", "8"],
+     "--dtype fp16 is not published for pretrain_llama3.1 8b on h100; allowed: bf16, fp8"),
+    (["-w", "pretrain_llama3.1", "-s", "70b", "--dtype", "fp8", "--scale", "32"],
+     "--scale 32 is below the smallest published scale 64"),
+    (["-w", "pretrain_llama3.1", "-s", "8b", "--dtype", "fp8", "--scale", "24"],
+     "--scale 24 is not a published scale; published: 8, 16, 32, 64, 128"),
+    (["-w", "pretrain_llama3.1", "-s", "8b", "--dtype", "fp8", "--scale", "132"],
+     "--scale 132: 132 GPUs is not a positive multiple of 8 GPUs per node"),
+    (["-w", "pretrain_llama3.1", "-s", "8b", "--dtype", "fp8", "--scale", "8", "--env", "X"],
+     "--env X is not NAME=VALUE"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), SINGLE_ERRORS, ids=[m[:28] for _, m in SINGLE_ERRORS])
+def test_single_rejects_before_submitting(install, args, message):
+    proc = run(["single", *args], install)
+    assert proc.returncode == 1
+    assert message in proc.stderr
+    assert "submitted" not in proc.stdout
+    assert not (install / "llmb_run_history.jsonl").exists()
+
+
+def test_above_max_scale_is_a_warning_and_tells_launch(install):
+    cfg = llmbrun.find_config(str(install / "cluster_config.yaml"), {})
+    task = llmbrun.Task("pretrain_llama3.1", "8b", "fp8", 256)
+    errors, warnings, above = llmbrun.check_task(cfg, task)
+    assert errors == [] and above
+    assert "above the largest published scale 128: an unvalidated configuration" in warnings[0]
+    env = llmbrun.launch_env(cfg, task, True, False, False,
+                             {"PATH": "/usr/bin", "LLMB_PYTHON": "/x", "VIRTUAL_ENV": "/old"})
+    assert env["LLMB_ALLOW_UNVALIDATED_SCALE"] == "true"
+    assert env["VIRTUAL_ENV"] == sys.prefix and env["PATH"].startswith(f"{sys.prefix}/bin:")
+    assert env["LLMB_PYTHON"] == f"{sys.prefix}/bin/python"
+    assert env["HF_TOKEN"] == "hf_from_file"
+    assert env["SBATCH_GPUS_PER_NODE"] == "8" and env["SBATCH_ACCOUNT"] == "acct"
+    assert (env["JOB_TOTAL_GPUS"], env["MODEL_SIZE"], env["DTYPE"]) == ("256", "8b", "fp8")
+    assert env["NCCL_DEBUG"] == "WARN" and "DRY_RUN" not in env and "SMOKE_TEST" not in env
+
+
+def test_task_env_overrides_and_smoke(install):
+    cfg = llmbrun.find_config(str(install / "cluster_config.yaml"), {})
+    task = llmbrun.Task("pretrain_nemotron4", "15b", "fp8", 16, True, 1,
+                        {"NCCL_DEBUG": "INFO", "MAX_STEPS": "20"})
+    env = llmbrun.launch_env(cfg, task, False, True, True, {"PATH": "/usr/bin"})
+    assert env["NCCL_DEBUG"] == "INFO" and env["MAX_STEPS"] == "20"
+    assert env["ENABLE_PROFILE"] == "true" and env["SMOKE_TEST"] == "true"
+    assert env["DRY_RUN"] == "true"
+
+
+def write_bulk(tmp_path: Path, data) -> Path:
+    path = tmp_path / "sweep.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_bulk_expands_sizes_dtypes_scales_repeats(install):
+    data = {"defaults": {"repeats": 2, "env": {"MAX_STEPS": 20}},
+            "tasks": [{"workload": "pretrain_nemotron4", "sizes": ["15b"],
+                       "dtypes": ["fp8", "bf16"], "scales": [16, 32],
+                       "env": {"SMOKE_TEST": True}},
+                      {"workload": "pretrain_llama3.1", "size": "8b", "dtype": "bf16",
+                       "scale": 8, "repeats": 1, "profile": True}]}
+    tasks, errors = llmbrun.tasks_from_bulk(data, "f")
+    assert errors == []
+    assert len(tasks) == 2 * 2 * 2 + 1
+    assert tasks[0].env == {"MAX_STEPS": "20", "SMOKE_TEST": "true"}
+    assert tasks[-1].profile and tasks[-1].env == {"MAX_STEPS": "20"}
+    assert [t.repeat for t in tasks[:2]] == [1, 2]
+
+
+def test_bulk_reports_every_error_at_once(install, tmp_path):
+    sweep = write_bulk(tmp_path, {"tasks": [
+        {"workload": "pretrain_llama3.1", "size": "8b", "dtype": "fp8", "scales": [8, 24, 4]},
+        {"workload": "pretrain_nemotron4", "size": "15b", "dtypes": ["fp16"], "scale": 16},
+        {"workload": "pretrain_nemotron4", "size": "15b", "dtype": "fp8", "scale": 16,
+         "repeats": 0},
+        {"workload": "pretrain_nemotron4", "dtype": "fp8", "scale": 16},
+        {"workload": "pretrain_nemotron4", "size": "15b", "dtype": "fp8", "scale": 16,
+         "colour": "red"},
+        {"workload": "pretrain_llama3.1", "size": "8b", "dtype": "fp8", "scale": 256},
+    ]})
+    proc = run(["bulk", str(sweep)], install)
+    assert proc.returncode == 1
+    err = proc.stderr
+    for message in ("task 3: repeats=0 must be a positive integer",
+                    "task 4: size (or sizes) is required",
+                    "task 5: unknown key(s) colour",
+                    "--scale 24 is not a published scale",
+                    "--scale 4 is below the smallest published scale 8",
+                    "--dtype fp16 is not published for pretrain_nemotron4 15b"):
+        assert message in err, message
+    assert "6 error(s); nothing was submitted" in err
+    assert "submitted" not in proc.stdout
+    assert not (install / "llmb_run_history.jsonl").exists()
+
+
+def test_bulk_file_missing_or_not_yaml(install, tmp_path):
+    assert "No such file" in run(["bulk", str(tmp_path / "none.yaml")], install).stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("tasks: [\n")
+    assert "is not valid YAML" in run(["bulk", str(bad)], install).stderr
+    empty = write_bulk(tmp_path, {"tasks": []})
+    assert "no tasks" in run(["bulk", str(empty)], install).stderr
+
+
+def test_dry_run_goes_through_launch_sh_and_records_nothing(install):
+    proc = run(["single", "-w", "pretrain_nemotron4", "-s", "15b", "--dtype", "fp8",
+                "--scale", "16", "--dry-run"], install)
+    assert proc.returncode == 0, proc.stderr
+    assert "DRY_RUN" in proc.stdout and "sbatch" in proc.stdout
+    assert not (install / "llmb_run_history.jsonl").exists()
+
+
+def test_launch_failure_is_reported_and_not_recorded(install):
+    # the image was never imported: launch.sh refuses, llmb-run says so and records nothing
+    proc = run(["single", "-w", "pretrain_nemotron4", "-s", "15b", "--dtype", "fp8",
+                "--scale", "16"], install)
+    assert proc.returncode == 1
+    assert "launch.sh failed" in proc.stderr
+    assert not (install / "llmb_run_history.jsonl").exists()
+
+
+# --- history and status --------------------------------------------------------------------
+
+def _writer(path: str, n: int, tag: int) -> None:
+    h = History(Path(path))
+    for i in range(n):
+        h.append({"type": "submit", "job_id": f"{tag}-{i}", "pad": "x" * 5000})
+
+
+def test_history_survives_concurrent_writers(tmp_path):
+    path = tmp_path / "h.jsonl"
+    procs = [multiprocessing.Process(target=_writer, args=(str(path), 50, t)) for t in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    subs = History(path).submissions()
+    assert len(subs) == 200
+    assert len({s["job_id"] for s in subs}) == 200
+
+
+def test_status_caches_final_states_and_reads_results(install, monkeypatch, capsys):
+    cfg = llmbrun.find_config(str(install / "cluster_config.yaml"), {})
+    for job in ("101", "102", "103"):
+        cfg.history.append({"type": "submit", "job_id": job, "workload": "pretrain_llama3.1",
+                            "size": "8b", "dtype": "fp8", "scale": 8, "repeat": 1,
+                            "experiment_dir": str(install)})
+    states = {"101": "RUNNING", "102": "COMPLETED", "103": None}
+    calls: list[str] = []
+
+    def fake_state(job):
+        calls.append(job)
+        return states[job]
+
+    monkeypatch.setattr(slurm, "job_state", fake_state)
+    monkeypatch.setattr(llmbrun, "analyze",
+                        lambda d: {"status": "Success", "time_mean": 1.234})
+    assert llmbrun.cmd_status(cfg, False, "table") == 0
+    out = capsys.readouterr().out
+    assert "101  RUNNING    -        -" in out
+    assert "102  COMPLETED  Success  1.234" in out
+    assert "103  UNKNOWN    Success" in out  # Slurm forgot it; the logs still tell
+    calls.clear()
+    llmbrun.cmd_status(cfg, False, "json")
+    assert "102" not in calls  # its final state came from the history file
