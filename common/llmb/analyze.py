@@ -504,9 +504,11 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(USAGE)
         return 0
     if opts.gpu_type is not None:
-        from llmb import catalog
-
-        if opts.gpu_type not in catalog.gpu_types():
+        try:
+            from llmb import catalog
+        except ModuleNotFoundError:
+            catalog = None  # reported below, with the fix
+        if catalog is not None and opts.gpu_type not in catalog.gpu_types():
             print(f"{PROG}: --gpu-type={opts.gpu_type} is not allowed; allowed: "
                   f"{', '.join(catalog.gpu_types())}", file=sys.stderr)
             return 2
@@ -514,6 +516,13 @@ def main(argv: list[str] | None = None) -> int:
         result = analyze(opts.directory, opts.gpu_type)
     except (FileNotFoundError, LookupError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
+        return 1
+    except ModuleNotFoundError as exc:
+        if exc.name != "yaml":
+            raise
+        print(f"{PROG}: {sys.executable} cannot import yaml (pyyaml); activate the workload venv "
+              "(source $LLMB_INSTALL/venvs/<workload>/bin/activate), set LLMB_PYTHON to a python "
+              f"that has it, or run: {sys.executable} -m pip install pyyaml", file=sys.stderr)
         return 1
     from llmb import report
 

@@ -127,12 +127,15 @@ assert {s["reason"] for s in data["skipped"]} == {"sbatch output", "NCCL trace"}
 @test "a python without pyyaml: one line saying how to fix it" {
     mkdir -p "${BATS_TEST_TMPDIR}/bin"
     # A real interpreter that cannot see any site-packages, so `import yaml` fails.
-    printf '#!/usr/bin/env bash\nexec python3 -I -S "$@"\n' >"${BATS_TEST_TMPDIR}/bin/python-noyaml"
+    printf '#!/usr/bin/env bash\nexec %s -S "$@"\n' "${LLMB_PYTHON:-python3}" >"${BATS_TEST_TMPDIR}/bin/python-noyaml"
     chmod +x "${BATS_TEST_TMPDIR}/bin/python-noyaml"
     LLMB_PYTHON="${BATS_TEST_TMPDIR}/bin/python-noyaml" run --separate-stderr "${SCRIPT}" "${FIXTURES}"
     [ "${status}" -eq 1 ]
     one_line "${stderr}"
     [[ "${stderr}" == *"cannot import yaml (pyyaml); activate the workload venv"* ]]
+    # --help needs no pyyaml
+    LLMB_PYTHON="${BATS_TEST_TMPDIR}/bin/python-noyaml" run --separate-stderr "${SCRIPT}" --help
+    [ "${status}" -eq 0 ]
 }
 
 @test "LLMB_PYTHON that is not a program: one line" {
