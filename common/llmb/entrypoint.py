@@ -60,8 +60,10 @@ def login(recipe_dir: Path) -> int:
     except KeyboardInterrupt:
         return _error("interrupted", 130)
     except Exception as err:  # one line for people; the traceback helps nobody here
-        message = " ".join(str(err).split()) or type(err).__name__
-        return _error(f"submission failed: {type(err).__name__}: {message}", 1)
+        result = getattr(err, "result", None)  # invoke.UnexpectedExit: the command's stderr
+        detail = (getattr(result, "stderr", "") or "").strip().splitlines()
+        message = detail[-1] if detail else f"{type(err).__name__}: {err}"
+        return _error(f"submission failed: {' '.join(message.split())}", 1)
 
 
 def train(argv: list[str]) -> int:
