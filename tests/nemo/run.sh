@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# make test-nemo: check the in-container half (common/llmb/train.py) against the NeMo the
+# benchmark image ships (nemo-toolkit 2.3.1, nemo-run 0.4.0), without a GPU.
+#
+# Creates or updates the .venv-nemo venv at the repository root (about 3 GB and a few minutes
+# the first time; skipped while common/requirements/nemo.txt is unchanged), then runs pytest on
+# tests/nemo. Arguments go to pytest (e.g. -k llama, -x). LLMB_UPDATE_GOLDEN=1 rewrites the
+# serialized-recipe goldens under tests/nemo/golden.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+venv="${LLMB_NEMO_VENV:-$root/.venv-nemo}"
+requirements="$root/common/requirements/nemo.txt"
+stamp="$venv/.installed"
+
+ensure_venv() {
+    local python="${PYTHON:-python3}"
+    if [[ -f "$stamp" && "$stamp" -nt "$requirements" ]]; then
+        return 0
+    fi
+    echo "test-nemo: installing $requirements into $venv (first time: minutes, ~3 GB)" >&2
+    if [[ ! -x "$venv/bin/python" ]]; then
+        "$python" -m venv "$venv"
+    fi
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements"
+    # The torchvision that nvidia-modelopt pulls breaks `from nemo.collections import llm`
+    # on this CPU-only torch; NeMo's LLM recipes do not need it.
+    "$venv/bin/python" -m pip uninstall -q -y torchvision >/dev/null 2>&1 || true
+    touch "$stamp"
+}
+
+main() {
+    ensure_venv
+    cd "$root"
+    # No GPU here: keep NeMo and Lightning from probing for one and HF from going online.
+    CUDA_VISIBLE_DEVICES="" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+        "$venv/bin/python" -m pytest -q -p no:cacheprovider -m nemo tests/nemo "$@"
+}
+
+main "$@"

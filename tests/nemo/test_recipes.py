@@ -1,0 +1,309 @@
+"""The in-container half against the real NeMo 2.3.1 recipes (make test-nemo).
+
+For every published row of every recipe (dtype and GPU variants included) and every run option
+(profile with and without GPU metrics, NCCL trace, checkpoint save, checkpoint load), build the
+NeMo recipe llmb.train would train and check the trainer, strategy, data, model, precision,
+communication overlap, callbacks, logging and resume settings on the configured objects, build
+the pieces that can be built without a GPU, and compare a few serialized recipes with goldens
+(LLMB_UPDATE_GOLDEN=1 rewrites them). Building the model itself needs Transformer Engine, so the
+model config is checked as configured (including Megatron's pipeline layer split rules).
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+from llmb import catalog, train
+from test_train_unit import CASES, OPTION_VARIANTS, find, make_manifest
+
+
+def _have_nemo() -> bool:
+    # Not find_spec("nemo"): this very folder, tests/nemo, looks like a namespace package.
+    try:
+        return bool(metadata.version("nemo_toolkit"))
+    except metadata.PackageNotFoundError:
+        return False
+
+
+if not _have_nemo():
+    pytest.skip("needs nemo-toolkit 2.3.1: run `make test-nemo` (it builds .venv-nemo)",
+                allow_module_level=True)
+
+GOLDEN = Path(__file__).parent / "golden"
+# Model config class per NeMo recipe (what the recipe's model() factory configures).
+MODEL_CONFIG = {
+    "llama31_8b": "Llama31Config8B", "llama31_70b": "Llama31Config70B",
+    "llama31_405b": "Llama31Config405B", "nemotron4_15b": "Nemotron4Config15B",
+    "nemotron4_340b": "Nemotron4Config340B", "nemotronh_56b": "NemotronHConfig56B",
+}
+
+
+def name_of(cfg: Any) -> str:
+    return cfg.__fn_or_cls__.__name__
+
+
+def callbacks_by_name(recipe: Any) -> dict[str, Any]:
+    return {name_of(c): c for c in recipe.trainer.callbacks}
+
+
+def check_layer_split(strategy: Any, num_layers: int) -> None:
+    """Megatron-core 0.12's rule: layers (plus embedding/loss stages when accounted for) must
+    split evenly over PP stages, and each stage's share over VP chunks."""
+    pp = strategy.pipeline_model_parallel_size
+    vp = strategy.virtual_pipeline_model_parallel_size
+    args = strategy.__arguments__
+    layers = (num_layers + bool(args.get("account_for_embedding_in_pipeline_split"))
+              + bool(args.get("account_for_loss_in_pipeline_split")))
+    assert layers % pp == 0, f"{layers} layers over PP {pp}"
+    if vp:
+        assert (layers // pp) % vp == 0, f"{layers // pp} layers per stage over VP {vp}"
+
+
+def check_recipe(recipe: Any, manifest: dict[str, Any], llm: Any) -> None:
+    import torch
+    from nemo.collections.llm.recipes.tp_overlap_configs import userbuffers
+
+    p = train.plan(manifest)
+    par, opt = manifest["parallelism"], manifest["options"]
+    where = f"{manifest['experiment']} {opt}"
+    assert recipe.__fn_or_cls__ is llm.pretrain, where
+
+    trainer = recipe.trainer
+    assert (trainer.num_nodes, trainer.devices) == (manifest["nodes"],
+                                                    manifest["gpus_per_node"]), where
+    assert trainer.max_steps == opt["max_steps"] == trainer.val_check_interval, where
+    assert (trainer.limit_val_batches, trainer.num_sanity_val_steps) == (0, 0), where
+    assert trainer.log_every_n_steps == 1, where
+    assert trainer.logger is False, where
+    assert trainer.enable_checkpointing is bool(opt["checkpoint_save"]), where
+
+    s = trainer.strategy
+    assert name_of(s) == "MegatronStrategy"
+    assert (s.tensor_model_parallel_size, s.pipeline_model_parallel_size,
+            s.context_parallel_size) == (par["tp"], par["pp"], par["cp"]), where
+    assert s.virtual_pipeline_model_parallel_size == (par["vp"] or None), where
+    assert s.sequence_parallel is (par["tp"] > 1), where
+    if par["pp"] > 1:
+        assert s.pipeline_dtype is torch.bfloat16, where
+    assert s.ddp.grad_reduce_in_fp32 is False, where
+    assert manifest["num_gpus"] == par["tp"] * par["pp"] * par["cp"] * par["dp"]
+
+    config = recipe.model.config
+    assert name_of(config) == MODEL_CONFIG[manifest["nemo_recipe"]], where
+    assert config.num_layers == par["num_layers"] == manifest["parallelism"]["num_layers"]
+    assert config.seq_length == manifest["seq_length"], where
+    assert config.cross_entropy_fusion_impl == "te"
+    check_layer_split(s, config.num_layers)
+
+    data = recipe.data
+    assert name_of(data) == "MockDataModule", where
+    assert (data.seq_length, data.micro_batch_size, data.global_batch_size) == (
+        manifest["seq_length"], par["mbs"], par["gbs"]), where
+    assert data.num_train_samples == opt["max_steps"] * par["gbs"]
+    tok = data.tokenizer
+    if manifest["family"] == "llama":
+        assert name_of(tok) == "AutoTokenizer"
+        assert tok.pretrained_model_name == f"meta-llama/Llama-3.1-{manifest['model_size'].upper()}"
+    elif manifest["family"] == "nemotron4":
+        assert (tok.library, tok.vocab_size) == ("null", 256000)
+    else:
+        assert (tok.library, tok.model_name) == ("huggingface", "nvidia/Nemotron-H-8B-Base-8K")
+    assert recipe.model.tokenizer == tok
+
+    plugin = trainer.plugins
+    assert name_of(plugin) == "MegatronMixedPrecision", where
+    assert plugin.precision == "bf16-mixed" and plugin.grad_reduce_in_fp32 is False
+    args = plugin.__arguments__
+    if manifest["dtype"] == "fp8":
+        assert (plugin.fp8, plugin.fp8_recipe) == ("hybrid", "delayed"), where
+        assert (plugin.fp8_amax_history_len, plugin.fp8_amax_compute_algo) == (1024, "max")
+        assert plugin.fp8_param_gather is True
+        assert "first_last_layers_bf16" not in args  # no current-scaling leftovers
+    else:
+        assert "fp8" not in args, where
+    assert recipe.optim.config.use_precision_aware_optimizer is (manifest["dtype"] == "bf16")
+
+    cbs = callbacks_by_name(recipe)
+    assert [name_of(c) for c in trainer.callbacks] == p["callbacks"], where
+    assert "ModelCheckpoint" not in cbs
+    comm = cbs["MegatronCommOverlapCallback"]
+    assert comm.tp_comm_overlap is (par["tp"] > 1), where
+    ub = p["comm_overlap"]["tp_comm_overlap_cfg"]
+    if ub is None:
+        assert comm.tp_comm_overlap_cfg is None, where
+    else:
+        import fiddle as fdl
+
+        assert fdl.build(comm.tp_comm_overlap_cfg) == getattr(userbuffers, ub), where
+    assert comm.overlap_param_gather_with_optimizer_step is (
+        p["comm_overlap"]["overlap_param_gather_with_optimizer_step"])
+    gc = cbs["GarbageCollectionCallback"]
+    assert (gc.gc_interval_train, gc.gc_interval_val) == (100, 100)
+    if "FLOPsMeasurementCallback" in cbs:
+        flops = cbs["FLOPsMeasurementCallback"]
+        assert flops.model_config is config and flops.data_config is data
+        assert flops.model_name == {"llama": "llama3", "nemotron4": "nemotron"}[
+            manifest["family"]]
+    else:
+        assert manifest["family"] == "nemotronh"
+    if opt["profile"]:
+        nsys = cbs["NsysCallback"]
+        assert (nsys.start_step, nsys.end_step) == (opt["profile_start_step"],
+                                                    opt["profile_stop_step"])
+        assert nsys.ranks == list(range(min(8, manifest["num_gpus"])))
+        assert nsys.gen_shape is False
+    else:
+        assert "NsysCallback" not in cbs
+
+    log = recipe.log
+    log_dir = train.nemo_log_dir(manifest)
+    assert (log.log_dir, log.name, log.use_datetime_version) == (log_dir, "default", False)
+    assert log.tensorboard is None and log.wandb is None
+    if opt["checkpoint_save"]:
+        ckpt = log.ckpt
+        assert name_of(ckpt) == "ModelCheckpoint"
+        assert ckpt.dirpath == f"{log_dir}/default/checkpoints"
+        assert ckpt.every_n_train_steps == opt["max_steps"]
+        assert (ckpt.save_top_k, ckpt.save_last, ckpt.monitor) == (1, False, None)
+        assert ckpt.save_optim_on_train_end is True
+    else:
+        assert log.ckpt is None
+
+    resume = recipe.resume
+    assert name_of(resume) == "AutoResume" and resume.resume_if_exists is False
+    if opt["checkpoint_load_path"]:
+        restore = resume.restore_config
+        assert name_of(restore) == "RestoreConfig"
+        assert restore.path == opt["checkpoint_load_path"]
+        assert (restore.load_model_state, restore.load_optim_state,
+                restore.load_artifacts) == (True, True, False)
+    else:
+        assert resume.restore_config is None
+
+
+def build_cpu_parts(recipe: Any) -> None:
+    """Build what needs no GPU and no Transformer Engine: precision plugin, logger with its
+    checkpoint callback, resume and every callback but the FLOPs one (it builds the model
+    config). Constructors validate their arguments (NsysCallback's step types, Lightning's
+    ModelCheckpoint monitor/top-k rules)."""
+    import fiddle as fdl
+
+    for part in (recipe.trainer.plugins, recipe.log, recipe.resume):
+        fdl.build(part)
+    for cb in recipe.trainer.callbacks:
+        if name_of(cb) != "FLOPsMeasurementCallback":
+            fdl.build(cb)
+
+
+@pytest.mark.parametrize("variant", sorted(OPTION_VARIANTS))
+def test_every_published_row_builds_the_right_recipe(nemo_llm: Any, variant: str) -> None:
+    built = 0
+    for _, recipe_meta, cfg in CASES:
+        manifest = make_manifest(recipe_meta, cfg, **OPTION_VARIANTS[variant])
+        recipe = train.build_recipe(manifest)
+        check_recipe(recipe, manifest, nemo_llm)
+        built += 1
+    assert built == len(CASES) > 50
+
+
+@pytest.mark.parametrize("variant", sorted(OPTION_VARIANTS))
+def test_cpu_buildable_parts_build(nemo_llm: Any, variant: str) -> None:
+    seen = set()
+    for _, recipe_meta, cfg in CASES:
+        key = (cfg.recipe, cfg.model_size, cfg.dtype, cfg.gpu_type)
+        if key in seen:
+            continue
+        seen.add(key)
+        build_cpu_parts(train.build_recipe(make_manifest(recipe_meta, cfg,
+                                                         **OPTION_VARIANTS[variant])))
+
+
+def test_performance_mode_facts_llmb_relies_on(nemo_llm: Any) -> None:
+    """What NeMo 2.3.1's recipes set in performance mode (train.py builds on it)."""
+    for nemo_recipe in MODEL_CONFIG:
+        recipe = getattr(nemo_llm, nemo_recipe).pretrain_recipe(performance_mode=True)
+        cbs = callbacks_by_name(recipe)
+        assert "MegatronCommOverlapCallback" in cbs, nemo_recipe
+        assert cbs["MegatronCommOverlapCallback"].tp_comm_overlap is True
+        assert "TimingCallback" in cbs
+        assert name_of(recipe.data) == "MockDataModule"
+        assert recipe.resume.resume_if_exists is True  # why train.py turns it off
+        assert recipe.log.log_dir is None  # i.e. <cwd>/nemo_experiments: made explicit
+    base = nemo_llm.nemotronh_56b.pretrain_recipe(performance_mode=True)
+    # Nemotron-H's default is FP8 current scaling; the benchmark uses delayed scaling.
+    assert base.trainer.plugins[0].fp8_recipe == "tensorwise"
+    assert "ModelCheckpoint" in callbacks_by_name(base)
+    strategy = nemo_llm.llama31_405b.pretrain_recipe(performance_mode=True).trainer.strategy
+    assert strategy.account_for_embedding_in_pipeline_split is True
+    assert strategy.account_for_loss_in_pipeline_split is True
+
+
+def test_userbuffer_layouts_exist(nemo_llm: Any) -> None:
+    from nemo.collections.llm.recipes.tp_overlap_configs import userbuffers
+
+    for template in train.USERBUFFERS.values():
+        for dtype in ("bf16", "fp8"):
+            name = template.format(dtype=dtype)
+            assert isinstance(getattr(userbuffers, name, None),
+                              userbuffers.TransformerLayerTPOverlapCfg), name
+
+
+def test_flops_model_names_are_known_to_nemo(nemo_llm: Any) -> None:
+    from nemo.lightning.pytorch.callbacks import flops_callback
+
+    known = flops_callback._model_flops_map
+    for family in train.FAMILIES.values():
+        name = family["flops_model_name"]
+        assert name is None or name in known
+    # Nemotron-H has no formula of its own: "nemotronh" would match the dense "nemotron" one.
+    assert "nemotronh" not in known
+
+
+def test_mock_data_builds_with_the_null_tokenizer(nemo_llm: Any) -> None:
+    import fiddle as fdl
+
+    r, cfg = find("nemotron", "15b", "bf16", "h100", 16)
+    data = fdl.build(train.build_recipe(make_manifest(r, cfg)).data)
+    # NeMo's NullTokenizer adds an end-of-document token to the 256000 of Nemotron-4 (as in
+    # NeMo's own Nemotron-4 performance scripts); the model pads it to a multiple of 128.
+    assert data.tokenizer.vocab_size == 256001
+    assert (data.seq_length, data.micro_batch_size, data.global_batch_size) == (4096, 2, 64)
+
+
+GOLDEN_CASES = [
+    ("llama3.1", "8b", "fp8", "h100", 16, "weak", variant) for variant in sorted(OPTION_VARIANTS)
+] + [
+    ("llama3.1", "8b", "bf16", "h100", 8, "weak", "plain"),
+    ("llama3.1", "70b", "bf16", "h100", 64, "weak", "plain"),
+    ("llama3.1", "70b", "fp8", "h100", 64, "weak", "plain"),
+    ("llama3.1", "405b", "fp8", "h100", 64, "weak", "plain"),
+    ("llama3.1", "405b", "bf16", "h100", 512, "weak", "plain"),
+    ("nemotron", "15b", "fp8", "h100", 16, "weak", "plain"),
+    ("nemotron", "340b", "bf16", "h100", 128, "weak", "plain"),
+    ("nemotron", "340b", "fp8", "gb200", 512, "strong", "plain"),
+    ("nemotronh", "56b", "fp8", "h100", 32, "weak", "plain"),
+]
+
+
+@pytest.mark.parametrize("case", GOLDEN_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_serialized_recipe_matches_golden(nemo_llm: Any, case: tuple) -> None:
+    from nemo_run.core.serialization.yaml import YamlSerializer
+
+    *key, variant = case
+    r, cfg = find(*key)
+    text = YamlSerializer().serialize(
+        train.build_recipe(make_manifest(r, cfg, **OPTION_VARIANTS[variant])))
+    path = GOLDEN / f"{'_'.join(map(str, case))}.yaml"
+    if os.environ.get("LLMB_UPDATE_GOLDEN") == "1" or not path.exists():
+        path.write_text(text)
+        if os.environ.get("LLMB_UPDATE_GOLDEN") != "1":
+            pytest.fail(f"wrote missing golden {path.name}; check it and commit it")
+    assert text == path.read_text(), f"{path.name} differs (LLMB_UPDATE_GOLDEN=1 rewrites it)"
+
+
+def test_every_recipe_has_rows(nemo_llm: Any) -> None:
+    assert {r.name for r in catalog.all_recipes()} == {"llama3.1", "nemotron", "nemotronh"}
