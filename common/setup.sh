@@ -21,11 +21,8 @@ SETUP_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly SETUP_REPO
 SETUP_TMP_IMAGE=""
 SETUP_IMPORT_PID=""
-
-setup_die() {
-    echo "llmb: $*" >&2
-    exit 1
-}
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "${SETUP_REPO}/common/lib.sh"
 
 setup_log() {
     echo "llmb-setup: $*"
@@ -44,23 +41,23 @@ setup_python() {
             return 0
         fi
     done
-    setup_die "no Python with PyYAML found (tried the active venv, ${LLMB_INSTALL}/venvs/${workload} and python3); activate the workload venv or set LLMB_PYTHON"
+    llmb_die "no Python with PyYAML found (tried the active venv, ${LLMB_INSTALL}/venvs/${workload} and python3); activate the workload venv or set LLMB_PYTHON"
 }
 
 setup_check_env() {
     local recipe="$1"
     if [[ -n "${STAGE_PATH:-}" ]]; then
-        setup_die "STAGE_PATH=${STAGE_PATH} is no longer used; unset it and set LLMB_INSTALL to the top-level install directory (images, venvs and workloads live under it)"
+        llmb_die "STAGE_PATH=${STAGE_PATH} is no longer used; unset it and set LLMB_INSTALL to the top-level install directory (images, venvs and workloads live under it)"
     fi
     if [[ -z "${LLMB_INSTALL:-}" ]]; then
-        setup_die "LLMB_INSTALL is not set; export LLMB_INSTALL=/path/on/a/shared/filesystem"
+        llmb_die "LLMB_INSTALL is not set; export LLMB_INSTALL=/path/on/a/shared/filesystem"
     fi
     if [[ ! -f "${SETUP_REPO}/${recipe}/metadata.yaml" ]]; then
-        setup_die "recipe=${recipe} has no ${SETUP_REPO}/${recipe}/metadata.yaml"
+        llmb_die "recipe=${recipe} has no ${SETUP_REPO}/${recipe}/metadata.yaml"
     fi
     case "${CLUSTER_TYPE:-slurm}" in
         slurm | runai | local) ;;
-        *) setup_die "CLUSTER_TYPE=${CLUSTER_TYPE} is not supported; allowed: slurm, runai, local" ;;
+        *) llmb_die "CLUSTER_TYPE=${CLUSTER_TYPE} is not supported; allowed: slurm, runai, local" ;;
     esac
 }
 
@@ -78,10 +75,10 @@ setup_steps() {
     for step in ${steps//,/ }; do
         case "${step}" in
             venv | image) SETUP_STEPS+=("${step}") ;;
-            *) setup_die "LLMB_SETUP_STEPS=${LLMB_SETUP_STEPS} has unknown step ${step}; allowed: venv, image" ;;
+            *) llmb_die "LLMB_SETUP_STEPS=${LLMB_SETUP_STEPS} has unknown step ${step}; allowed: venv, image" ;;
         esac
     done
-    ((${#SETUP_STEPS[@]})) || setup_die "LLMB_SETUP_STEPS=${LLMB_SETUP_STEPS:-} selects no step; allowed: venv, image"
+    ((${#SETUP_STEPS[@]})) || llmb_die "LLMB_SETUP_STEPS=${LLMB_SETUP_STEPS:-} selects no step; allowed: venv, image"
 }
 
 setup_layout() {
@@ -97,13 +94,13 @@ setup_venv() {
     local -a reqs=() pip_args=()
     prefix="${VIRTUAL_ENV:-${CONDA_PREFIX:-}}"
     if [[ -z "${prefix}" ]]; then
-        setup_die "no Python venv is active (VIRTUAL_ENV and CONDA_PREFIX are unset); activate the workload venv first (source ${LLMB_INSTALL}/venvs/<workload>/bin/activate, or conda activate before running ${recipe}/setup.sh), or set LLMB_SETUP_STEPS=image"
+        llmb_die "no Python venv is active (VIRTUAL_ENV and CONDA_PREFIX are unset); activate the workload venv first (source ${LLMB_INSTALL}/venvs/<workload>/bin/activate, or conda activate before running ${recipe}/setup.sh), or set LLMB_SETUP_STEPS=image"
     fi
     python="${prefix}/bin/python"
-    [[ -x "${python}" ]] || setup_die "VIRTUAL_ENV=${prefix} has no bin/python; activate a working venv"
+    [[ -x "${python}" ]] || llmb_die "VIRTUAL_ENV=${prefix} has no bin/python; activate a working venv"
     IFS=: read -r -a reqs <<<"${LLMB_REQUIREMENTS:-${SETUP_REPO}/common/requirements/launch.txt}"
     for file in "${reqs[@]}"; do
-        [[ -f "${file}" ]] || setup_die "LLMB_REQUIREMENTS names ${file}, which does not exist"
+        [[ -f "${file}" ]] || llmb_die "LLMB_REQUIREMENTS names ${file}, which does not exist"
         pip_args+=(-r "${file}")
     done
     # shellcheck disable=SC2206 # LLMB_PIP_ARGS is a list of words by design
@@ -134,7 +131,7 @@ setup_image() {
     local workload="$1" recipe="$2" python uri file arch estimate need_gb images target avail_kb
     local -a info=() arch_args=()
     command -v enroot >/dev/null 2>&1 \
-        || setup_die "enroot is not installed on $(hostname); run the image step on a node with enroot (sbatch setup.sh, or srun ... with LLMB_SETUP_STEPS=image), or set CLUSTER_TYPE=runai"
+        || llmb_die "enroot is not installed on $(hostname); run the image step on a node with enroot (sbatch setup.sh, or srun ... with LLMB_SETUP_STEPS=image), or set CLUSTER_TYPE=runai"
     python="$(setup_python "${workload}")"
     local answer
     # llmb.images prints its own one-line error (e.g. an unknown GPU_TYPE).
@@ -149,10 +146,10 @@ setup_image() {
         return 0
     fi
     need_gb="${LLMB_IMAGE_SPACE_GB:-${estimate}}"
-    [[ "${need_gb}" =~ ^[0-9]+$ ]] || setup_die "LLMB_IMAGE_SPACE_GB=${need_gb} is not a whole number of GB"
+    [[ "${need_gb}" =~ ^[0-9]+$ ]] || llmb_die "LLMB_IMAGE_SPACE_GB=${need_gb} is not a whole number of GB"
     avail_kb="$(df -Pk "${images}" | awk 'NR == 2 {print $4}')"
     if ((avail_kb < need_gb * 1024 * 1024)); then
-        setup_die "not enough disk space for the image in ${images}: $((avail_kb / 1024 / 1024)) GB free, ${need_gb} GB needed (LLMB_IMAGE_SPACE_GB overrides the estimate)"
+        llmb_die "not enough disk space for the image in ${images}: $((avail_kb / 1024 / 1024)) GB free, ${need_gb} GB needed (LLMB_IMAGE_SPACE_GB overrides the estimate)"
     fi
     if [[ -n "${arch}" ]]; then
         arch_args=(--arch "${arch}")
@@ -170,11 +167,11 @@ setup_image() {
     SETUP_IMPORT_PID=$!
     if ! wait "${SETUP_IMPORT_PID}"; then
         SETUP_IMPORT_PID=""
-        setup_die "enroot import ${uri} failed; nothing was written to ${target}"
+        llmb_die "enroot import ${uri} failed; nothing was written to ${target}"
     fi
     SETUP_IMPORT_PID=""
     setup_image_valid "${SETUP_TMP_IMAGE}" \
-        || setup_die "enroot import ${uri} produced no valid squashfs image; nothing was written to ${target}"
+        || llmb_die "enroot import ${uri} produced no valid squashfs image; nothing was written to ${target}"
     mv -f "${SETUP_TMP_IMAGE}" "${target}"
     SETUP_TMP_IMAGE=""
     setup_log "image ready: ${target}"
@@ -182,7 +179,7 @@ setup_image() {
 
 setup_main() {
     local recipe="${1:-}" workload python step
-    [[ -n "${recipe}" ]] || setup_die "usage: common/setup.sh <recipe> (llama3.1, nemotron, nemotronh)"
+    [[ -n "${recipe}" ]] || llmb_die "usage: common/setup.sh <recipe> (llama3.1, nemotron, nemotronh)"
     setup_check_env "${recipe}"
     LLMB_INSTALL="$(mkdir -p "${LLMB_INSTALL}" && cd "${LLMB_INSTALL}" && pwd)"
     export LLMB_INSTALL
