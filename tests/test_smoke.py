@@ -231,7 +231,7 @@ def test_checkpoint_save_then_load(
     saves = [m for line in out.splitlines() if (m := SAVE.match(line))]
     assert [m.group(1) for m in saves] == ["4"]
     ckpt = (
-        tmp_path / manifest["experiment"] / nemolog.CHECKPOINTS_DIR
+        Path(manifest["job_dir"]) / nemolog.CHECKPOINTS_DIR
         / "default--None=0.0000-epoch=0-consumed_samples=4.0"
     )
     assert [p.name for p in (ckpt / "weights").glob("*.distcp")] == ["__0_0.distcp"]

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import time
 
-CHECKPOINTS_DIR = "code/nemo_experiments/default/checkpoints"  # under <job_dir>/<experiment>/
+# Under the job dir (<run dir>/<exp>, the manifest's job_dir): the container's working directory
+# is <job dir>/code, and NeMo writes nemo_experiments/ there.
+NEMO_EXPERIMENTS_DIR = "code/nemo_experiments"
+CHECKPOINTS_DIR = f"{NEMO_EXPERIMENTS_DIR}/default/checkpoints"
 
 
 def g4(value: float) -> str:

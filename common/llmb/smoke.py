@@ -312,8 +312,8 @@ class _Log:
         self.raw(nemolog.log_line(message, f"smoke:{line}", level))
 
 
-def checkpoint_dir(job_dir: Path, experiment: str, consumed_samples: int) -> Path:
-    return job_dir / experiment / nemolog.CHECKPOINTS_DIR / nemolog.checkpoint_name(
+def checkpoint_dir(job_dir: Path, consumed_samples: int) -> Path:
+    return job_dir / nemolog.CHECKPOINTS_DIR / nemolog.checkpoint_name(
         consumed_samples
     )
 
@@ -449,7 +449,7 @@ def _manifest_fields(manifest: Mapping[str, Any]) -> tuple[str, Path, str, dict[
 
 
 def _train(manifest: Mapping[str, Any], ranks: Ranks, timeout: float) -> int:
-    family, job_dir, experiment, options = _manifest_fields(manifest)
+    family, job_dir, _experiment, options = _manifest_fields(manifest)
     max_steps = int(options.get("max_steps", 50))
     shape, seq = TINY_SHAPES[family], TINY_SEQ_LENGTH
 
@@ -484,7 +484,7 @@ def _train(manifest: Mapping[str, Any], ranks: Ranks, timeout: float) -> int:
         _init_process_group(ranks, timeout, job_dir)
         log.info(f"Smoke workload: all {ranks.world_size} ranks joined in "
                  f"{time.perf_counter() - began:.1f} s")
-    log.info(f"Experiments will be logged at {job_dir / experiment / 'code/nemo_experiments'}")
+    log.info(f"Experiments will be logged at {job_dir / nemolog.NEMO_EXPERIMENTS_DIR}")
 
     torch.manual_seed(SEED)  # the same initial weights on every rank
     model = build_model(family, shape, seq)
@@ -558,7 +558,7 @@ def _train(manifest: Mapping[str, Any], ranks: Ranks, timeout: float) -> int:
         )
 
     if options.get("checkpoint_save"):
-        path = checkpoint_dir(job_dir, experiment, consumed)
+        path = checkpoint_dir(job_dir, consumed)
         if distributed:
             dist.barrier()
         start = time.time()

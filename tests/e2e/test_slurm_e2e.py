@@ -166,8 +166,8 @@ def test_cancelled_job_is_reported_failed_at_its_last_iteration(install):
 
     last = int(re.findall(r"iteration (\d+)/", log.read_text(errors="replace"))[-1])
     assert last < 1999
-    code, report = analyze(run_dir.parent, install)
-    assert code == 1  # no run in that directory succeeded
+    code, report = analyze(run_dir, install)
+    assert code == 1  # the only run in that directory did not succeed
     (result,) = report["results"]
     assert result["status"] == "Failed"
     assert result["max_iteration"] == last
@@ -180,7 +180,8 @@ def test_checkpoint_saved_then_loaded(install):
     checkpoints = run_dir / exp / "code" / "nemo_experiments" / "default" / "checkpoints"
     saved = sorted(checkpoints.glob("*/weights/*.distcp"))
     assert saved, describe(run_dir, job_id)
-    assert "Global Checkpoint Save : Rank: 0 : Iteration: 12" in job_log(run_dir, job_id).read_text()
+    log_text = job_log(run_dir, job_id).read_text()
+    assert "Global Checkpoint Save : Rank: 0 : Iteration: 12" in log_text
 
     ckpt = saved[0].parent.parent
     job2, run2 = launch("nemotron", install, LOAD_CHECKPOINT_PATH=str(ckpt))
