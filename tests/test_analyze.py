@@ -342,3 +342,21 @@ def test_odd_files_never_crash_and_json_stays_valid(tmp_path: Path) -> None:
     assert {r["filename"] for r in rows} == set(results)
     table = cli("--full-names", str(root)).stdout
     assert "new\\nline/log-" in table  # the newline is shown escaped, not printed
+
+
+def test_smoke_test_runs_get_no_real_model_figures(tmp_path: Path) -> None:
+    # A smoke test trains a tiny stand-in: its own TFLOPS are kept, nothing of the real model.
+    src = FIXTURES / "custom-nemotron-run"
+    shutil.copytree(src, tmp_path / "custom-nemotron-run")
+    [manifest_path] = (tmp_path / "custom-nemotron-run").rglob("llmb_manifest.json")
+    manifest = json.loads(manifest_path.read_text())
+    manifest["options"]["smoke_test"] = True
+    manifest_path.write_text(json.dumps(manifest))
+    [log] = (tmp_path / "custom-nemotron-run").rglob("log-*.out")
+    log.write_text(log.read_text().replace(
+        " | consumed_samples", " | TFLOPS_per_GPU: 0.0004402 | consumed_samples"))
+    [r] = analyze.analyze(str(tmp_path))["results"]
+    assert (r["status"], r["smoke_test"], r["tflops_source"]) == ("Success", True, "log")
+    assert r["tflops_per_gpu_mean"] == pytest.approx(0.0004402)
+    assert r["mfu"] is None and r["reference_step_time"] is None
+    assert r["tokens_per_second"] is None

@@ -260,12 +260,15 @@ class Identifier:
                 "seq_length": int(m.get("seq_length") or recipe.seq_length),
                 "by": "manifest",
                 "final_index": int(opts["max_steps"]) - 1 if opts.get("max_steps") else None,
+                # A smoke test trains a tiny stand-in model: nothing about the real model's
+                # FLOPs, MFU or reference applies to its step times.
+                "smoke": opts.get("smoke_test") is True,
             }
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
         if recipe is None:
             return None
-        ident["reference"] = self._reference(recipe, ident)
+        ident["reference"] = None if ident["smoke"] else self._reference(recipe, ident)
         return ident
 
     def from_name(self, info: NameInfo) -> dict[str, Any]:
@@ -283,7 +286,7 @@ class Identifier:
             "recipe": recipe, "experiment": info.experiment, "model_size": info.model_size,
             "dtype": info.dtype, "gpu_type": gpu, "num_gpus": info.num_gpus, "gbs": gbs,
             "scaling": scaling, "num_layers": layout.num_layers if layout else None,
-            "seq_length": recipe.seq_length, "by": "name", "final_index": None,
+            "seq_length": recipe.seq_length, "by": "name", "final_index": None, "smoke": False,
         }
         ident["reference"] = self._reference(recipe, ident)
         return ident
@@ -341,7 +344,10 @@ def empty_result(rel: str, path: str) -> dict[str, Any]:
 
 
 def _round(value: float | None, places: int) -> float | None:
-    return None if value is None else round(value, places)
+    """Rounded to `places` decimals, but never below 9 significant digits (0.0004402 stays)."""
+    if value is None:
+        return None
+    return round(value, places) if abs(value) >= 10 ** (9 - places) else float(f"{value:.9g}")
 
 
 def analyze_log(path: str, rel: str, scan: Any, ident: dict[str, Any] | None,
@@ -363,8 +369,10 @@ def analyze_log(path: str, rel: str, scan: Any, ident: dict[str, Any] | None,
     flops = peak = None
     if ident is not None and identifier is not None:
         recipe = ident["recipe"]
-        flops = identifier.model_flops(ident)
-        peak = identifier.peak_tflops(ident)
+        result["smoke_test"] = ident["smoke"]
+        if not ident["smoke"]:
+            flops = identifier.model_flops(ident)
+            peak = identifier.peak_tflops(ident)
         ref = ident["reference"]
         result.update(
             experiment=ident["experiment"], identified_by=ident["by"], recipe=recipe.name,
@@ -378,7 +386,8 @@ def analyze_log(path: str, rel: str, scan: Any, ident: dict[str, Any] | None,
     log_tflops = [scan.steps[i].tflops for i in idx]
     gbs, gpus = (ident["gbs"], ident["num_gpus"]) if ident else (None, None)
     can_compute = bool(idx) and flops is not None and gbs and gpus
-    unreliable = ident is not None and ident["recipe"].family in LOG_TFLOPS_UNRELIABLE
+    unreliable = (ident is not None and not ident["smoke"]
+                  and ident["recipe"].family in LOG_TFLOPS_UNRELIABLE)
     if can_compute and (unreliable or None in log_tflops):
         tflops = timing.stats(perf.tflops_per_gpu(gbs, flops, scan.steps[i].time, gpus)
                               for i in idx)
@@ -390,7 +399,7 @@ def analyze_log(path: str, rel: str, scan: Any, ident: dict[str, Any] | None,
                   tflops_per_gpu_std_dev=_round(tflops.std_dev, 4))
 
     mean = times.mean
-    if ident is not None and mean and gbs:
+    if ident is not None and mean and gbs and not ident["smoke"]:
         tokens = perf.tokens_per_second(ident["seq_length"], gbs, mean)
         result.update(tokens_per_second=round(tokens, 1),
                       time_to_train_days=round(perf.days_to_train(tokens), 4))

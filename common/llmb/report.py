@@ -26,7 +26,8 @@ RESULT_FIELDS = (
     "experiment", "path", "final_iteration", "window_steps", "tflops_source", "identified_by",
     "recipe", "model_size", "dtype", "gpu_type", "num_gpus", "global_batch_size", "seq_length",
     "scaling", "tokens_per_second", "mfu", "time_to_train_days", "reference_step_time",
-    "reference_source", "pct_of_reference", "checkpoint_save_s", "checkpoint_load_s", "error",
+    "reference_source", "pct_of_reference", "checkpoint_save_s", "checkpoint_load_s",
+    "smoke_test", "error",
 )
 FORMATS = ("table", "csv", "json")
 
