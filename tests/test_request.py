@@ -204,11 +204,6 @@ def test_runai_validation(install: Path) -> None:
     assert "is not an http(s) URL" in error("nemotron", runai_env(install, BASE_URL="runai"))
 
 
-def test_image_file_name() -> None:
-    assert request.image_file_name("nvcr.io/nvidia/nemo:25.04.01") == "nvidia+nemo+25.04.01.sqsh"
-    assert request.image_file_name("nvcr.io#nvidia/nemo:25.04.01") == "nvidia+nemo+25.04.01.sqsh"
-
-
 def test_request_never_imports_nemo_run() -> None:
     assert "nemo_run" not in sys.modules or "llmb.launch" in sys.modules
     import llmb.request as mod

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from llmb import catalog
+from llmb import catalog, images
 
 DEFAULT_MAX_STEPS = 50
 DEFAULT_PROFILE_START = 45
@@ -138,16 +138,6 @@ def parse_choice(env: Mapping[str, str], name: str, default: str, allowed: list[
         raise RequestError(f"{name}={value} is not supported by {owner}; "
                            f"allowed: {', '.join(allowed)}")
     return value
-
-
-def image_file_name(uri: str) -> str:
-    """nvcr.io/nvidia/nemo:25.04.01 -> nvidia+nemo+25.04.01.sqsh (SPEC §7 naming)."""
-    path = uri.split("#", 1)[-1]
-    parts = path.split("/")
-    if len(parts) > 1 and ("." in parts[0] or ":" in parts[0] or parts[0] == "localhost"):
-        parts = parts[1:]  # drop the registry host
-    name, _, tag = "/".join(parts).partition(":")
-    return "+".join([*name.split("/"), tag or "latest"]) + ".sqsh"
 
 
 def _catalog_error(err: catalog.CatalogError, recipe: catalog.Recipe,
@@ -335,7 +325,8 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
                                "to run in (sinfo -s lists them)")
         if _get(env, "SBATCH_GPUS_PER_NODE") is not None:
             gres = parse_positive_int(env, "SBATCH_GPUS_PER_NODE")
-        image = image_override or str(llmb_install / "images" / image_file_name(recipe.image))
+        default_image = llmb_install / "images" / images.Image(recipe.image).file_name
+        image = image_override or str(default_image)
         if not dry_run and image.startswith("/") and not Path(image).exists():
             source = "RUN_CONF_IMAGE" if image_override else "the container image"
             raise RequestError(f"{source} {image} does not exist; run ./setup.sh (it imports "
