@@ -17,10 +17,9 @@ $(VENV)/.installed: common/requirements/dev.txt common/requirements/launch.txt c
 	$(PY) -m pip install -q --disable-pip-version-check -r common/requirements/dev.txt -r common/requirements/smoke.txt
 	touch $@
 
-SHELL_SCRIPTS = $(shell git ls-files -co --exclude-standard '*.sh' '*.bash' '*.bats' 'installer/llmb-run' | sort -u)
 
 lint: venv ## shellcheck every shell script, ruff every Python file
-	shellcheck -x $(SHELL_SCRIPTS)
+	bash tests/tools/shell-scripts.sh | xargs -d '\n' shellcheck -x
 	ruff check .
 
 test-py: venv ## pytest (the real-Slurm end-to-end tests run when root)

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from llmb import nemolog
+
 # Per model family: the FLOPs formula name FLOPsMeasurementCallback knows (None: it has none;
 # NeMo 2.3.1 would silently match "nemotronh" to the dense Nemotron-4 formula and log a wrong
 # TFLOPS_per_GPU, which seed 000 calls invalid, so Nemotron-H logs no TFLOPS_per_GPU and the
@@ -110,20 +112,15 @@ def userbuffer_config(nemo_recipe: str, gpu_type: str, dtype: str, tp: int) -> s
 
 
 def nemo_log_dir(manifest: Mapping[str, Any]) -> str | None:
-    """Where NeMo writes its logs and checkpoints: <run dir>/<exp>/code/nemo_experiments.
+    """Where NeMo writes its logs and checkpoints: <job dir>/code/nemo_experiments.
 
     That is NeMo's default (nemo_experiments/ in the working directory) for a job whose working
     directory is nemo-run's <job dir>/code, made explicit so it does not depend on the working
-    directory. job_dir may name the run dir (<exp>_<time>) or the job dir below it (<exp>).
-    None without a job_dir: NeMo's default under the working directory.
+    directory. The manifest's job_dir is <run dir>/<exp>. None without a job_dir: NeMo's
+    default under the working directory.
     """
     job_dir = manifest.get("job_dir")
-    if not job_dir:
-        return None
-    base = Path(job_dir)
-    if base.name != manifest["experiment"]:
-        base = base / manifest["experiment"]
-    return str(base / "code" / "nemo_experiments")
+    return str(Path(job_dir) / nemolog.NEMO_EXPERIMENTS_DIR) if job_dir else None
 
 
 def plan(manifest: Mapping[str, Any]) -> dict[str, Any]:

@@ -145,13 +145,13 @@ ctld_alive() {
 # runs, and bound the wait.
 ctld_answers() {
     ctld_alive || return 1
-    timeout 10 scontrol ping 2>/dev/null | grep -q 'is UP'
+    timeout 5 scontrol ping 2>/dev/null | grep -q 'is UP'
 }
 
 # Print "NODE STATE" for each of our nodes (long state names; "*" suffix
 # means not responding).
 node_states() {
-    timeout 10 sinfo -h -N -p batch -o '%N %T' 2>/dev/null | sort -u
+    timeout 5 sinfo -h -N -p batch -o '%N %T' 2>/dev/null | sort -u
 }
 
 healthy() {
@@ -329,9 +329,10 @@ fail_start() {
 }
 
 wait_for() {
-    local what="$1" i
+    # Bounded by the clock, not by a count of tries: one try may itself take seconds.
+    local what="$1" deadline=$((SECONDS + START_TIMEOUT))
     shift
-    for ((i = 0; i < START_TIMEOUT * 4; i++)); do
+    while ((SECONDS < deadline)); do
         if "$@"; then
             return 0
         fi
