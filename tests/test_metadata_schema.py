@@ -151,3 +151,11 @@ def test_real_metadata_shapes(recipes, recipe_name):
                    recipe.defaults["gpu_type"],
                    recipe.scales(recipe.defaults["model_size"], recipe.defaults["dtype"],
                                  recipe.defaults["gpu_type"])[0])
+
+
+def test_logged_tflops_is_a_boolean_and_only_nemotronh_distrusts_the_log(metadata_copy, recipes):
+    folder = metadata_copy("nemotronh", lambda d: d.update(logged_tflops="no"))
+    with pytest.raises(catalog.CatalogError, match="logged_tflops must be true or false"):
+        catalog.load_recipe(folder)
+    assert {name: r.logged_tflops for name, r in recipes.items()} == {
+        "llama3.1": True, "nemotron": True, "nemotronh": False}

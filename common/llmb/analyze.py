@@ -29,9 +29,6 @@ DEFAULT_GPU = "h100"
 MANIFEST = "llmb_manifest.json"
 MANIFEST_LEVELS = 3  # the log's directory and up to two parents
 NCCL_TAG = "_nccltrace"
-# Seed 000: "TFLOPS_per_GPU not currently supported for this model, values returned by the
-# results parser are invalid." For these families the figure is computed from model FLOPs.
-LOG_TFLOPS_UNRELIABLE = frozenset({"nemotronh"})
 
 USAGE = f"""\
 usage: {PROG} [--format=table|csv|json] [--full-names] [--gpu-type=TYPE] [DIR]
@@ -387,7 +384,7 @@ def analyze_log(path: str, rel: str, scan: Any, ident: dict[str, Any] | None,
     gbs, gpus = (ident["gbs"], ident["num_gpus"]) if ident else (None, None)
     can_compute = bool(idx) and flops is not None and gbs and gpus
     unreliable = (ident is not None and not ident["smoke"]
-                  and ident["recipe"].family in LOG_TFLOPS_UNRELIABLE)
+                  and not ident["recipe"].logged_tflops)
     if can_compute and (unreliable or None in log_tflops):
         tflops = timing.stats(perf.tflops_per_gpu(gbs, flops, scan.steps[i].time, gpus)
                               for i in idx)

@@ -30,6 +30,7 @@ TOP_KEYS = {
     "recipe", "workload", "name", "family", "framework", "image", "seq_length", "entrypoint",
     "requires_hf_token", "cluster_types", "defaults", "env", "sizes", "configs", "references",
 }
+TOP_OPTIONAL = {"logged_tflops"}
 SIZE_KEYS = {"nemo_recipe", "time_limit", "model", "checkpoint", "env"}
 CHECKPOINT_KEYS = {"size", "save_min_scale", "load_min_scale"}
 CONFIG_KEYS = {
@@ -137,6 +138,11 @@ class Recipe:
     @property
     def image(self) -> str:
         return str(self.data["image"])
+
+    @property
+    def logged_tflops(self) -> bool:
+        """False when NeMo's logged TFLOPS_per_GPU is not valid for this model (compute it)."""
+        return bool(self.data.get("logged_tflops", True))
 
     @property
     def defaults(self) -> Mapping[str, str]:
@@ -306,7 +312,9 @@ def _check_keys(where: str, data: object, required: set[str], optional: set[str]
 
 def validate(data: Mapping[str, Any], where: str) -> None:
     """Check a parsed metadata.yaml; raise CatalogError naming the first problem."""
-    _check_keys(where, data, TOP_KEYS)
+    _check_keys(where, data, TOP_KEYS, TOP_OPTIONAL)
+    if not isinstance(data.get("logged_tflops", True), bool):
+        raise CatalogError(f"{where}: logged_tflops must be true or false")
     family = data["family"]
     if family not in perf.SHAPE_KEYS:
         raise CatalogError(f"{where}: family {family!r} is not one of {', '.join(perf.SHAPE_KEYS)}")
