@@ -135,6 +135,12 @@ def test_an_unreadable_file_is_refused(tmp_path):
         catalog.load_recipe(tmp_path)
 
 
+def test_malformed_yaml_is_one_line_not_a_traceback(tmp_path):
+    (tmp_path / "metadata.yaml").write_text("recipe: [unclosed\n")
+    with pytest.raises(CatalogError, match=r"metadata\.yaml is not valid YAML: "):
+        catalog.load_recipe(tmp_path)
+
+
 @pytest.mark.parametrize("recipe_name", ["llama3.1", "nemotron", "nemotronh"])
 def test_real_metadata_shapes(recipes, recipe_name):
     """What the loader does not check but the launcher relies on."""

@@ -373,6 +373,17 @@ def _load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
+def read_yaml(path: Path, label: str, error: type[Exception] = CatalogError) -> Any:
+    """Parse a YAML file; an unreadable or malformed one raises `error` with one line naming
+    `label` (the file, or the option that named it)."""
+    try:
+        return _load_yaml(path.read_text())
+    except OSError as exc:
+        raise error(f"cannot read {label}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise error(f"{label} is not valid YAML: {str(exc).splitlines()[0]}") from None
+
+
 @functools.cache
 def _gpu_table() -> dict[str, GpuType]:
     data = _load_yaml(GPUS_FILE.read_text())
@@ -399,10 +410,7 @@ def get_gpu_type(name: str) -> GpuType:
 def load_recipe(directory: Path | str) -> Recipe:
     """Load, validate and check every published row of one recipe folder."""
     path = Path(directory).resolve() / "metadata.yaml"
-    try:
-        data = _load_yaml(path.read_text())
-    except OSError as exc:
-        raise CatalogError(f"cannot read {path}: {exc.strerror}") from None
+    data = read_yaml(path, str(path))
     validate(data, str(path))
     recipe = Recipe(path.parent, data)
     recipe.rows()  # every published row must satisfy the DP/GA arithmetic

@@ -160,13 +160,7 @@ def validate_plan(plan: Plan) -> Plan:
 
 
 def plan_from_config(path: Path, environ: Mapping[str, str]) -> Plan:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise InstallError(f"--config {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise InstallError(f"--config {path}: not valid YAML ({str(exc).splitlines()[0]})"
-                           ) from None
+    data = catalog.read_yaml(path, f"--config {path}", InstallError)
     data = _check_keys(f"--config {path}", data, CONFIG_KEYS)
     workloads = data.get("workloads", [])
     if workloads == "all":

@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from llmb import catalog, slurm
 from llmb.history import FILE_NAME as HISTORY_FILE
 from llmb.history import History
@@ -98,10 +96,7 @@ def find_config(explicit: str | None, environ: Mapping[str, str]) -> ClusterConf
         candidates.append(Path(environ["LLMB_INSTALL"]) / CONFIG_FILE)
     for path in candidates:
         if path.is_file():
-            try:
-                data = yaml.safe_load(path.read_text())
-            except yaml.YAMLError as exc:
-                raise RunError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from None
+            data = catalog.read_yaml(path, str(path), RunError)
             for key in ("llmb", "launcher", "workloads"):
                 if not isinstance(data, dict) or not isinstance(data.get(key), dict):
                     raise RunError(f"{path} has no '{key}' section; rerun the installer")
@@ -487,13 +482,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise RunError(f"--repeats {args.repeats} must be a positive integer")
         else:
             path = Path(args.file)
-            try:
-                data = yaml.safe_load(path.read_text())
-            except OSError as exc:
-                raise RunError(f"bulk file {path}: {exc.strerror}") from None
-            except yaml.YAMLError as exc:
-                raise RunError(f"bulk file {path} is not valid YAML: "
-                               f"{str(exc).splitlines()[0]}") from None
+            data = catalog.read_yaml(path, f"bulk file {path}", RunError)
             tasks, errors = tasks_from_bulk(data, str(path))
             if errors:
                 more, _, _ = validate_all(cfg, tasks)
