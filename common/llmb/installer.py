@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from llmb import catalog, images, slurm
+from llmb import catalog, files, images, slurm
 
 REPO = catalog.REPO_ROOT
 STATE_FILE = ".llmb_install_state.json"
@@ -406,12 +406,7 @@ def import_image(plan: Plan, workload: str) -> None:
 def write_secret(path: Path, secret: str) -> None:
     """Owner-only from the first byte: created 0600, never world-readable in between."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, (secret + "\n").encode())
-    finally:
-        os.close(fd)
+    files.write_private(path, secret + "\n")
 
 
 def create_venv(plan: Plan, workload: str) -> None:
@@ -451,24 +446,21 @@ def cluster_config(plan: Plan) -> dict[str, Any]:
 
 
 def write_cluster_config(plan: Plan) -> None:
-    path = plan.root / CONFIG_FILE
-    tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text("# Written by the llmb installer; read by llmb-run. See installer/README.md.\n"
-                   + yaml.safe_dump(cluster_config(plan), sort_keys=False))
-    tmp.replace(path)
+    files.atomic_write(
+        plan.root / CONFIG_FILE,
+        "# Written by the llmb installer; read by llmb-run. See installer/README.md.\n"
+        + yaml.safe_dump(cluster_config(plan), sort_keys=False))
 
 
 def install_llmb_run(plan: Plan, python: str) -> None:
-    path = plan.root / "llmb-run"
-    tmp = path.with_name(".llmb-run.tmp")
-    tmp.write_text(
+    files.atomic_write(
+        plan.root / "llmb-run",
         "#!/usr/bin/env bash\n"
         "# llmb-run for this install (written by the llmb installer).\n"
         f"export LLMB_INSTALL=\"${{LLMB_INSTALL:-{plan.install_path}}}\"\n"
         f"export LLMB_PYTHON=\"${{LLMB_PYTHON:-{python}}}\"\n"
-        f"exec {shlex.quote(str(REPO / 'installer' / 'llmb-run'))} \"$@\"\n")
-    tmp.chmod(0o755)
-    tmp.replace(path)
+        f"exec {shlex.quote(str(REPO / 'installer' / 'llmb-run'))} \"$@\"\n",
+        files.EXECUTABLE)
 
 
 # --- state and driver -------------------------------------------------------------------------
@@ -485,10 +477,8 @@ def load_state(plan: Plan) -> set[str]:
 
 
 def save_state(plan: Plan, done: set[str]) -> None:
-    path = plan.root / STATE_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"plan": plan.digest(), "done": sorted(done)}, indent=1))
-    tmp.replace(path)
+    files.atomic_write(plan.root / STATE_FILE,
+                       json.dumps({"plan": plan.digest(), "done": sorted(done)}, indent=1))
 
 
 def print_plan(plan: Plan, out=None, steps: list[Step] | None = None) -> None:

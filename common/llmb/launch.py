@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from llmb import catalog, jobenv
+from llmb import catalog, files, jobenv, redact
 from llmb.request import Request
 
 MANIFEST_NAME = "llmb_manifest.json"
@@ -166,9 +166,7 @@ def build_manifest(req: Request, paths: JobPaths, created: str | None = None,
 
 def write_manifest(manifest: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-    tmp.replace(path)
+    files.atomic_write(path, json.dumps(manifest, indent=2) + "\n")
 
 
 # --- the command each rank runs ---------------------------------------------------------------
@@ -386,11 +384,7 @@ def render_local(req: Request, paths: JobPaths) -> str:
 
 def _masked(text: str) -> str:
     """Never print a secret that happens to be in the environment."""
-    for name in ("HF_TOKEN", "APP_SECRET"):
-        secret = os.environ.get(name)
-        if secret and len(secret) >= 4:
-            text = text.replace(secret, "********")
-    return text
+    return redact.redact(text, redact.secret_values(os.environ))
 
 
 def dry_run(req: Request, out=None) -> int:

@@ -28,13 +28,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llmb import catalog, slurm
+from llmb import catalog, redact, slurm
 from llmb.history import FILE_NAME as HISTORY_FILE
 from llmb.history import History
 
 PROG = "llmb-run"
 CONFIG_FILE = "cluster_config.yaml"
-SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "KEY")
 TASK_KEYS = {"workload", "size", "sizes", "dtype", "dtypes", "scale", "scales", "repeats",
              "profile", "env"}
 SUBMIT_RE = re.compile(r"^llmb: submitted (\S+) as job (\S+)")
@@ -312,8 +311,7 @@ def submit(cfg: ClusterConfig, task: Task, env: Mapping[str, str]) -> dict[str, 
         "scale": task.scale, "gpu_type": cfg.gpu_type, "profile": task.profile,
         "repeat": task.repeat, "smoke": env.get("SMOKE_TEST", "").lower() == "true",
         "unvalidated": env.get("LLMB_ALLOW_UNVALIDATED_SCALE") == "true",
-        "env": {k: v for k, v in task.env.items()
-                if not any(word in k.upper() for word in SECRET_WORDS)},
+        "env": redact.public_env(task.env, redact.secret_values(env)),
     }
 
 

@@ -16,6 +16,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from llmb.values import shown
+
 # The established columns of the seeds' CSV, then the additions.
 ESTABLISHED_FIELDS = (
     "filename", "status", "time_mean", "time_std_dev", "tflops_per_gpu_mean",
@@ -72,13 +74,9 @@ def to_csv(results: Sequence[Mapping[str, Any]]) -> str:
 
 # --- table --------------------------------------------------------------------------------
 
-_UNPRINTABLE = re.compile(r"[^\x20-\x7e\u00a0-\uffff]|[\ud800-\udfff]")
-
-
 def printable(text: str) -> str:
     """Control characters shown escaped (a newline in a file name must not break a row)."""
-    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape", "backslashreplace")
-                            .decode("ascii"), text)
+    return shown(text)
 
 
 def _fixed(value: float | None, places: int, marker: str = "") -> str:

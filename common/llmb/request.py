@@ -26,16 +26,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from llmb import catalog, images
+from llmb import catalog, images, values
 
 DEFAULT_MAX_STEPS = 50
 DEFAULT_PROFILE_START = 45
 DEFAULT_PROFILE_STOP = 50
 NCCL_TRACE_STEPS = 5
 CHECKPOINT_LOAD_STEPS = 1
-
-TRUE = ("true", "yes", "y", "1", "on")
-FALSE = ("false", "no", "n", "0", "off", "")
 
 # CatalogError.field -> the variable a launch.sh user sets.
 FIELD_VARS = {
@@ -107,16 +104,14 @@ def _get(env: Mapping[str, str], name: str) -> str | None:
 
 
 def parse_bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
+    """An unset variable is `default`, a blank one false (llmb.values says what a boolean is)."""
     value = env.get(name)
     if value is None:
         return default
-    low = value.strip().lower()
-    if low in TRUE:
-        return True
-    if low in FALSE:
-        return False
-    raise RequestError(f"{name}={value} is not a boolean; use true or false "
-                       "(also yes/no, 1/0, on/off)")
+    try:
+        return values.parse_bool(name, value)
+    except values.BadValue as err:
+        raise RequestError(str(err)) from None
 
 
 def parse_positive_int(env: Mapping[str, str], name: str, default: int | None = None,
