@@ -164,8 +164,11 @@ def parse_args(argv: list[str]) -> Options:
                     raise UsageError(f"{name} needs a value; e.g. {name}={_EXAMPLES[name]}")
                 value = args.pop(0)
             _set_value(opts, name, value)
-        elif arg in ("--full-names", "--check"):
-            setattr(opts, arg[2:].replace("-", "_"), True)
+        elif name in ("--full-names", "--check"):
+            if eq:
+                raise UsageError(f"{name} takes no value (got {name}={shown(value)}); "
+                                 f"write {name} alone")
+            setattr(opts, name[2:].replace("-", "_"), True)
         elif arg.startswith("-") and arg != "-":
             raise UsageError(f"unknown option {shown(name)}; allowed: {ALLOWED}")
         else:

@@ -51,6 +51,7 @@ KINDS = {
     "exception": "error",
     "task_exit": "task exit",
 }
+ENDINGS = ("time_limit", "preempted", "cancelled")  # what ends a hung job: named after the cause
 TEXT_MAX = 200  # characters of one evidence line kept for the reason
 NODES_MAX = 32
 
@@ -105,7 +106,7 @@ def classify(line: str) -> Evidence | None:
         return Evidence("node_failure", _short(text), (m.group(1),), True)
     if m := _NODE_FAILURE.search(text):
         return Evidence("node_failure", _short(text), (m.group(1),), True)
-    if m := _TASKS.search(text):
+    if m := _TASKS.search(text):  # srun names the node and what its tasks did
         node, what = m.group(1), m.group(2).strip()
         if what.lower().startswith("out of memory"):
             return Evidence("oom", _short(text), (node,), True)
@@ -195,7 +196,9 @@ class Findings:
             return ""
         kind, seen = found
         ev = seen.last if kind == "exception" else seen.first
-        return ev.text if kind == "task_exit" else f"{KINDS[kind]}: {ev.text}"
+        text = ev.text if kind == "task_exit" else f"{KINDS[kind]}: {ev.text}"
+        ended = next((k for k in ENDINGS if k in self.kinds and k != kind), None)
+        return text + (f" (then ended by the {KINDS[ended]})" if ended else "")
 
 
 def explain(findings: Findings, *, complete: bool, last: int | None, final: int | None,

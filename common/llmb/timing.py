@@ -98,8 +98,8 @@ class LogScan:
     looks_like_log: bool = False
     reached: int | None = None  # highest iteration of any step line, its time valid or not
     bad_times: int = 0  # step lines whose time is not a positive finite number
-    first_bad_time: tuple[int, float] | None = None  # (iteration, value)
-    nonfinite: tuple[int, str, float] | None = None  # (iteration, field, value): nan/inf loss
+    first_bad_time: tuple[int, str] | None = None  # (iteration, the time as logged)
+    nonfinite: tuple[int, str, str] | None = None  # (iteration, field, text): a nan/inf loss
     restarts: list[tuple[int, int]] = field(default_factory=list)  # (from, to), the first few
     restart_count: int = 0
     findings: Findings = field(default_factory=Findings)  # after the last step line
@@ -122,9 +122,10 @@ class LogScan:
         RESTART when its iteration starts the run over."""
         self.step_lines += 1
         line = _clean(raw)
-        time = _value(_STEP_TIME, line)
-        if time is None:
+        logged = _STEP_TIME.search(line)
+        if logged is None:
             return NOT_STEP
+        time = float(logged.group(1))
         if m := _ITERATION.search(line):
             index, final = int(m.group(1)), int(m.group(2))
         elif m := _PROGRESS.search(line):
@@ -147,9 +148,8 @@ class LogScan:
         self.reached = index if self.reached is None else max(self.reached, index)
         if self.nonfinite is None:
             for name, pattern in _HEALTH:
-                value = _value(pattern, line)
-                if value is not None and not math.isfinite(value):
-                    self.nonfinite = (index, name, value)
+                if (m := pattern.search(line)) and not math.isfinite(float(m.group(1))):
+                    self.nonfinite = (index, name, m.group(1))
                     break
         self.steps.pop(index, None)  # re-insert: dict order follows the last occurrence
         if 0 < time < MAX_STEP_SECONDS:
@@ -157,7 +157,7 @@ class LogScan:
         else:
             self.bad_times += 1
             if self.first_bad_time is None:
-                self.first_bad_time = (index, time)
+                self.first_bad_time = (index, logged.group(1))
         return kind
 
     def checkpoint_line(self, raw: bytes | bytearray) -> None:
@@ -184,15 +184,12 @@ def _clean(raw: bytes | bytearray) -> str:
     return _ANSI.sub("", raw.decode("utf-8", errors="replace"))
 
 
-def _value(pattern: re.Pattern[str], line: str) -> float | None:
-    """The number after pattern, nan and inf included; None when there is none."""
-    m = pattern.search(line)
-    return float(m.group(1)) if m else None
-
-
 def _number(pattern: re.Pattern[str], line: str) -> float | None:
-    value = _value(pattern, line)
-    return value if value is not None and math.isfinite(value) else None
+    m = pattern.search(line)
+    if not m:
+        return None
+    value = float(m.group(1))
+    return value if math.isfinite(value) else None
 
 
 def _line_at(buf: bytes | bytearray, pos: int, end: int) -> tuple[int, int]:
