@@ -377,7 +377,8 @@ def with_baseline(result: dict[str, Any], baseline_dir: str, gpu_type: str | Non
 # --- the command ------------------------------------------------------------------------------
 
 def _fail(message: str, code: int) -> int:
-    print(f"{PROG}: {message}", file=sys.stderr)
+    """One line on stderr, whatever the names in it hold (a newline in a path is shown as \\n)."""
+    print(f"{PROG}: {shown(message)}", file=sys.stderr)
     return code
 
 
@@ -444,7 +445,7 @@ def run(argv: list[str]) -> int:
         except OSError as exc:
             return _fail(f"--report={shown(opts.report)}: cannot write: "
                          f"{exc.strerror or exc}", EXIT_NONE)
-        print(f"{PROG}: report written to {display(index)}", file=sys.stderr)
+        print(f"{PROG}: report written to {shown(display(index))}", file=sys.stderr)
     summary = result["summary"]
     where = ", ".join(display(d) for d in opts.directories)
     if opts.check:

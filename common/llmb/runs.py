@@ -133,8 +133,9 @@ def _invalid(scan: timing.LogScan, result: dict[str, Any], ident: dict[str, Any]
     if scan.first_bad_time is not None:
         iteration, value = scan.first_bad_time
         out.append(f"{scan.bad_times} step time(s) are not a plausible number of seconds "
-                   f"(first: {value} at iteration {iteration}; allowed: above 0, below "
-                   f"{timing.MAX_STEP_SECONDS / 86400:g} days); they are not counted")
+                   f"(first: {value} at iteration {iteration}; allowed: "
+                   f"{timing.MIN_STEP_SECONDS:g} s to {timing.MAX_STEP_SECONDS / 86400:g} days); "
+                   "they are not counted")
     if mfu is not None and ident is not None and peak and mfu > 1:
         out.append(_impossible_mfu(result, ident, identifier, mfu, peak))
     return out

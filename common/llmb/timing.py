@@ -21,8 +21,8 @@ Several ranks, or a requeued job's second attempt, print the same iteration agai
 occurrence in the file wins. An iteration that drops by more than RESTART_DROP is a restart
 (a requeued job, a resume from a checkpoint), and is remembered.
 
-A step time that is not a positive number below MAX_STEP_SECONDS (zero, negative, nan, inf,
-1e308) never counts: the step is not recorded, its
+A step time outside MIN_STEP_SECONDS..MAX_STEP_SECONDS (zero, negative, nan, inf, 1e308,
+1e-300) never counts: the step is not recorded, its
 iteration still counts as reached, and the scan keeps the first such value (the run is Invalid).
 A `nan`/`inf` loss or grad norm in a step line is kept the same way.
 
@@ -71,8 +71,9 @@ _HEALTH = (("reduced_train_loss", re.compile(r"reduced_train_loss\s*[:=]\s*" + _
 # An iteration this much below the previous one starts the run over (requeue, resume); smaller
 # drops are ranks printing the same steps out of order.
 RESTART_DROP = 2
-# A step time at or above this is not a measurement (no job runs a week per step).
-MAX_STEP_SECONDS = 7 * 86400.0
+# A step time outside this range is not a measurement: no step trains in under a microsecond,
+# no job runs a week per step.
+MIN_STEP_SECONDS, MAX_STEP_SECONDS = 1e-6, 7 * 86400.0
 NOT_STEP, STEP, RESTART = 0, 1, 2
 _SAVE = re.compile(r"Save duration\s*:\s*" + _NUM + r"\s*s")
 _LOAD = re.compile(r"load_checkpoint\s*:\s*" + _NUM + r"\s*s")
@@ -152,7 +153,7 @@ class LogScan:
                     self.nonfinite = (index, name, m.group(1))
                     break
         self.steps.pop(index, None)  # re-insert: dict order follows the last occurrence
-        if 0 < time < MAX_STEP_SECONDS:
+        if MIN_STEP_SECONDS <= time < MAX_STEP_SECONDS:
             self.steps[index] = Step(time, _number(_TFLOPS, line))
         else:
             self.bad_times += 1
