@@ -178,3 +178,15 @@ def test_huge_digit_runs_do_not_break_the_parse() -> None:
     scan = timing.scan_lines([pipe(3).replace("iteration 3/49", f"iteration {huge}/49"),
                               f"global_step: {huge} | train_step_timing in s: 1.0"])
     assert list(scan.steps) == [3]  # the first line's global_step; the second has no usable one
+
+
+def test_a_log_of_nothing_but_errors_is_read_in_bounded_work(tmp_path) -> None:
+    log = tmp_path / "log-x_1_0.out"
+    with open(log, "wb") as f:
+        f.write((pipe(0) + "\n").encode())
+        f.write(b"[rank3]: RuntimeError: again\n" * 100_000)
+        f.write(b"srun: error: nid009: task 3: Exited with exit code 1\n")  # beyond the bound
+    scan = timing.scan_log(log)
+    assert scan.evidence_lines == timing.EVIDENCE_LINES_MAX
+    assert scan.findings.primary()[0] == "exception"
+    assert timing.scan_log(log, chunk_bytes=4096) == scan  # the same first lines, however read

@@ -91,10 +91,6 @@ class Options:
     directories: list[str] = field(default_factory=lambda: [DEFAULT_DIR])
     help: bool = False
 
-    @property
-    def directory(self) -> str:
-        return self.directories[0]
-
 
 def _bad(name: str, value: str, allowed: str) -> UsageError:
     return UsageError(f"{name}={shown(value)} is not allowed; {allowed}")
@@ -281,6 +277,7 @@ def analyze(roots: str | list[str], gpu_type: str | None = None,
     identifier: Identifier | None = None
     results: list[dict[str, Any]] = []
     warnings: list[dict[str, str]] = []
+    warned: set[str] = set()
     skipped = [{"path": display(os.path.relpath(p["path"], base)), "reason": p["reason"]}
                for p in problems]
     for root, path in files:
@@ -313,8 +310,8 @@ def analyze(roots: str | list[str], gpu_type: str | None = None,
             if identifier is None:
                 identifier = Identifier(gpu_type)
             ident, warning = identifier.identify(manifest, rel, root)
-            if warning and manifest and not any(w["path"] == display(os.path.relpath(
-                    manifest[0], base)) for w in warnings):
+            if warning and manifest and manifest[0] not in warned:  # once per manifest
+                warned.add(manifest[0])
                 warnings.append({"path": display(os.path.relpath(manifest[0], base)),
                                  "warning": warning})
             result = runs.analyze_log(path, rel, scan, ident, identifier, window)

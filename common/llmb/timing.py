@@ -75,6 +75,9 @@ RESTART_DROP = 2
 # no job runs a week per step.
 MIN_STEP_SECONDS, MAX_STEP_SECONDS = 1e-6, 7 * 86400.0
 NOT_STEP, STEP, RESTART = 0, 1, 2
+# Lines classified per stretch after a step line: enough for any real ending (1024 ranks each
+# printing a traceback), and a bound on the work for a log that is nothing but error lines.
+EVIDENCE_LINES_MAX = 20000
 _SAVE = re.compile(r"Save duration\s*:\s*" + _NUM + r"\s*s")
 _LOAD = re.compile(r"load_checkpoint\s*:\s*" + _NUM + r"\s*s")
 
@@ -105,6 +108,7 @@ class LogScan:
     restart_count: int = 0
     findings: Findings = field(default_factory=Findings)  # after the last step line
     before_restart: Findings = field(default_factory=Findings)  # what ended earlier attempts
+    evidence_lines: int = 0  # gate lines classified since the last step line
     _previous: int | None = field(default=None, repr=False)  # the last step line's
 
     @property
@@ -169,6 +173,7 @@ class LogScan:
             self.checkpoint_load_s = load
 
     def evidence_line(self, raw: bytes | bytearray) -> None:
+        self.evidence_lines += 1
         if (ev := classify(_clean(raw))) is not None:
             self.findings.add(ev)
 
@@ -179,6 +184,7 @@ class LogScan:
             self.before_restart.merge(self.findings)
         if self.findings:
             self.findings = Findings()
+        self.evidence_lines = 0
 
 
 def _clean(raw: bytes | bytearray) -> str:
@@ -227,15 +233,19 @@ def _feed(scan: LogScan, buf: bytes | bytearray, end: int) -> None:
 
 
 def _evidence(scan: LogScan, buf: bytes | bytearray, begin: int, end: int) -> None:
-    """Classify the lines in buf[begin:end] that hold a failure gate, in order, each once."""
+    """Classify the lines in buf[begin:end] that hold a failure gate, in order, each once: the
+    first EVIDENCE_LINES_MAX since the last step line."""
+    room = EVIDENCE_LINES_MAX - scan.evidence_lines
     lines: dict[int, int] = {}
-    for gate in GATES:
+    for gate in GATES:  # each gate's first `room` lines hold the first `room` lines of all
+        found = 0
         pos = buf.find(gate, begin, end)
-        while pos >= 0:
+        while pos >= 0 and found < room:
             start, stop = _line_at(buf, pos, end)
-            lines[max(start, begin)] = stop
+            if lines.setdefault(max(start, begin), stop) == stop:
+                found += 1
             pos = buf.find(gate, max(stop, pos + len(gate)), end)
-    for start in sorted(lines):
+    for start in sorted(lines)[:room]:
         scan.evidence_line(buf[start:lines[start]])
 
 
