@@ -190,3 +190,9 @@ def test_a_log_of_nothing_but_errors_is_read_in_bounded_work(tmp_path) -> None:
     assert scan.evidence_lines == timing.EVIDENCE_LINES_MAX
     assert scan.findings.primary()[0] == "exception"
     assert timing.scan_log(log, chunk_bytes=4096) == scan  # the same first lines, however read
+
+
+def test_the_last_attempt_decides_how_far_the_run_got() -> None:
+    finished_then_requeued = [pipe(i) for i in range(50)] + [pipe(i) for i in range(11)]
+    scan = timing.scan_lines(finished_then_requeued)
+    assert scan.max_iteration == 10 and not scan.complete()

@@ -107,7 +107,7 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any]
         if result["reference_step_time"] is not None:
             result["pct_of_reference"] = _round(result["reference_step_time"] / mean * 100, 3)
 
-    invalid = _invalid(scan, result, ident, identifier, mfu, peak)
+    invalid = _invalid(scan, ident, identifier, mfu, peak)
     explained = failures.explain(scan.findings, complete=complete, last=scan.max_iteration,
                                  final=final, steps=len(scan.steps))
     primary = scan.findings.primary()
@@ -123,8 +123,8 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any]
     return result
 
 
-def _invalid(scan: timing.LogScan, result: dict[str, Any], ident: dict[str, Any] | None,
-             identifier: Any, mfu: float | None, peak: float | None) -> list[str]:
+def _invalid(scan: timing.LogScan, ident: dict[str, Any] | None, identifier: Any,
+             mfu: float | None, peak: float | None) -> list[str]:
     """Why the run's numbers cannot be trusted (empty when they can)."""
     out = []
     if scan.nonfinite is not None:
@@ -137,12 +137,11 @@ def _invalid(scan: timing.LogScan, result: dict[str, Any], ident: dict[str, Any]
                    f"{timing.MIN_STEP_SECONDS:g} s to {timing.MAX_STEP_SECONDS / 86400:g} days); "
                    "they are not counted")
     if mfu is not None and ident is not None and peak and mfu > 1:
-        out.append(_impossible_mfu(result, ident, identifier, mfu, peak))
+        out.append(_impossible_mfu(ident, identifier, mfu, peak))
     return out
 
 
-def _impossible_mfu(result: dict[str, Any], ident: dict[str, Any], identifier: Any,
-                    mfu: float, peak: float) -> str:
+def _impossible_mfu(ident: dict[str, Any], identifier: Any, mfu: float, peak: float) -> str:
     """MFU above 100%: a GPU type under which it would fit says wrong GPU type, else the log
     does not belong to this configuration."""
     gpu, dtype = ident["gpu_type"], ident["dtype"]

@@ -19,12 +19,13 @@ finished has index `done - 1` and the final index is `total - 1` (`100/100` with
 
 Several ranks, or a requeued job's second attempt, print the same iteration again: the last
 occurrence in the file wins. An iteration that drops by more than RESTART_DROP is a restart
-(a requeued job, a resume from a checkpoint), and is remembered.
+(a requeued job, a resume from a checkpoint): it is remembered, and from then on the run is as
+far as its last attempt got.
 
 A step time outside MIN_STEP_SECONDS..MAX_STEP_SECONDS (zero, negative, nan, inf, 1e308,
-1e-300) never counts: the step is not recorded, its
-iteration still counts as reached, and the scan keeps the first such value (the run is Invalid).
-A `nan`/`inf` loss or grad norm in a step line is kept the same way.
+1e-300) never counts: the step is not recorded, its iteration still counts as reached, and the
+scan keeps the first such value (the run is Invalid). A `nan`/`inf` loss or grad norm in a step
+line is kept the same way.
 
 Why a run stopped is written after its last step line (a message followed by more steps did not
 stop it): after the last step line of each chunk, and before a restart, the scan looks for
@@ -100,8 +101,8 @@ class LogScan:
     checkpoint_save_s: float | None = None
     checkpoint_load_s: float | None = None
     looks_like_log: bool = False
-    reached: int | None = None  # highest iteration of any step line, its time valid or not
-    bad_times: int = 0  # step lines whose time is not a positive finite number
+    reached: int | None = None  # highest iteration of the last attempt, its time valid or not
+    bad_times: int = 0  # step lines whose time is not a plausible number of seconds
     first_bad_time: tuple[int, str] | None = None  # (iteration, the time as logged)
     nonfinite: tuple[int, str, str] | None = None  # (iteration, field, text): a nan/inf loss
     restarts: list[tuple[int, int]] = field(default_factory=list)  # (from, to), the first few
@@ -149,6 +150,7 @@ class LogScan:
             self.restart_count += 1
             if len(self.restarts) < 8:
                 self.restarts.append((self._previous, index))
+            self.reached = None  # the last attempt decides how far the run got
         self._previous = index
         self.reached = index if self.reached is None else max(self.reached, index)
         if self.nonfinite is None:
