@@ -12,7 +12,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
 
 venv: $(VENV)/.installed ## create/update the development venv
-$(VENV)/.installed: common/requirements/dev.txt common/requirements/launch.txt common/requirements/smoke.txt
+$(VENV)/.installed: common/requirements/dev.txt common/requirements/launch.txt common/requirements/report.txt common/requirements/smoke.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -r common/requirements/dev.txt -r common/requirements/smoke.txt
 	touch $@
