@@ -115,6 +115,17 @@ Value = Any | Callable[[Row], Any]
 
 
 @dataclass(frozen=True)
+class Rule:
+    """A value that depends on the row's parallelism or run variant, and how to say it."""
+
+    fn: Callable[[Row], Any]
+    text: str
+
+    def __call__(self, row: Row) -> Any:
+        return self.fn(row)
+
+
+@dataclass(frozen=True)
 class Fact:
     """`field` is `value` in the upstream job of the rows `when` selects (all keys must match;
     a tuple matches any of its values). A callable value is a rule of the row."""
@@ -161,17 +172,18 @@ def cite(repo: str, ref: str, path: str, note: str = "") -> str:
     return f"{repo} {ref} {path}" + (f" ({note})" if note else "")
 
 
-def _tp_or_cp(value: str) -> Callable[[Row], str | None]:
-    return lambda r: value if r.tp > 1 or r.cp > 1 else None
+def _tp_or_cp(value: str) -> Rule:
+    return Rule(lambda r: value if r.tp > 1 or r.cp > 1 else None, f"{value} when TP or CP > 1")
 
 
-def _pp(value: str) -> Callable[[Row], str | None]:
-    return lambda r: value if r.pp > 1 else None
+def _pp(value: str) -> Rule:
+    return Rule(lambda r: value if r.pp > 1 else None, f"{value} when PP > 1")
 
 
-def _overlap_with_optimizer(r: Row) -> bool:
-    """set_primary_perf_configs: DP, PP and VP > 1; off when checkpoints are saved or loaded."""
-    return r.dp > 1 and r.pp > 1 and bool(r.vp and r.vp > 1) and not r.checkpointing
+# set_primary_perf_configs: DP, PP and VP > 1; off when checkpoints are saved or loaded.
+_overlap_with_optimizer = Rule(
+    lambda r: r.dp > 1 and r.pp > 1 and bool(r.vp and r.vp > 1) and not r.checkpointing,
+    "true when DP, PP and VP > 1 and no checkpoint is saved or loaded")
 
 
 FP8_DELAYED = {"fp8": "hybrid", "fp8_recipe": "delayed", "fp8_amax": (1024, "max"),
@@ -298,7 +310,8 @@ NEMOTRON = [
     Fact("nemotron", "env.CUDA_DEVICE_MAX_CONNECTIONS", _tp_or_cp("1"), N_PLUGINS,
          {"gpu_type": "h100"}),
     Fact("nemotron", "env.CUDA_DEVICE_MAX_CONNECTIONS", _tp_or_cp("32"),
-         f"{N_PLUGINS} (gpu_sm100_or_newer)", {"gpu_type": BLACKWELL}),
+         cite(NEMO, "00b778eb", "nemo/lightning/run/plugins.py",
+              "PerfEnvPlugin, gpu_sm100_or_newer"), {"gpu_type": BLACKWELL}),
     Fact("nemotron", "env.NCCL_NET_GDR_LEVEL", "PHB", _nemotron_script("340b"),
          {"gpu_type": "gb200"}),
     Fact("nemotron", "env.NVTE_NORM_FWD_USE_CUDNN", "1", _nemotron_script("340b"),
