@@ -257,6 +257,29 @@ def test_recipe_facts_llmb_relies_on(nemo_llm: Any) -> None:
     assert strategy.account_for_loss_in_pipeline_split is True
 
 
+@pytest.mark.parametrize(("size", "llama3", "llama31"), [
+    ("8b", "Llama3Config8B", "Llama31Config8B"), ("70b", "Llama3Config70B", "Llama31Config70B")])
+def test_llama3_recipes_keep_the_shapes_the_flops_come_from(nemo_llm: Any, size: str,
+                                                             llama3: str, llama31: str) -> None:
+    """Llama 8b/70b run NeMo's llama3_* recipes as upstream did; the shapes NeMo's llama3 FLOPs
+    formula (FLOPsMeasurementCallback) and the catalog's model FLOPs read are Llama 3.1's."""
+    shape = catalog.find_recipe("llama3.1").size(size)["model"]
+    fields = {"num_layers": "num_layers", "hidden_size": "hidden_size",
+              "ffn_hidden_size": "ffn_hidden_size", "num_attention_heads": "num_attention_heads",
+              "num_query_groups": "num_query_groups"}
+    import nemo_run as run
+
+    for name in (llama3, llama31):
+        config = run.Config(getattr(nemo_llm, name))  # defaults; building needs TE
+        assert {k: getattr(config, v) for k, v in fields.items()} == {
+            k: shape[k] for k in fields}, name
+    r, cfg = find("llama3.1", size, "fp8", "h100", 64)
+    flops = callbacks_by_name(train.build(make_manifest(r, cfg)))["FLOPsMeasurementCallback"]
+    assert name_of(flops.model_config) == llama3 and flops.model_name == "llama3"
+    # The sequence length the formula reads is the data's, 8192 either way.
+    assert flops.data_config.seq_length == flops.model_config.seq_length == 8192
+
+
 def test_userbuffer_layouts_exist(nemo_llm: Any) -> None:
     from nemo.collections.llm.recipes.tp_overlap_configs import userbuffers
 
