@@ -119,8 +119,8 @@ CASES = [
                  id="nemo-incomplete"),
     pytest.param("llama3.1",
                  set_in(("sizes", "70b", "nemo", "comm_overlap", "wgrad_deferral_limit"), 0),
-                 r"sizes\.70b\.nemo: comm_overlap\.wgrad_deferral_limit=0 is not a positive "
-                 r"integer", id="nemo-size-level"),
+                 r"sizes\.70b\.nemo: comm_overlap\.wgrad_deferral_limit=0 is not an integer "
+                 r"from 1 to 10000000", id="nemo-size-level"),
     pytest.param("nemotron", set_in(("nemo", "tokenizer", "library"), None),
                  r"nemo: tokenizer must be a mapping whose library is one of huggingface, null "
                  r"\(quote \"null\" in YAML\)", id="nemo-unquoted-null"),
@@ -129,8 +129,8 @@ CASES = [
                  r"no value for fp8", id="nemo-by-dtype-incomplete"),
     pytest.param("nemotron", lambda d: d["configs"][5]["nemo"]["comm_overlap"].update(
                      userbuffers="no such layout"),
-                 r"configs\[5\]\.nemo: comm_overlap\.userbuffers='no such layout' is not a NeMo "
-                 r"name", id="nemo-config-level"),
+                 r"configs\[5\]\.nemo: comm_overlap\.userbuffers='no such layout' is not a "
+                 r"userbuffers_\* layout name", id="nemo-config-level"),
     pytest.param("nemotron", set_in(("nemo", "runai", "comm_overlap"),
                                     {"tp_comm_bootstrap_backend": "tcp"}),
                  r"nemo: comm_overlap\.tp_comm_bootstrap_backend='tcp' is not one of nccl, mpi, "

@@ -426,7 +426,11 @@ def _broken(path: str, value: Any) -> dict[str, Any]:
     ("nemo.tokenizer", KeyError, "manifest nemo: no level sets tokenizer"),
     ("nemo.cuda_graphs", "yes", "manifest nemo: cuda_graphs='yes' is not true or false"),
     ("nemo.comm_overlap", {"wgrad_deferral_limit": -1},
-     "manifest nemo: comm_overlap.wgrad_deferral_limit=-1 is not a positive integer"),
+     "manifest nemo: comm_overlap.wgrad_deferral_limit=-1 is not an integer from 1 to 10000000"),
+    ("nemo.tokenizer", {"library": "huggingface", "model_name": "$(reboot)"},
+     "manifest nemo: tokenizer.model_name='$(reboot)' is not a tokenizer name"),
+    ("nemo.comm_overlap", {"userbuffers": "__class__"},
+     "manifest nemo: comm_overlap.userbuffers='__class__' is not a userbuffers_* layout name"),
 ])
 def test_bad_manifests_fail_with_one_clear_line(path: str, value: Any,
                                                 message: str | None) -> None:
@@ -454,6 +458,35 @@ def test_run_reports_a_bad_manifest_without_importing_nemo(capsys) -> None:
     assert capsys.readouterr().err == ("llmb: manifest dtype='fp16' is not supported; "
                                        "allowed: bf16, fp8\n")
     assert not [name for name in set(sys.modules) - before if name.startswith(("nemo", "fiddle"))]
+
+
+def _have_nemo() -> bool:
+    from importlib import metadata
+
+    try:
+        return bool(metadata.version("nemo_toolkit"))
+    except metadata.PackageNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(_have_nemo(), reason="NeMo is installed here (the NeMo tier)")
+def test_print_config_without_nemo_says_where_to_run_it(tmp_path: Path, capsys) -> None:
+    """On the login node (no NeMo) --print-config is one line pointing at the image."""
+    from llmb import entrypoint
+
+    r, cfg = find("nemotron", "15b", "bf16", "h100", 16)
+    path = tmp_path / "llmb_manifest.json"
+    path.write_text(json.dumps(make_manifest(r, cfg)))
+    assert entrypoint.main(r.directory, ["train", "--manifest", str(path),
+                                         "--print-config"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("llmb: building the NeMo recipe needs NeMo, and nemo is missing here: "
+                          "run it inside the benchmark image") and err.count("\n") == 1
+    smoke = make_manifest(r, cfg, smoke_test=True)
+    path.write_text(json.dumps(smoke))
+    assert entrypoint.main(r.directory, ["train", "--manifest", str(path),
+                                         "--print-config"]) == 2
+    assert "is a SMOKE_TEST run" in capsys.readouterr().err
 
 
 def test_cli_prints_the_plan(tmp_path: Path, capsys) -> None:

@@ -26,6 +26,7 @@ from. Keys (every one is applied by llmb.train to the NeMo recipe):
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -37,6 +38,11 @@ CROSS_ENTROPY_IMPLS = ("te", "native")
 BOOTSTRAP_BACKENDS = ("nccl", "mpi", "gloo")
 TOKENIZER_KEYS = {"huggingface": ("library", "model_name"),
                   "null": ("library", "model_name", "vocab_size")}
+# A Hugging Face repository id (org/name) or a NeMo tokenizer name.
+TOKENIZER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*(/[A-Za-z0-9][A-Za-z0-9_.-]*)?")
+# A layout of nemo.collections.llm.recipes.tp_overlap_configs.userbuffers.
+LAYOUT_NAME = re.compile(r"userbuffers_[a-z0-9_]+")
+MAX_INT = 10_000_000  # beyond any step count, deferral limit or vocabulary
 
 
 class SettingsError(ValueError):
@@ -49,8 +55,8 @@ def _bool(key: str, value: object) -> None:
 
 
 def _positive_int(key: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SettingsError(f"{key}={value!r} is not a positive integer")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_INT:
+        raise SettingsError(f"{key}={value!r} is not an integer from 1 to {MAX_INT}")
 
 
 def _choice(allowed: Sequence[str]):
@@ -60,9 +66,9 @@ def _choice(allowed: Sequence[str]):
     return check
 
 
-def _name(key: str, value: object) -> None:
-    if value is not None and (not isinstance(value, str) or not value.isidentifier()):
-        raise SettingsError(f"{key}={value!r} is not a NeMo name (or null)")
+def _layout(key: str, value: object) -> None:
+    if value is not None and (not isinstance(value, str) or not LAYOUT_NAME.fullmatch(value)):
+        raise SettingsError(f"{key}={value!r} is not a userbuffers_* layout name (or null)")
 
 
 def _tokenizer(key: str, value: object) -> None:
@@ -73,14 +79,16 @@ def _tokenizer(key: str, value: object) -> None:
     if set(value) != set(expected):
         raise SettingsError(f"{key} with library {value['library']} needs exactly the keys "
                             f"{', '.join(expected)}")
-    if not isinstance(value["model_name"], str) or not value["model_name"]:
-        raise SettingsError(f"{key}.model_name={value['model_name']!r} is not a name")
+    name = value["model_name"]
+    if not isinstance(name, str) or not TOKENIZER_NAME.fullmatch(name):
+        raise SettingsError(f"{key}.model_name={name!r} is not a tokenizer name or a Hugging "
+                            "Face repository id (org/name)")
     if "vocab_size" in value:
         _positive_int(f"{key}.vocab_size", value["vocab_size"])
 
 
 COMM_OVERLAP = {
-    "userbuffers": _name,
+    "userbuffers": _layout,
     "defer_embedding_wgrad_compute": _bool,
     "wgrad_deferral_limit": _positive_int,
     "align_param_gather": _bool,

@@ -15,6 +15,17 @@ from collections.abc import Mapping
 from typing import Any
 
 
+class UnknownName(LookupError):
+    """A recipe or userbuffer layout this NeMo does not have (one line for people)."""
+
+
+def _lookup(module: Any, name: str, what: str) -> Any:
+    found = getattr(module, name, None) if not name.startswith("_") else None
+    if found is None:
+        raise UnknownName(f"{what} {name!r} is not in {module.__name__} of this NeMo")
+    return found
+
+
 def _tokenizer_config(tok: Mapping[str, Any]):  # -> run.Config
     import nemo_run as run
 
@@ -36,7 +47,8 @@ def _userbuffers_config(name: str):  # -> run.Config
     import nemo_run as run
     from nemo.collections.llm.recipes.tp_overlap_configs import userbuffers
 
-    return fdl.cast(run.Config, fdl_dc.convert_dataclasses_to_configs(getattr(userbuffers, name)))
+    layout = _lookup(userbuffers, name, "userbuffer layout")
+    return fdl.cast(run.Config, fdl_dc.convert_dataclasses_to_configs(layout))
 
 
 def _find(callbacks: list, cls: type) -> list[int]:
@@ -102,7 +114,7 @@ def build_recipe(p: Mapping[str, Any]):  # -> nemo_run.Partial
     from nemo.collections.llm.recipes.precision import mixed_precision
     from nemo.lightning.pytorch.strategies.utils import RestoreConfig
 
-    recipe = getattr(llm, p["nemo_recipe"]).pretrain_recipe(**p["recipe_args"])
+    recipe = _lookup(llm, p["nemo_recipe"], "recipe").pretrain_recipe(**p["recipe_args"])
     trainer, strategy = recipe.trainer, recipe.trainer.strategy
 
     _apply(trainer, p["trainer"])

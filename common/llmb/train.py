@@ -249,12 +249,25 @@ def plan(manifest: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+# What building a recipe imports; without them this is not the benchmark image.
+NEMO_MODULES = ("nemo", "nemo_run", "fiddle", "torch", "megatron", "lightning")
+
+
 def build(manifest: Mapping[str, Any]):  # -> nemo_run.Partial
     """The NeMo recipe of a manifest (imports NeMo; the plan is checked before)."""
     p = plan(manifest)
     from llmb import nemorecipe
 
-    return nemorecipe.build_recipe(p)
+    try:
+        return nemorecipe.build_recipe(p)
+    except nemorecipe.UnknownName as err:
+        raise ManifestError(f"manifest: {err}") from None
+    except ImportError as err:  # a missing module, or a folder named like one (no NeMo)
+        if (err.name or "").split(".")[0] not in NEMO_MODULES:
+            raise
+        raise ManifestError(f"building the NeMo recipe needs NeMo, and {err.name} is missing "
+                            "here: run it inside the benchmark image (srun --container-image=..., "
+                            "see the recipe README's Fidelity section)") from None
 
 
 def run(manifest: Mapping[str, Any]) -> int:

@@ -366,5 +366,21 @@ def test_the_entrypoint_prints_the_config(tmp_path: Path) -> None:
     assert done.stdout == golden_path(case).read_text()
 
 
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda m: m.update(nemo_recipe="llama99_8b"),
+     "manifest: recipe 'llama99_8b' is not in nemo.collections.llm of this NeMo"),
+    (lambda m: m["nemo"]["comm_overlap"].update(userbuffers="userbuffers_fp8_h100_nope"),
+     "manifest: userbuffer layout 'userbuffers_fp8_h100_nope' is not in "
+     "nemo.collections.llm.recipes.tp_overlap_configs.userbuffers of this NeMo"),
+])
+def test_a_name_this_nemo_lacks_is_one_line(nemo_llm: Any, change: Any, message: str,
+                                            capsys) -> None:
+    r, cfg = find("llama3.1", "70b", "fp8", "h100", 64)
+    manifest = make_manifest(r, cfg)
+    change(manifest)
+    assert train.print_config(manifest) == 2
+    assert capsys.readouterr().err == f"llmb: {message}\n"
+
+
 def test_every_recipe_has_rows(nemo_llm: Any) -> None:
     assert {r.name for r in catalog.all_recipes()} == {"llama3.1", "nemotron", "nemotronh"}
