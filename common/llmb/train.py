@@ -6,8 +6,9 @@ manifest, whose `nemo` block is the row's NeMo job from metadata.yaml (llmb.nemo
 module turns it into the NeMo recipe itself, in two steps:
 
 - `plan(manifest)`: every override as plain data (no NeMo needed; unit-tested in the normal suite).
-- llmb.nemorecipe `build_recipe(manifest)`: the `nemo.collections.llm` pre-train recipe with the
-  plan applied, not yet run (checked by `make test-nemo` against NeMo 2.3.1).
+- llmb.nemorecipe `build_recipe(plan)`: the `nemo.collections.llm` pre-train recipe with the
+  plan applied, not yet run (checked by `make test-nemo` against NeMo 2.3.1); `build(manifest)`
+  here does both.
 
 `run(manifest)` builds and trains in this process (one process per GPU, started by srun or
 torchrun; Lightning takes the ranks from SLURM_* / torchrun variables); `print_config` prints
