@@ -33,7 +33,7 @@ test: lint test-py test-bats ## everything CI runs
 bench: venv ## speed and memory targets (analyzer, launch start-up)
 	bash tests/bench/run.sh
 
-test-nemo: ## optional: build every NeMo recipe with nemo-toolkit 2.3.1 (3 GB venv)
+test-nemo: ## every NeMo recipe with the image's nemo-toolkit 2.3.1 (.venv-nemo, 3 GB; CI runs it)
 	bash tests/nemo/run.sh
 
 slurm-up: ## start the throw-away test Slurm cluster (root)

@@ -92,7 +92,7 @@ def test_nemotronh_new_style_name_ansi_and_computed_tflops(fixture_json: dict[st
             r["global_batch_size"], r["seq_length"], r["scaling"], r["identified_by"]) == (
         "nemotronh", "56b", "fp8", "h100", 128, 384, 8192, "weak", "name")
     assert_derived(r, 8192, 384, 128, flops, 1979, 15.496)
-    assert r["reference_source"] == "seed 000"
+    assert r["reference_source"] == "seed 000, nemo 25.04.01"  # with the measuring image
     assert r["checkpoint_save_s"] == 4.389
 
 

@@ -76,7 +76,7 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any]
             gpu_type=ident["gpu_type"], num_gpus=ident["num_gpus"],
             global_batch_size=ident["gbs"], seq_length=ident["seq_length"],
             scaling=ident["scaling"], reference_step_time=ref.step_time if ref else None,
-            reference_source=f"seed {ref.source}" if ref else None,
+            reference_source=ref.describe() if ref else None,
         )
 
     log_tflops = [scan.steps[i].tflops for i in idx]
