@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -242,3 +243,44 @@ def test_local_smoke_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtur
     (log,) = tmp_path.glob("workloads/pretrain_nemotron4/experiments/*/*/*/log-*_local_0.out")
     assert "Training epoch 0, iteration 2/2" in log.read_text()
     assert (log.parent.parent / launch.MANIFEST_NAME).exists()
+
+
+def test_values_reach_the_srun_line_quoted(tmp_path: Path) -> None:
+    """nemo-run writes srun's arguments and the export values as they are; llmb quotes them.
+    Run the generated srun line and export lines with bash (srun: a function printing its
+    arguments): every value arrives whole and nothing in it runs."""
+    install = tmp_path / "install"
+    (install / "images").mkdir(parents=True)
+    image = tmp_path / "img $(touch pwned) 'q'.sqsh"
+    image.touch()
+    ckpt = tmp_path / "ck pt $(touch pwned)"
+    (ckpt / "weights").mkdir(parents=True)
+    (ckpt / "weights" / "__0_0.distcp").touch()
+    req = request.from_env(catalog.find_recipe("nemotron"), env_for(
+        LLMB_INSTALL=str(install), JOB_TOTAL_GPUS="64", RUN_CONF_IMAGE=str(image),
+        LOAD_CHECKPOINT_PATH=str(ckpt), DRY_RUN="false"))
+    paths = launch.JobPaths.new(req, stamp=1)
+    script = launch.render_slurm(req, paths)
+    lines = script.splitlines()
+    exports = [line for line in lines if line.startswith("export ")]
+    (srun,) = [line for line in lines if line.startswith("srun --output")]
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    program = ("srun() { printf '%s\\n' \"$@\"; }\nSLURM_RESTART_COUNT=0\n"
+               + "\n".join(exports) + "\n" + srun + "\nprintf 'NVTE_FUSED_ATTN=%s\\n' "
+               '"$NVTE_FUSED_ATTN"\n')
+    out = subprocess.run(["bash", "-c", program], cwd=sandbox, capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out[out.index("--container-image") + 1] == str(image)
+    mounts = out[out.index("--container-mounts") + 1].split(",")
+    assert f"{ckpt}:{ckpt}" in mounts and mounts[0] == f"{req.llmb_workload}:{req.llmb_workload}"
+    assert out[-1] == "NVTE_FUSED_ATTN=1"
+    assert not list(tmp_path.rglob("pwned")) and not (Path.cwd() / "pwned").exists()
+
+
+def test_runai_launch_line_is_quoted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("APP_SECRET", "app-secret-value")
+    req = make_request("nemotron", **GOLDEN_CASES["nemotron_340b_fp8_h100_256_runai"][1])
+    paths = launch.JobPaths.new(req, stamp=1)
+    line = launch.runai_launch_line(req, paths, "/workspace/it's here")
+    assert line.endswith("--manifest '/workspace/it'\"'\"'s here/llmb_manifest.json'")

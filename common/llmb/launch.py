@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from llmb import catalog, files, jobenv, redact
+from llmb import catalog, files, jobenv, jobsafe, redact
 from llmb.request import Request
 
 MANIFEST_NAME = "llmb_manifest.json"
@@ -215,7 +215,13 @@ def container_mounts(req: Request) -> list[str]:
 
 
 def slurm_executor(req: Request):
-    """nemo_run.SlurmExecutor for this request (not yet assigned to an experiment)."""
+    """nemo_run.SlurmExecutor for this request (not yet assigned to an experiment).
+
+    nemo-run 0.11.1 writes the srun arguments and the `export NAME=VALUE` lines into the job
+    script as they are (its `noquote` marker is an alias of str, so every srun argument counts
+    as pre-quoted): the image, each mount and each value are shell-quoted here. A mount list
+    stays one word: bash joins `a:a,'b c:b c',d:d` into `a:a,b c:b c,d:d`.
+    """
     import nemo_run as run
 
     cfg = req.config
@@ -232,9 +238,9 @@ def slurm_executor(req: Request):
         mem="0",
         exclusive=True,
         segment=segment,
-        container_image=req.image,
-        container_mounts=container_mounts(req),
-        env_vars=jobenv.job_env(req.recipe, cfg, req.nccl_trace),
+        container_image=shlex.quote(req.image),
+        container_mounts=[shlex.quote(m) for m in container_mounts(req)],
+        env_vars=jobsafe.shell_env(jobenv.job_env(req.recipe, cfg, req.nccl_trace)),
         srun_args=["--mpi=pmix"],
         setup_lines=VBOOST_LINE,
         tunnel=run.LocalTunnel(job_dir=str(req.experiments_dir)),
@@ -349,7 +355,8 @@ def runai_launch_line(req: Request, paths: JobPaths, pvc_job_dir: str) -> str:
     manifest = f"{pvc_job_dir}/{MANIFEST_NAME}"
     entry = entrypoint_file(req).relative_to(repo_root())
     return (f"torchrun --nnodes={cfg.nodes} --nproc-per-node={cfg.gpus_per_node} "
-            f"--node-rank=$GROUP_RANK /nemo_run/code/{entry} train --manifest {manifest}")
+            f"--node-rank=$GROUP_RANK {shlex.quote(f'/nemo_run/code/{entry}')} train "
+            f"--manifest {shlex.quote(manifest)}")
 
 
 # --- local ------------------------------------------------------------------------------------
