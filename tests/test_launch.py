@@ -12,8 +12,10 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -209,6 +211,7 @@ def test_submission_matches_dry_run(tmp_path: Path, slurm_shims: Path,
     assert submitted == launch.render_slurm(req, paths)
     manifest = json.loads(paths.manifest.read_text())
     assert manifest["job_dir"] == str(paths.job_dir) and manifest["options"]["max_steps"] == 50
+    assert paths.manifest.stat().st_mode & 0o777 == 0o600  # the user's values: owner-only
     assert (paths.job_dir / "nsys_profile").is_dir() and (paths.job_dir / "code").is_dir()
     log = slurm_shims.read_text()
     assert log.startswith(f"sbatch --requeue --parsable {run_dir}/")
@@ -284,3 +287,45 @@ def test_runai_launch_line_is_quoted(monkeypatch: pytest.MonkeyPatch) -> None:
     paths = launch.JobPaths.new(req, stamp=1)
     line = launch.runai_launch_line(req, paths, "/workspace/it's here")
     assert line.endswith("--manifest '/workspace/it'\"'\"'s here/llmb_manifest.json'")
+
+
+@pytest.mark.skipif(shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None,
+                    reason="torch not installed")
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_local_run_stops_on_the_first_signal(tmp_path: Path, signame: str) -> None:
+    """A real local smoke run (torchrun, 2 ranks) started as a terminal would (own process
+    group, Ctrl-C at its default) stops on ONE SIGINT to its group (what Ctrl-C sends), or one
+    SIGTERM: it says so, exits 128 + signal, and leaves no rank running."""
+    venv_bin = os.path.dirname(sys.executable)
+    env = {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}",
+           "VIRTUAL_ENV": os.path.dirname(venv_bin), "LLMB_INSTALL": str(tmp_path),
+           "CLUSTER_TYPE": "local", "SMOKE_TEST": "true", "JOB_TOTAL_GPUS": "2",
+           "MAX_STEPS": "100000"}
+    for var in ("STAGE_PATH", "LLMB_WORKLOAD", "DRY_RUN", "HF_TOKEN"):
+        env.pop(var, None)
+
+    def default_signals() -> None:  # a background job of a script would ignore SIGINT
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    proc = subprocess.Popen([str(REPO / "nemotron" / "launch.sh")], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=default_signals)
+    try:
+        deadline = time.monotonic() + 240
+        while not any("iteration 3/" in log.read_text(errors="replace")
+                      for log in tmp_path.rglob("combined.log")):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the local run never started training"
+            time.sleep(0.5)
+        os.killpg(proc.pid, getattr(signal, signame))
+        out, err = proc.communicate(timeout=30)  # nemo-run alone waited for the whole run
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + getattr(signal, signame), (out, err)
+    assert f"llmb: {signame}: stopping the local run of pretrain_nemotron4_15b" in err
+    assert f"stopped by {signame}; its log so far: " in err
+    (log,) = tmp_path.rglob("log-*_local_0.out")
+    assert "iteration 3/" in log.read_text()
+    left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True)
+    assert left.stdout == "", f"processes left running: {left.stdout}"
