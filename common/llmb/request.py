@@ -297,7 +297,8 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
                                f"CLUSTER_TYPE=local, which runs all {num_gpus} processes on "
                                "this machine; unset GPUS_PER_NODE")
         gpus_per_node = num_gpus
-        _local_processes(num_gpus, smoke_test)
+        if not dry_run:  # like the image check: the machine that runs it may differ
+            _local_processes(num_gpus, smoke_test)
     else:
         gpus_per_node = parse_positive_int(
             env, "GPUS_PER_NODE", catalog.get_gpu_type(gpu_type).gpus_per_node,
