@@ -454,8 +454,9 @@ def analyze(root: str, gpu_type: str | None = None) -> dict[str, Any]:
         except OSError as exc:
             result = empty_result(rel, path)
             reason = exc.strerror or str(exc)
-            if os.path.islink(path) and not os.path.exists(path):
-                reason = "dangling symbolic link"
+            if os.path.islink(path) and not os.path.exists(path):  # a loop is not dangling
+                from llmb.files import path_problem
+                reason = str(path_problem(path, "file")).removeprefix("is a ")
             result["error"] = f"cannot read: {reason}"
             results.append(result)
             continue
