@@ -393,10 +393,10 @@ def execute(plan: Plan, python: str, out=None) -> None:
         installsteps.execute(installsteps.build_steps(plan, python), out)
     except installsteps.StepError as err:
         raise InstallError(str(err)) from None
-    except OSError as err:  # e.g. the disk filled up, or a directory turned read-only
-        where = f" {err.filename}" if err.filename else ""
-        raise InstallError(f"cannot write{where}: {err.strerror}; nothing after the last "
-                           "completed step was changed") from None
+    except OSError as err:  # the disk filled up, a directory turned read-only, no conda
+        where = f": {err.filename}" if err.filename else ""
+        raise InstallError(f"{err.strerror or err}{where}; fix that and run the same command "
+                           "again (the steps already done are kept)") from None
     print_summary(plan, out)
 
 
