@@ -22,6 +22,19 @@ llmb_warn() {
     printf 'llmb: warning: %s\n' "$1" >&2
 }
 
+# llmb_check_printable NAME...: each named variable that is set must hold no control character
+# (a newline in a value would add lines to the job script or to this error output). The value
+# is shown quoted ($'a\nb') so that the error stays one line.
+llmb_check_printable() {
+    local name value
+    for name in "$@"; do
+        value="${!name-}"
+        if [[ "$value" == *[[:cntrl:]]* ]]; then
+            llmb_die "${name}=$(printf '%q' "$value") contains control character(s), which would end or garble a line of the job script; remove them"
+        fi
+    done
+}
+
 # llmb_version_at_least MAJOR MINOR WANT_MAJOR WANT_MINOR: true when MAJOR.MINOR >= WANT.
 # Numeric on both parts, so 5.0 and 10.0 pass against 4.2 and 4.1 fails.
 llmb_version_at_least() {
@@ -123,6 +136,8 @@ LLMB_BOOL_VARS=(
     ENABLE_CHECKPOINT
 )
 LLMB_LOWER_VARS=(DTYPE MODEL_SIZE GPU_TYPE CLUSTER_TYPE)
+# What bash itself reads or prints before handing off (Python checks every other variable).
+LLMB_SHELL_VARS=(STAGE_PATH LLMB_INSTALL LLMB_WORKLOAD LLMB_PYTHON)
 
 # llmb_launch RECIPE_DIR WORKLOAD_KEY ENTRYPOINT [ARGS...]: the whole of a launch.sh after its
 # recipe identity: checks, normalisation, then hand-off to the recipe's Python entrypoint, which
@@ -131,6 +146,7 @@ llmb_launch() {
     local recipe_dir="$1" key="$2" entrypoint="$3"
     shift 3
     llmb_check_bash 4 2
+    llmb_check_printable "${LLMB_SHELL_VARS[@]}" "${LLMB_BOOL_VARS[@]}" "${LLMB_LOWER_VARS[@]}"
     llmb_check_stage_path
     llmb_normalize_bool "${LLMB_BOOL_VARS[@]}"
     llmb_normalize_lower "${LLMB_LOWER_VARS[@]}"

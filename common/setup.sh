@@ -8,14 +8,20 @@
 #   layout  always: $LLMB_INSTALL/{images,datasets,venvs,workloads/<workload>}
 #   venv    pip install the login-node requirements into the ACTIVE venv or conda env
 #   image   enroot import the recipe's image to $LLMB_INSTALL/images/<org>+<name>+<tag>.sqsh,
-#           via a temporary name that is renamed only when the import completed; an existing
-#           valid image is kept. GPU_TYPE=gb200 imports the aarch64 image (enroot --arch).
-# Safe to run twice. Variables:
+#           via a temporary name (.<file>.partial.<host>.<pid>) that is renamed only when the
+#           import completed; an existing valid image is kept. A partial file whose setup
+#           process is gone (killed by SIGKILL or with its node: no trap ran) is removed.
+#           GPU_TYPE=gb200 imports the aarch64 image (enroot --arch).
+# Safe to run twice. Every value is checked before anything is written: no control
+# characters, and on Slurm/Run:ai an LLMB_INSTALL the launchers can use. Variables:
 #   LLMB_INSTALL (required)  STAGE_PATH (must be unset: the old name)  CLUSTER_TYPE  GPU_TYPE
 #   LLMB_REQUIREMENTS   requirement files, ':' separated (default common/requirements/launch.txt)
 #   LLMB_PIP_ARGS       extra pip arguments, e.g. "--no-index --find-links /wheels"
 #   LLMB_IMAGE_SPACE_GB free space the import needs (default: the documented estimate, 30)
 set -euo pipefail
+# What this script reads; none may hold a control character.
+SETUP_VARS=(LLMB_INSTALL STAGE_PATH CLUSTER_TYPE GPU_TYPE LLMB_SETUP_STEPS LLMB_REQUIREMENTS
+    LLMB_PIP_ARGS LLMB_IMAGE_SPACE_GB LLMB_PYTHON)
 
 SETUP_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly SETUP_REPO
@@ -46,6 +52,7 @@ setup_python() {
 
 setup_check_env() {
     local recipe="$1"
+    llmb_check_printable "${SETUP_VARS[@]}"
     if [[ -n "${STAGE_PATH:-}" ]]; then
         llmb_die "STAGE_PATH=${STAGE_PATH} is no longer used; unset it and set LLMB_INSTALL to the top-level install directory (images, venvs and workloads live under it)"
     fi
@@ -59,6 +66,30 @@ setup_check_env() {
         slurm | runai | local) ;;
         *) llmb_die "CLUSTER_TYPE=${CLUSTER_TYPE} is not supported; allowed: slurm, runai, local" ;;
     esac
+    # Plain decimal only: bash arithmetic reads 010 as octal 8, and 30 digits overflow.
+    if [[ -n "${LLMB_IMAGE_SPACE_GB:-}" && ! "${LLMB_IMAGE_SPACE_GB}" =~ ^(0|[1-9][0-9]{0,5})$ ]]; then
+        llmb_die "LLMB_IMAGE_SPACE_GB=${LLMB_IMAGE_SPACE_GB} is not a whole number of GB (0 to 999999, no leading zeros)"
+    fi
+}
+
+# setup_install_dir: LLMB_INSTALL made absolute and created. On Slurm and Run:ai the launchers
+# put run directories under it, which nemo-run hands to a shell: llmb.jobsafe says which
+# characters it may hold (the same rule launch.sh applies), before anything is created.
+setup_install_dir() {
+    local dir="${LLMB_INSTALL}" err
+    [[ "${dir}" == /* ]] || dir="${PWD}/${dir}"
+    if [[ "${CLUSTER_TYPE:-slurm}" != local ]]; then
+        PYTHONPATH="${SETUP_REPO}/common" "${LLMB_PYTHON:-python3}" -m llmb.jobsafe job-path \
+            LLMB_INSTALL "${dir}" || exit 1
+    fi
+    if [[ -e "${dir}" && ! -d "${dir}" ]]; then
+        llmb_die "LLMB_INSTALL=${dir} is a file, not a directory; set it to your install root"
+    fi
+    if ! err="$(mkdir -p -- "${dir}" 2>&1)"; then
+        llmb_die "LLMB_INSTALL=${dir} cannot be created: ${err##*: }"
+    fi
+    LLMB_INSTALL="$(cd "${dir}" && pwd)"
+    export LLMB_INSTALL
 }
 
 # Fills the global SETUP_STEPS from LLMB_SETUP_STEPS (in this shell, so that its error exits).
@@ -72,7 +103,9 @@ setup_steps() {
             steps=venv,image
         fi
     fi
-    for step in ${steps//,/ }; do
+    local -a words=()
+    IFS=', ' read -r -a words <<<"${steps}"  # read -a: no glob expansion of a '*'
+    for step in "${words[@]}"; do
         case "${step}" in
             venv | image) SETUP_STEPS+=("${step}") ;;
             *) llmb_die "LLMB_SETUP_STEPS=${LLMB_SETUP_STEPS} has unknown step ${step}; allowed: venv, image" ;;
@@ -103,8 +136,9 @@ setup_venv() {
         [[ -f "${file}" ]] || llmb_die "LLMB_REQUIREMENTS names ${file}, which does not exist"
         pip_args+=(-r "${file}")
     done
-    # shellcheck disable=SC2206 # LLMB_PIP_ARGS is a list of words by design
-    pip_args+=(${LLMB_PIP_ARGS:-})
+    local -a extra=()
+    read -r -a extra <<<"${LLMB_PIP_ARGS:-}"  # words, never glob-expanded
+    pip_args+=("${extra[@]}")
     setup_log "installing ${reqs[*]} into ${prefix}"
     "${python}" -m pip install --disable-pip-version-check -q "${pip_args[@]}"
 }
@@ -115,6 +149,42 @@ setup_image_valid() {
     [[ -s "${file}" ]] || return 1
     magic="$(head -c 4 "${file}" 2>/dev/null)" || return 1
     [[ "${magic}" == hsqs ]]
+}
+
+setup_host() {
+    printf '%s' "${HOSTNAME:-$(hostname)}"
+}
+
+# setup_alive PID: that process exists here and is a setup (not a reused PID).
+setup_alive() {
+    local pid="$1" cmdline
+    [[ -r "/proc/${pid}/cmdline" ]] || return 1
+    cmdline="$(tr '\0' ' ' <"/proc/${pid}/cmdline" 2>/dev/null)" || return 1
+    [[ "${cmdline}" == *setup.sh* ]]
+}
+
+# setup_clean_partials IMAGES FILE: remove .FILE.partial.<host>.<pid> left by a setup on this
+# host whose process is gone; one from another host is named and kept (it may be running).
+setup_clean_partials() {
+    local images="$1" file="$2" partial rest host pid
+    for partial in "${images}/.${file}.partial."*; do
+        [[ -e "${partial}" ]] || continue
+        rest="${partial##*/."${file}".partial.}"
+        pid="${rest##*.}" host="${rest%.*}"
+        if [[ "${rest}" != *.* ]]; then  # the older name, .FILE.partial.<pid>
+            pid="${rest}" host="$(setup_host)"
+        fi
+        if [[ ! "${pid}" =~ ^[0-9]+$ ]]; then
+            continue
+        elif [[ "${host}" != "$(setup_host)" ]]; then
+            llmb_warn "${partial} is a partial import by process ${pid} on ${host}; kept (remove it if no setup runs there)"
+        elif setup_alive "${pid}"; then
+            llmb_warn "${partial} is being written by setup process ${pid}; kept"
+        else
+            rm -f -- "${partial}"
+            setup_log "removed ${partial}: a partial import left by process ${pid}, which is gone"
+        fi
+    done
 }
 
 setup_cleanup() {
@@ -146,7 +216,6 @@ setup_image() {
         return 0
     fi
     need_gb="${LLMB_IMAGE_SPACE_GB:-${estimate}}"
-    [[ "${need_gb}" =~ ^[0-9]+$ ]] || llmb_die "LLMB_IMAGE_SPACE_GB=${need_gb} is not a whole number of GB"
     avail_kb="$(df -Pk "${images}" | awk 'NR == 2 {print $4}')"
     if ((avail_kb < need_gb * 1024 * 1024)); then
         llmb_die "not enough disk space for the image in ${images}: $((avail_kb / 1024 / 1024)) GB free, ${need_gb} GB needed (LLMB_IMAGE_SPACE_GB overrides the estimate)"
@@ -154,9 +223,11 @@ setup_image() {
     if [[ -n "${arch}" ]]; then
         arch_args=(--arch "${arch}")
     fi
+    setup_clean_partials "${images}" "${file}"
     # The temporary name neither ends in .sqsh nor is visible: an interrupted import leaves
-    # nothing that looks like an image, and the trap removes even that.
-    SETUP_TMP_IMAGE="${images}/.${file}.partial.$$"
+    # nothing that looks like an image, and the trap removes even that; what a SIGKILL leaves,
+    # the next setup on this host removes (setup_clean_partials).
+    SETUP_TMP_IMAGE="${images}/.${file}.partial.$(setup_host).$$"
     rm -f "${SETUP_TMP_IMAGE}"
     trap setup_cleanup EXIT
     trap 'exit 130' INT
@@ -181,9 +252,8 @@ setup_main() {
     local recipe="${1:-}" workload python step
     [[ -n "${recipe}" ]] || llmb_die "usage: common/setup.sh <recipe> (llama3.1, nemotron, nemotronh)"
     setup_check_env "${recipe}"
-    LLMB_INSTALL="$(mkdir -p "${LLMB_INSTALL}" && cd "${LLMB_INSTALL}" && pwd)"
-    export LLMB_INSTALL
     setup_steps
+    setup_install_dir
     for step in "${SETUP_STEPS[@]}"; do
         if [[ "${step}" == venv ]]; then
             setup_venv "${recipe}"

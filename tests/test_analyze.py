@@ -365,3 +365,12 @@ def test_smoke_test_runs_get_no_real_model_figures(tmp_path: Path) -> None:
     assert r["tflops_per_gpu_mean"] == pytest.approx(0.0004402)
     assert r["mfu"] is None and r["reference_step_time"] is None
     assert r["tokens_per_second"] is None
+
+
+def test_a_symbolic_link_loop_is_not_called_dangling(tmp_path: Path) -> None:
+    (tmp_path / "log-looped.out").symlink_to(tmp_path / "log-looped.out")
+    (tmp_path / "log-dangling.out").symlink_to(tmp_path / "missing.out")
+    data = json.loads(cli("--format=json", str(tmp_path)).stdout)
+    errors = {r["filename"]: r["error"] for r in data["results"]}
+    assert errors == {"log-looped.out": "cannot read: symbolic link loop",
+                      "log-dangling.out": "cannot read: dangling symbolic link"}

@@ -47,3 +47,20 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> 
 def test_a_missing_parent_is_an_oserror(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError):
         files.atomic_write(tmp_path / "no" / "such" / "file", "x")
+
+
+def test_path_problem_says_what_is_wrong(tmp_path: Path) -> None:
+    a_file = tmp_path / "f"
+    a_file.write_text("x")
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "gone")
+    assert files.path_problem(tmp_path) is None
+    assert files.path_problem(a_file, "file") is None
+    assert files.path_problem(a_file) == "is a file, not a directory"
+    assert files.path_problem(tmp_path, "file") == "is a directory, not a file"
+    assert files.path_problem(tmp_path / "none") == "does not exist"
+    assert files.path_problem(a_file / "below") == "does not exist"
+    assert files.path_problem(loop) == "is a symbolic link loop"
+    assert files.path_problem(dangling) == "is a dangling symbolic link"

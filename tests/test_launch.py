@@ -12,7 +12,10 @@ import json
 import os
 import re
 import shutil
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -208,6 +211,7 @@ def test_submission_matches_dry_run(tmp_path: Path, slurm_shims: Path,
     assert submitted == launch.render_slurm(req, paths)
     manifest = json.loads(paths.manifest.read_text())
     assert manifest["job_dir"] == str(paths.job_dir) and manifest["options"]["max_steps"] == 50
+    assert paths.manifest.stat().st_mode & 0o777 == 0o600  # the user's values: owner-only
     assert (paths.job_dir / "nsys_profile").is_dir() and (paths.job_dir / "code").is_dir()
     log = slurm_shims.read_text()
     assert log.startswith(f"sbatch --requeue --parsable {run_dir}/")
@@ -242,3 +246,86 @@ def test_local_smoke_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtur
     (log,) = tmp_path.glob("workloads/pretrain_nemotron4/experiments/*/*/*/log-*_local_0.out")
     assert "Training epoch 0, iteration 2/2" in log.read_text()
     assert (log.parent.parent / launch.MANIFEST_NAME).exists()
+
+
+def test_values_reach_the_srun_line_quoted(tmp_path: Path) -> None:
+    """nemo-run writes srun's arguments and the export values as they are; llmb quotes them.
+    Run the generated srun line and export lines with bash (srun: a function printing its
+    arguments): every value arrives whole and nothing in it runs."""
+    install = tmp_path / "install"
+    (install / "images").mkdir(parents=True)
+    image = tmp_path / "img $(touch pwned) 'q'.sqsh"
+    image.touch()
+    ckpt = tmp_path / "ck pt $(touch pwned)"
+    (ckpt / "weights").mkdir(parents=True)
+    (ckpt / "weights" / "__0_0.distcp").touch()
+    req = request.from_env(catalog.find_recipe("nemotron"), env_for(
+        LLMB_INSTALL=str(install), JOB_TOTAL_GPUS="64", RUN_CONF_IMAGE=str(image),
+        LOAD_CHECKPOINT_PATH=str(ckpt), DRY_RUN="false"))
+    paths = launch.JobPaths.new(req, stamp=1)
+    script = launch.render_slurm(req, paths)
+    lines = script.splitlines()
+    exports = [line for line in lines if line.startswith("export ")]
+    (srun,) = [line for line in lines if line.startswith("srun --output")]
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    program = ("srun() { printf '%s\\n' \"$@\"; }\nSLURM_RESTART_COUNT=0\n"
+               + "\n".join(exports) + "\n" + srun + "\nprintf 'NVTE_FUSED_ATTN=%s\\n' "
+               '"$NVTE_FUSED_ATTN"\n')
+    out = subprocess.run(["bash", "-c", program], cwd=sandbox, capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out[out.index("--container-image") + 1] == str(image)
+    mounts = out[out.index("--container-mounts") + 1].split(",")
+    assert f"{ckpt}:{ckpt}" in mounts and mounts[0] == f"{req.llmb_workload}:{req.llmb_workload}"
+    assert out[-1] == "NVTE_FUSED_ATTN=1"
+    assert not list(tmp_path.rglob("pwned")) and not (Path.cwd() / "pwned").exists()
+
+
+def test_runai_launch_line_is_quoted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("APP_SECRET", "app-secret-value")
+    req = make_request("nemotron", **GOLDEN_CASES["nemotron_340b_fp8_h100_256_runai"][1])
+    paths = launch.JobPaths.new(req, stamp=1)
+    line = launch.runai_launch_line(req, paths, "/workspace/it's here")
+    assert line.endswith("--manifest '/workspace/it'\"'\"'s here/llmb_manifest.json'")
+
+
+@pytest.mark.skipif(shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None,
+                    reason="torch not installed")
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_local_run_stops_on_the_first_signal(tmp_path: Path, signame: str) -> None:
+    """A real local smoke run (torchrun, 2 ranks) started as a terminal would (own process
+    group, Ctrl-C at its default) stops on ONE SIGINT to its group (what Ctrl-C sends), or one
+    SIGTERM: it says so, exits 128 + signal, and leaves no rank running."""
+    venv_bin = os.path.dirname(sys.executable)
+    env = {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}",
+           "VIRTUAL_ENV": os.path.dirname(venv_bin), "LLMB_INSTALL": str(tmp_path),
+           "CLUSTER_TYPE": "local", "SMOKE_TEST": "true", "JOB_TOTAL_GPUS": "2",
+           "MAX_STEPS": "100000"}
+    for var in ("STAGE_PATH", "LLMB_WORKLOAD", "DRY_RUN", "HF_TOKEN"):
+        env.pop(var, None)
+
+    def default_signals() -> None:  # a background job of a script would ignore SIGINT
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    proc = subprocess.Popen([str(REPO / "nemotron" / "launch.sh")], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=default_signals)
+    try:
+        deadline = time.monotonic() + 240
+        while not any("iteration 3/" in log.read_text(errors="replace")
+                      for log in tmp_path.rglob("combined.log")):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the local run never started training"
+            time.sleep(0.5)
+        os.killpg(proc.pid, getattr(signal, signame))
+        out, err = proc.communicate(timeout=30)  # nemo-run alone waited for the whole run
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + getattr(signal, signame), (out, err)
+    assert f"llmb: {signame}: stopping the local run of pretrain_nemotron4_15b" in err
+    assert f"stopped by {signame}; its log so far: " in err
+    (log,) = tmp_path.rglob("log-*_local_0.out")
+    assert "iteration 3/" in log.read_text()
+    left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True)
+    assert left.stdout == "", f"processes left running: {left.stdout}"

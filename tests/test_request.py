@@ -25,7 +25,7 @@ def recipe(name: str) -> catalog.Recipe:
 
 def env_for(install: Path, **extra: str) -> dict[str, str]:
     env = {"LLMB_INSTALL": str(install), "SBATCH_ACCOUNT": "acct", "SBATCH_PARTITION": "batch",
-           "HF_TOKEN": "hf_test", "JOB_TOTAL_GPUS": "16"}
+           "HF_TOKEN": "hf_test_token", "JOB_TOTAL_GPUS": "16"}
     env.update(extra)
     return {k: v for k, v in env.items() if v is not None}
 
@@ -209,3 +209,116 @@ def test_request_never_imports_nemo_run() -> None:
     import llmb.request as mod
 
     assert "nemo_run" not in mod.__dict__
+
+
+# --- hostile values (issue 10): one line naming the variable, refused before anything runs ----
+
+HOSTILE = [
+    ({"LLMB_INSTALL": "/x/y$(touch pwned)"},
+     "LLMB_INSTALL=/x/y$(touch pwned) contains $ ( a space ), which a job path cannot hold"),
+    ({"LLMB_INSTALL": "/x/my dir"}, "LLMB_INSTALL=/x/my dir contains a space"),
+    ({"LLMB_INSTALL": "/x/it's"}, "LLMB_INSTALL=/x/it's contains '"),
+    ({"LLMB_WORKLOAD": "/w/a;b"}, "LLMB_WORKLOAD=/w/a;b contains ;"),
+    ({"SBATCH_ACCOUNT": "acct\n#SBATCH --wrap=id"},
+     "SBATCH_ACCOUNT=acct\\n#SBATCH --wrap=id contains control character(s) \\n"),
+    ({"SBATCH_PARTITION": "batch\r"}, "SBATCH_PARTITION=batch\\r contains control character(s)"),
+    ({"SBATCH_ACCOUNT": "a$(id)"}, "SBATCH_ACCOUNT=a$(id) contains $ ( ), which a Slurm account"),
+    ({"SBATCH_PARTITION": "a b"}, "SBATCH_PARTITION=a b contains a space"),
+    ({"DTYPE": "fp8\x1b[31m"}, "DTYPE=fp8\\x1b[31m contains control character(s) \\x1b"),
+    ({"HF_TOKEN": "hf_secret\nvalue"}, "HF_TOKEN contains control character(s) \\n"),
+    ({"HF_TOKEN": "true"}, "HF_TOKEN is a yes/no word, which is not a Hugging Face"),
+    ({"JOB_TOTAL_GPUS": "016"}, "JOB_TOTAL_GPUS=016 is not a positive integer (the total "
+     "number of GPUs for the job); write it as 16"),
+    ({"JOB_TOTAL_GPUS": "+16"}, "JOB_TOTAL_GPUS=+16 is not a positive integer"),
+    ({"JOB_TOTAL_GPUS": "\u0661\u0666"}, "JOB_TOTAL_GPUS=\u0661\u0666 is not a positive integer"),
+    ({"MAX_STEPS": "12345678901234567890123"},
+     "MAX_STEPS=12345678901234567890123 is too large; at most 1000000"),
+    ({"MAX_STEPS": "-1"}, "MAX_STEPS=-1 is not a positive integer"),
+    ({"GPUS_PER_NODE": "1000"}, "GPUS_PER_NODE=1000 is too large; at most 64"),
+    ({"SBATCH_GPUS_PER_NODE": "3"}, "SBATCH_GPUS_PER_NODE=3 does not match the 8 tasks per node "
+     "(GPUS_PER_NODE=8 for h100); each task drives one GPU"),
+    ({"TIME_LIMIT": "forever"}, "TIME_LIMIT=forever is not a Slurm time"),
+    ({"TIME_LIMIT": "\u0660\u0660:30:00"}, "TIME_LIMIT=\u0660\u0660:30:00 is not a Slurm time"),
+    ({"RUN_CONF_IMAGE": "nvcr.io/nvidia/nemo:25.04.01; id"},
+     "RUN_CONF_IMAGE=nvcr.io/nvidia/nemo:25.04.01; id is neither an image file"),
+    ({"LOAD_CHECKPOINT_PATH": "/ck,pt"}, "LOAD_CHECKPOINT_PATH=/ck,pt contains ,, which pyxis "
+     "cannot mount"),
+    ({"LOAD_CHECKPOINT_PATH": "/a:b"}, "LOAD_CHECKPOINT_PATH=/a:b contains :"),
+    ({"CLUSTER_TYPE": "local", "SMOKE_TEST": "true", "JOB_TOTAL_GPUS": "1000000"},
+     "JOB_TOTAL_GPUS=1000000 is more processes than this machine can run: CLUSTER_TYPE=local "
+     "starts one per GPU, at most"),
+]
+
+
+@pytest.mark.parametrize(("extra", "message"), HOSTILE, ids=[m[:40] for _, m in HOSTILE])
+def test_hostile_values_are_refused_in_one_line(install: Path, extra: dict[str, str],
+                                                message: str) -> None:
+    text = error("llama3.1", env_for(install, **extra))
+    assert text.startswith(message), text
+    assert "\n" not in text and "\r" not in text
+    assert "hf_secret" not in text
+
+
+def test_paths_that_are_not_directories(install: Path, tmp_path: Path) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    assert error("nemotron", env_for(install, LLMB_INSTALL=str(a_file))) == (
+        f"LLMB_INSTALL={a_file} is a file, not a directory; set it to a directory")
+    assert error("nemotron", env_for(install, LOAD_CHECKPOINT_PATH=str(a_file))).startswith(
+        f"LOAD_CHECKPOINT_PATH={a_file} is a file, not a directory; point it at a checkpoint")
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    assert "is a symbolic link loop" in error("nemotron", env_for(
+        install, LOAD_CHECKPOINT_PATH=str(loop)))
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "gone")
+    assert "is a dangling symbolic link" in error("nemotron", env_for(
+        install, LOAD_CHECKPOINT_PATH=str(dangling)))
+    image_dir = tmp_path / "img.sqsh"
+    image_dir.mkdir()
+    assert error("nemotron", env_for(install, RUN_CONF_IMAGE=str(image_dir))).startswith(
+        f"RUN_CONF_IMAGE={image_dir} is a directory, not a file")
+
+
+def test_image_values(install: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    image = tmp_path / "images" / "custom.sqsh"
+    image.parent.mkdir()
+    image.touch()
+    monkeypatch.chdir(tmp_path)
+    # relative: made absolute from the launch directory (pyxis would read it as a registry name)
+    req = request.from_env(recipe("nemotron"),
+                           env_for(install, RUN_CONF_IMAGE="images/custom.sqsh"))
+    assert req.image == str(image)
+    # a Docker-style reference with a registry reaches pyxis in its own form
+    req = request.from_env(recipe("nemotron"), env_for(
+        install, RUN_CONF_IMAGE="nvcr.io/nvidia/nemo:25.04.01"))
+    assert req.image == "nvcr.io#nvidia/nemo:25.04.01"
+    req = request.from_env(recipe("nemotron"), runai_env(
+        install, RUN_CONF_IMAGE="nvcr.io#nvidia/nemo:25.04.01"))
+    assert req.image == "nvcr.io/nvidia/nemo:25.04.01"
+    assert "Run:ai pulls the image from a registry" in error(
+        "nemotron", runai_env(install, RUN_CONF_IMAGE=str(image)))
+    # allowed, but only ever quoted: a $ in an existing image file name
+    odd = tmp_path / "x $(touch pwned).sqsh"
+    odd.touch()
+    assert request.from_env(recipe("nemotron"), env_for(install, RUN_CONF_IMAGE=str(odd))).image \
+        == str(odd)
+
+
+def test_runai_hostile_values(install: Path) -> None:
+    assert error("nemotron", runai_env(install, PVC_DIR="/workspace/a b")).startswith(
+        "PVC_DIR=/workspace/a b contains a space")
+    assert error("nemotron", runai_env(install, PVC_DIR="nemo-run")).startswith(
+        "PVC_DIR=nemo-run is not an absolute path")
+    assert "is not a Kubernetes name" in error("nemotron", runai_env(
+        install, CUSTOM_MOUNT="WS:/workspace:claim"))
+    assert error("nemotron", runai_env(install, APP_SECRET="s3\ncret")) == (
+        "APP_SECRET contains control character(s) \\n, which would end or garble a line of the "
+        "job script; remove them")
+
+
+def test_local_runs_take_any_printable_path(tmp_path: Path) -> None:
+    """Nothing of a local run goes through a shell: a space in the install path is fine."""
+    install = tmp_path / "my install"
+    env = env_for(install, CLUSTER_TYPE="local", SMOKE_TEST="true", JOB_TOTAL_GPUS="2")
+    assert request.from_env(recipe("nemotron"), env).llmb_install == install

@@ -509,7 +509,7 @@ def test_the_launchers_manifest_plans(tmp_path: Path) -> None:
 
     recipe = catalog.find_recipe("llama3.1")
     env = {"LLMB_INSTALL": str(tmp_path), "JOB_TOTAL_GPUS": "64", "MODEL_SIZE": "70b",
-           "DTYPE": "fp8", "SBATCH_ACCOUNT": "a", "SBATCH_PARTITION": "p", "HF_TOKEN": "hf_x",
+           "DTYPE": "fp8", "SBATCH_ACCOUNT": "a", "SBATCH_PARTITION": "p", "HF_TOKEN": "hf_xtest",
            "ENABLE_CHECKPOINT": "true", "DRY_RUN": "true"}
     try:
         req = request.from_env(recipe, env)
@@ -517,7 +517,7 @@ def test_the_launchers_manifest_plans(tmp_path: Path) -> None:
         pytest.fail(f"cannot build a launch request for the manifest: {err}")
     paths = launch.JobPaths.new(req, stamp=1)
     m = launch.build_manifest(req, paths)
-    assert "hf_x" not in json.dumps(m)
+    assert "hf_xtest" not in json.dumps(m)
     p = train.plan(m)
     assert p["strategy"]["pipeline_model_parallel_size"] == 8
     assert p["checkpoint"]["dir"] == str(paths.job_dir / "code" / "nemo_experiments" / "default"

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llmb.files import path_problem
 from llmb.identify import DEFAULT_GPU, Identifier, Manifests, display, nccl_traced
 from llmb.values import BadValue, require_printable, shown
 
@@ -298,8 +299,8 @@ def analyze(roots: str | list[str], gpu_type: str | None = None,
             scan = timing.scan_log(path)
         except OSError as exc:
             reason = exc.strerror or str(exc)
-            if os.path.islink(path) and not os.path.exists(path):
-                reason = "dangling symbolic link"
+            if os.path.islink(path) and not os.path.exists(path):  # a loop is not dangling
+                reason = str(path_problem(path, "file")).removeprefix("is a ")
             results.append(runs.unreadable(rel, path, f"cannot read: {reason}"))
             continue
         if not scan.steps and not scan.reached and not scan.looks_like_log \

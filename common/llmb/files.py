@@ -3,13 +3,16 @@
 `atomic_write` writes next to the target under a name unique to this process, with the final
 mode set before the first byte, flushes it to disk and renames it over the target: a reader, a
 crash or a Ctrl-C sees the old file or the new one, never a torn one, and a file meant to be
-0600 is never world-readable in between.
+0600 is never world-readable in between. `path_problem` says in words why a path people gave
+is not the directory or file they meant.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
 from pathlib import Path
 
 PRIVATE = 0o600
@@ -46,3 +49,26 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes, mode: int = PU
 def write_private(path: str | os.PathLike[str], data: str | bytes) -> None:
     """atomic_write with mode 0600: for files that hold a secret or a user's values."""
     atomic_write(path, data, PRIVATE)
+
+
+def path_problem(path: str | os.PathLike[str], want: str = "directory") -> str | None:
+    """Why `path` is not a usable `want` ("directory" or "file"), in words, or None.
+
+    Tells apart what a bare exists() lumps together: missing, the wrong kind, a dangling
+    symbolic link, a symbolic link loop, and a path that cannot be looked at."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symbolic link loop"
+        if p.is_symlink():
+            return "is a dangling symbolic link"
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return "does not exist"
+        return f"cannot be read ({exc.strerror})"
+    if want == "directory" and not stat.S_ISDIR(st.st_mode):
+        return "is a file, not a directory"
+    if want == "file" and stat.S_ISDIR(st.st_mode):
+        return "is a directory, not a file"
+    return None

@@ -23,6 +23,20 @@ IMAGE_SPACE_GB = 30
 class Image:
     reference: str  # nvcr.io/nvidia/nemo:25.04.01
 
+    @classmethod
+    def parse(cls, text: str) -> Image:
+        """A registry reference in Docker form or in pyxis/enroot form
+        (`nvcr.io#nvidia/nemo:25.04.01`, optionally `docker://` in front)."""
+        text = text.removeprefix("docker://")
+        registry, hash_, path = text.partition("#")
+        return cls(f"{registry}/{path}" if hash_ else text)
+
+    @property
+    def pyxis(self) -> str:
+        """The form srun --container-image takes: the registry before '#' (pyxis reads
+        `nvcr.io/nvidia/nemo` as a Docker Hub repository named nvcr.io/nvidia/nemo)."""
+        return self.enroot_uri.removeprefix("docker://")
+
     @property
     def registry(self) -> str | None:
         first, _, rest = self.reference.partition("/")

@@ -1,14 +1,14 @@
-"""The llmb installer: interactive prompts or a YAML config -> a plan -> idempotent steps.
+"""The llmb installer: interactive prompts or a YAML config -> a checked plan -> steps.
 
     installer/install.sh                       interactive (needs a terminal)
     installer/install.sh --config FILE         headless
     installer/install.sh --config FILE --dry-run   print the plan, change nothing
 
-Steps (each idempotent, recorded in $LLMB_INSTALL/.llmb_install_state.json so that a rerun
-after an interruption resumes after the last completed one): layout, hf_token, venv:<w>,
-setup:<w> (<recipe>/setup.sh with LLMB_SETUP_STEPS=venv in that venv), image:<file> (once per
-image: setup.sh with LLMB_SETUP_STEPS=image, here or through srun on a CPU partition),
-cluster_config ($LLMB_INSTALL/cluster_config.yaml), llmb_run ($LLMB_INSTALL/llmb-run).
+Every field is checked before anything is written (llmb.installcheck: types, the characters a
+shell or Slurm cannot take, secrets kept out of cluster_config.yaml, an install path this user
+can create). The steps (llmb.installsteps: layout, hf_token, venv:<w>, setup:<w>,
+image:<file>, cluster_config, llmb_run) each check the disk to say whether they are done, so a
+rerun after an interruption, a deletion or a change does what is missing and nothing else.
 See installer/README.md for the config keys.
 """
 
@@ -16,26 +16,20 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import hashlib
-import json
 import os
-import shlex
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from llmb import catalog, files, images, slurm
+from llmb import catalog, installcheck, installsteps, jobsafe, slurm, values
+from llmb.installsteps import Step
+from llmb.values import shown
 
 REPO = catalog.REPO_ROOT
-STATE_FILE = ".llmb_install_state.json"
-HF_TOKEN_FILE = ".hf_token"
-CONFIG_FILE = "cluster_config.yaml"
+STATE_FILE = installsteps.STATE_FILE
 CLUSTER_TYPES = ("slurm", "runai")
 VENV_KINDS = ("venv", "conda")
 IMAGE_METHODS = ("local", "srun", "skip")
@@ -44,6 +38,7 @@ CONFIG_KEYS = {"install_path", "cluster_type", "gpu_type", "workloads", "slurm",
 SLURM_KEYS = {"account", "partition", "cpu_partition", "gres"}
 VENV_KEYS = {"kind", "python", "system_site_packages", "reuse", "requirements", "pip_args"}
 IMAGE_KEYS = {"method", "time_limit"}
+DEFAULT_REQUIREMENTS = ["common/requirements/launch.txt"]
 
 
 class InstallError(Exception):
@@ -59,13 +54,9 @@ class Plan:
     slurm: dict[str, Any] = field(default_factory=dict)
     venv: dict[str, Any] = field(default_factory=dict)
     image: dict[str, Any] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
     hf_token: str | None = field(default=None, repr=False)
-
-    def digest(self) -> str:
-        data = asdict(self)
-        data["hf_token"] = bool(self.hf_token)
-        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+    token_source: str = "HF_TOKEN"  # where the token came from, for messages
 
     @property
     def root(self) -> Path:
@@ -78,113 +69,154 @@ class Plan:
 
 # --- building and validating a plan ------------------------------------------------------------
 
-def _fail(msg: str) -> None:
-    raise InstallError(msg)
-
-
-def _check_keys(where: str, data: Any, allowed: set[str]) -> dict[str, Any]:
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        _fail(f"{where} must be a mapping, got {type(data).__name__}")
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        _fail(f"{where} has unknown key(s) {', '.join(unknown)}; allowed: "
-              f"{', '.join(sorted(allowed))}")
-    return data
-
-
 def workload_keys() -> list[str]:
     return [r.workload for r in catalog.all_recipes()]
 
 
-def validate_plan(plan: Plan) -> Plan:
-    """Check every field; raise InstallError naming the first bad one."""
+def validate_plan(plan: Plan, environ: Mapping[str, str] | None = None) -> Plan:
+    """Check every field; raise InstallError naming the first bad one. Nothing is written."""
+    try:
+        return _validate(plan, os.environ if environ is None else environ)
+    except values.BadValue as err:
+        raise InstallError(str(err)) from None
+
+
+def _validate(plan: Plan, environ: Mapping[str, str]) -> Plan:
+    check = installcheck
     if not plan.install_path:
-        _fail("install_path is required (the LLMB_INSTALL directory)")
-    plan.install_path = str(Path(os.path.expanduser(plan.install_path)).absolute())
+        raise InstallError("install_path is required (the LLMB_INSTALL directory)")
+    plan.cluster_type = check.string("cluster_type", plan.cluster_type).lower()
     if plan.cluster_type not in CLUSTER_TYPES:
-        _fail(f"cluster_type={plan.cluster_type} is not supported; allowed: "
-              f"{', '.join(CLUSTER_TYPES)}")
+        raise InstallError(f"cluster_type={shown(plan.cluster_type)} is not supported; "
+                           f"allowed: {', '.join(CLUSTER_TYPES)}")
+    plan.gpu_type = check.string("gpu_type", plan.gpu_type).lower()
     if plan.gpu_type not in catalog.gpu_types():
-        _fail(f"gpu_type={plan.gpu_type} is not supported; allowed: "
-              f"{', '.join(catalog.gpu_types())}")
+        raise InstallError(f"gpu_type={shown(plan.gpu_type)} is not supported; allowed: "
+                           f"{', '.join(catalog.gpu_types())}")
+    plan.install_path = check.install_path("install_path", str(plan.install_path),
+                                           plan.cluster_type)
     known = workload_keys()
     if not plan.workloads:
-        _fail(f"workloads is empty; choose from: {', '.join(known)}")
+        raise InstallError(f"workloads is empty; choose from: {', '.join(known)}")
     for w in plan.workloads:
         if w not in known:
-            _fail(f"workloads: {w} is not a workload; allowed: {', '.join(known)}")
+            raise InstallError(f"workloads: {shown(w)} is not a workload; allowed: "
+                               f"{', '.join(known)}")
         recipe = catalog.find_recipe(w)
         if plan.gpu_type not in recipe.gpu_types:
-            _fail(f"workloads: {w} is not published for gpu_type={plan.gpu_type}; it runs on "
-                  f"{', '.join(recipe.gpu_types)}")
+            raise InstallError(f"workloads: {w} is not published for gpu_type={plan.gpu_type}; "
+                               f"it runs on {', '.join(recipe.gpu_types)}")
         if plan.cluster_type not in recipe.data["cluster_types"]:
-            _fail(f"workloads: {w} does not support cluster_type={plan.cluster_type}; it "
-                  f"supports {', '.join(recipe.data['cluster_types'])}")
+            raise InstallError(f"workloads: {w} does not support cluster_type="
+                               f"{plan.cluster_type}; it supports "
+                               f"{', '.join(recipe.data['cluster_types'])}")
     if plan.cluster_type == "slurm":
+        s = plan.slurm
         for key in ("account", "partition"):
-            if not plan.slurm.get(key):
-                _fail(f"slurm.{key} is required for cluster_type=slurm")
-        plan.slurm.setdefault("cpu_partition", plan.slurm["partition"])
-        plan.slurm.setdefault("gres", None)
-    kind = plan.venv.setdefault("kind", "venv")
-    if kind not in VENV_KINDS:
-        _fail(f"venv.kind={kind} is not supported; allowed: {', '.join(VENV_KINDS)}")
-    if kind == "conda" and not plan.venv.get("reuse") and shutil.which("conda") is None:
-        _fail("venv.kind=conda but conda is not on PATH; use venv.kind=venv or install conda")
-    reuse = plan.venv.get("reuse")
-    if reuse and not (Path(reuse) / "bin" / "python").exists():
-        _fail(f"venv.reuse={reuse} is not a venv (no bin/python)")
-    plan.venv.setdefault("python", sys.executable if kind == "venv" else "python3")
-    plan.venv.setdefault("system_site_packages", False)
-    reqs = plan.venv.setdefault("requirements", ["common/requirements/launch.txt"])
-    for req in reqs:
-        if not (REPO / req).is_file():
-            _fail(f"venv.requirements: {req} does not exist under {REPO}")
-    plan.venv.setdefault("pip_args", [])
+            if s.get(key) in (None, ""):
+                raise InstallError(f"slurm.{key} is required for cluster_type=slurm")
+        s["account"] = jobsafe.slurm_name("slurm.account", check.string("slurm.account",
+                                                                        s["account"]), "account")
+        for key in ("partition", "cpu_partition"):
+            if s.get(key) is not None:
+                s[key] = jobsafe.slurm_name(f"slurm.{key}", check.string(f"slurm.{key}", s[key]),
+                                            "partition", True)
+        s.setdefault("cpu_partition", s["partition"])
+        s["gres"] = check.gres("slurm.gres", s.get("gres"))
+    _validate_venv(plan)
     method = plan.image.setdefault("method", "skip" if plan.cluster_type == "runai" else "local")
+    method = plan.image["method"] = check.string("image.method", method)
     if method not in IMAGE_METHODS:
-        _fail(f"image.method={method} is not supported; allowed: {', '.join(IMAGE_METHODS)}")
+        raise InstallError(f"image.method={shown(method)} is not supported; allowed: "
+                           f"{', '.join(IMAGE_METHODS)}")
     if plan.cluster_type == "runai" and method != "skip":
-        _fail(f"image.method={method} with cluster_type=runai: Run:ai pulls the image; use skip")
-    plan.image.setdefault("time_limit", "02:00:00")
-    if not isinstance(plan.env, dict):
-        _fail("env must be a mapping of variable names to values")
-    plan.env = {str(k): str(v) for k, v in plan.env.items()}
-    if any(catalog.find_recipe(w).data["requires_hf_token"] for w in plan.workloads) \
-            and not plan.hf_token:
-        _fail("HF_TOKEN is required for pretrain_llama3.1: export HF_TOKEN, or set "
-              "hf_token_file in the config")
+        raise InstallError(f"image.method={method} with cluster_type=runai: Run:ai pulls the "
+                           "image; use skip")
+    plan.image["time_limit"] = jobsafe.slurm_time(
+        "image.time_limit", check.string("image.time_limit",
+                                         plan.image.get("time_limit", "02:00:00")))
+    needs_token = any(catalog.find_recipe(w).data["requires_hf_token"] for w in plan.workloads)
+    if needs_token and not plan.hf_token:
+        raise InstallError("HF_TOKEN is required for pretrain_llama3.1: export HF_TOKEN, or set "
+                           "hf_token_file in the config")
+    if not needs_token:
+        plan.hf_token = None  # stored only where a workload needs it
+    elif plan.hf_token:
+        plan.hf_token = jobsafe.hf_token(plan.token_source, plan.hf_token)
+    plan.env = check.env("env", plan.env, check.secret_values(environ, plan.hf_token))
     return plan
 
 
+def _validate_venv(plan: Plan) -> None:
+    check, v = installcheck, plan.venv
+    kind = v["kind"] = check.string("venv.kind", v.get("kind", "venv"))
+    if kind not in VENV_KINDS:
+        raise InstallError(f"venv.kind={shown(kind)} is not supported; allowed: "
+                           f"{', '.join(VENV_KINDS)}")
+    reuse = v.get("reuse")
+    if reuse is not None:
+        reuse = v["reuse"] = str(Path(os.path.expanduser(check.string("venv.reuse", reuse)))
+                                 .absolute())
+        if not (Path(reuse) / "bin" / "python").exists():
+            raise InstallError(f"venv.reuse={reuse} is not a venv (no bin/python)")
+    elif kind == "conda" and shutil.which("conda") is None:
+        raise InstallError("venv.kind=conda but conda is not on PATH; use venv.kind=venv or "
+                           "install conda")
+    python = v["python"] = check.string("venv.python", v.get(
+        "python", sys.executable if kind == "venv" else "python3"))
+    if reuse is None and kind == "venv" and shutil.which(python) is None:
+        raise InstallError(f"venv.python={shown(python)} is not an executable Python; give a "
+                           "path or a command on PATH, e.g. python3")
+    v["system_site_packages"] = check.boolean("venv.system_site_packages",
+                                              v.get("system_site_packages", False))
+    v["requirements"] = check.requirements("venv.requirements",
+                                           v.get("requirements", DEFAULT_REQUIREMENTS), REPO)
+    v["pip_args"] = check.pip_args("venv.pip_args", v.get("pip_args", []))
+
+
+def _read_token(path_value: object) -> str:
+    path = Path(os.path.expanduser(installcheck.string("hf_token_file", path_value)))
+    try:
+        return path.read_text().strip()
+    except OSError as exc:
+        raise InstallError(f"hf_token_file={path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise InstallError(f"hf_token_file={path} is not text (not UTF-8); it must hold the "
+                           "token only") from None
+
+
 def plan_from_config(path: Path, environ: Mapping[str, str]) -> Plan:
-    data = catalog.read_yaml(path, f"--config {path}", InstallError)
-    data = _check_keys(f"--config {path}", data, CONFIG_KEYS)
-    workloads = data.get("workloads", [])
-    if workloads == "all":
-        workloads = workload_keys()
-    if not isinstance(workloads, list):
-        _fail(f"workloads must be a list or 'all', got {workloads!r}")
-    token = environ.get("HF_TOKEN") or None
+    label = f"--config {path}"
+    try:
+        data = catalog.read_yaml(path, label, InstallError)
+    except UnicodeDecodeError as exc:
+        raise InstallError(f"{label} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
+                           f"offset {exc.start}); save it as UTF-8") from None
+    try:
+        data = installcheck.check_map(label, data)
+        installcheck.unknown_keys(label, data, CONFIG_KEYS)
+        sections = {}
+        for name, keys in (("slurm", SLURM_KEYS), ("venv", VENV_KEYS), ("image", IMAGE_KEYS)):
+            sections[name] = dict(installcheck.check_map(name, data.get(name)))
+            installcheck.unknown_keys(name, sections[name], keys)
+        workloads = data.get("workloads", [])
+        if workloads == "all":
+            workloads = workload_keys()
+        workloads = installcheck.string_list("workloads", workloads,
+                                             "[pretrain_nemotron4] or all")
+        install = data.get("install_path") or environ.get("LLMB_INSTALL") or ""
+        install = installcheck.string("install_path", install) if install else ""
+    except values.BadValue as err:
+        raise InstallError(str(err)) from None
+    token, source = environ.get("HF_TOKEN") or None, "HF_TOKEN"
     if data.get("hf_token_file"):
-        token_path = Path(os.path.expanduser(str(data["hf_token_file"])))
-        try:
-            token = token_path.read_text().strip()
-        except OSError as exc:
-            raise InstallError(f"hf_token_file={token_path}: {exc.strerror}") from None
+        token, source = _read_token(data["hf_token_file"]), "the token in hf_token_file"
     return validate_plan(Plan(
-        install_path=str(data.get("install_path") or environ.get("LLMB_INSTALL") or ""),
-        cluster_type=str(data.get("cluster_type", "slurm")),
-        gpu_type=str(data.get("gpu_type", "h100")).lower(),
-        workloads=[str(w) for w in workloads],
-        slurm=dict(_check_keys("slurm", data.get("slurm"), SLURM_KEYS)),
-        venv=dict(_check_keys("venv", data.get("venv"), VENV_KEYS)),
-        image=dict(_check_keys("image", data.get("image"), IMAGE_KEYS)),
-        env=data.get("env") or {},
-        hf_token=token,
-    ))
+        install_path=install, cluster_type=data.get("cluster_type", "slurm"),
+        gpu_type=data.get("gpu_type", "h100"), workloads=workloads, slurm=sections["slurm"],
+        venv=sections["venv"], image=sections["image"], env=data.get("env"), hf_token=token,
+        token_source=source,
+    ), environ)
 
 
 # --- interactive ------------------------------------------------------------------------------
@@ -198,10 +230,10 @@ def ask(input_fn: Ask, question: str, default: str | None = None,
     """Ask until the answer is valid; an empty answer takes the default."""
     out = out or sys.stdout
     hint = f" [{'/'.join(choices)}]" if choices and len(choices) <= 6 else ""
-    shown = f" (default: {default})" if default else ""
+    default_hint = f" (default: {default})" if default else ""
     while True:
         try:
-            answer = input_fn(f"{question}{hint}{shown}: ").strip()
+            answer = input_fn(f"{question}{hint}{default_hint}: ").strip()
         except EOFError:
             raise InstallError(f"no answer to '{question}' (input ended)") from None
         if not answer and default is not None:
@@ -210,7 +242,7 @@ def ask(input_fn: Ask, question: str, default: str | None = None,
         if not answer:
             problem = "an answer is required"
         elif choices and answer not in choices:
-            problem = f"{answer} is not one of: {', '.join(choices)}"
+            problem = f"{shown(answer)} is not one of: {', '.join(choices)}"
         elif check:
             problem = check(answer)
         if problem is None:
@@ -218,12 +250,33 @@ def ask(input_fn: Ask, question: str, default: str | None = None,
         print(f"  {problem}", file=out)
 
 
-def _check_install_path(answer: str) -> str | None:
-    path = Path(os.path.expanduser(answer)).absolute()
-    parent = next((p for p in (path, *path.parents) if p.exists()), None)
-    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK):
-        return f"{path} cannot be created here (no writable parent directory)"
-    return None
+def _answer_check(check: Callable[..., object], *args: object) -> Callable[[str], str | None]:
+    """An installcheck/jobsafe check as an `ask` check: its refusal is the problem shown."""
+    def run(answer: str) -> str | None:
+        try:
+            check(*args[:1], answer, *args[1:])
+        except values.BadValue as err:
+            return str(err)
+        return None
+
+    return run
+
+
+def ask_secret(secret_fn: Ask, question: str, name: str, out=None) -> str:
+    """A secret typed at a prompt that does not echo; asked again until it can be a token."""
+    out = out or sys.stdout
+    while True:
+        try:
+            answer = secret_fn(f"{question}: ").strip()
+        except EOFError:
+            raise InstallError(f"no answer to '{question}' (input ended)") from None
+        if not answer:
+            print("  an answer is required", file=out)
+            continue
+        try:
+            return jobsafe.hf_token(name, answer)
+        except values.BadValue as err:
+            print(f"  {err}", file=out)
 
 
 def discover(user: str, out=None) -> dict[str, Any]:
@@ -247,7 +300,8 @@ def interactive_plan(input_fn: Ask, secret_fn: Ask, environ: Mapping[str, str],
     print("llmb installer: answer each question; Enter takes the default.", file=out)
     install = ask(input_fn, "Install directory (LLMB_INSTALL, on a shared file system)",
                   environ.get("LLMB_INSTALL") or str(Path.home() / "llmb"),
-                  check=_check_install_path, out=out)
+                  check=_answer_check(installcheck.install_path, "install directory", "slurm"),
+                  out=out)
     ctype = ask(input_fn, "Cluster type", "slurm", list(CLUSTER_TYPES), out=out)
     parts = found.get("partitions") or []
     gpu_parts = [p for p in parts if p.gpus]
@@ -272,214 +326,45 @@ def interactive_plan(input_fn: Ask, secret_fn: Ask, environ: Mapping[str, str],
     if ctype == "slurm":
         accounts = found.get("accounts")
         slurm_cfg["account"] = ask(input_fn, "Slurm account", accounts[0] if accounts else
-                                   environ.get("SBATCH_ACCOUNT"), accounts, out=out)
+                                   environ.get("SBATCH_ACCOUNT"), accounts,
+                                   _answer_check(jobsafe.slurm_name, "account", "account"),
+                                   out=out)
         names = [p.name for p in parts] or None
         default_part = next((p.name for p in gpu_parts if p.default),
                             gpu_parts[0].name if gpu_parts else
                             environ.get("SBATCH_PARTITION"))
-        part = ask(input_fn, "GPU partition", default_part, names, out=out)
+        part_check = _answer_check(jobsafe.slurm_name, "partition", "partition", True)
+        part = ask(input_fn, "GPU partition", default_part, names, part_check, out=out)
         slurm_cfg["partition"] = part
         chosen_part = next((p for p in parts if p.name == part), None)
         gres_default = f"gpu:{chosen_part.gpus}" if chosen_part and chosen_part.gpus else "none"
         gres = ask(input_fn, "GPU GRES request per node (none: the cluster needs none)",
-                   gres_default, out=out)
-        slurm_cfg["gres"] = None if gres == "none" else gres
+                   gres_default, check=_answer_check(installcheck.gres, "GRES"), out=out)
+        slurm_cfg["gres"] = installcheck.gres("GRES", gres)
         local_enroot = shutil.which("enroot") is not None
         image_method = ask(input_fn, "Import the image here (local) or on a compute node (srun)",
                            "local" if local_enroot else "srun", ["local", "srun"], out=out)
         cpu_parts = [p.name for p in parts if not p.gpus]
         slurm_cfg["cpu_partition"] = part if image_method == "local" else ask(
             input_fn, "Partition for the image import (CPU nodes are fine)",
-            cpu_parts[0] if cpu_parts else part, names, out=out)
+            cpu_parts[0] if cpu_parts else part, names, part_check, out=out)
     kinds = ["venv", "conda"] if shutil.which("conda") else ["venv"]
     kind = ask(input_fn, "Python environment kind", "venv", kinds, out=out)
     token = None
     if any(catalog.find_recipe(w).data["requires_hf_token"] for w in workloads):
-        token = environ.get("HF_TOKEN") or None
-        while not token:
-            token = secret_fn("HuggingFace token for Llama 3.1 (HF_TOKEN, not echoed): ").strip()
+        token = environ.get("HF_TOKEN") or ask_secret(
+            secret_fn, "HuggingFace token for Llama 3.1 (HF_TOKEN, not echoed)", "the token",
+            out)
     plan = validate_plan(Plan(install_path=install, cluster_type=ctype, gpu_type=gpu_type,
                               workloads=workloads, slurm=slurm_cfg, venv={"kind": kind},
-                              image={"method": image_method}, hf_token=token))
+                              image={"method": image_method}, hf_token=token), environ)
     print_plan(plan, out)
     if ask(input_fn, "Install now?", "yes", ["yes", "no"], out=out) != "yes":
         raise InstallError("cancelled; nothing was changed")
     return plan
 
 
-# --- steps --------------------------------------------------------------------------------
-
-@dataclass
-class Step:
-    name: str
-    describe: str
-    run: Callable[[], None]
-
-
-def _recipe_dir(workload: str) -> Path:
-    return catalog.find_recipe(workload).directory
-
-
-def _venv_env(plan: Plan, workload: str) -> dict[str, str]:
-    env = dict(os.environ)
-    venv = plan.venv_path(workload)
-    env.pop("CONDA_PREFIX" if plan.venv["kind"] == "venv" else "VIRTUAL_ENV", None)
-    env["VIRTUAL_ENV" if plan.venv["kind"] == "venv" else "CONDA_PREFIX"] = str(venv)
-    env["PATH"] = f"{venv}/bin{os.pathsep}{env.get('PATH', '')}"
-    env.pop("PYTHONHOME", None)
-    env.pop("STAGE_PATH", None)
-    env.update(LLMB_INSTALL=plan.install_path, LLMB_REPO=str(REPO), GPU_TYPE=plan.gpu_type,
-               CLUSTER_TYPE=plan.cluster_type)
-    return env
-
-
-def _check_call(argv: list[str], env: Mapping[str, str] | None, what: str) -> None:
-    proc = subprocess.run(argv, env=env, check=False)
-    if proc.returncode != 0:
-        raise InstallError(f"{what} failed (exit {proc.returncode}): {shlex.join(argv)}")
-
-
-def build_steps(plan: Plan, python: str) -> list[Step]:
-    root = plan.root
-    def layout() -> None:
-        for d in ("images", "datasets", "venvs", *(f"workloads/{w}" for w in plan.workloads)):
-            (root / d).mkdir(parents=True, exist_ok=True)
-
-    steps = [Step("layout", f"create {root}/{{images,datasets,venvs,workloads/<w>}}", layout)]
-    if plan.hf_token:
-        steps.append(Step("hf_token", f"write {root / HF_TOKEN_FILE} (mode 0600)",
-                          lambda: write_secret(root / HF_TOKEN_FILE, plan.hf_token or "")))
-    for w in plan.workloads:
-        venv = plan.venv_path(w)
-        if not plan.venv.get("reuse"):
-            steps.append(Step(f"venv:{w}", f"create {plan.venv['kind']} {venv}",
-                              lambda w=w: create_venv(plan, w)))
-        else:
-            steps.append(Step(f"venv:{w}", f"reuse {venv}", lambda: None))
-        recipe_dir = _recipe_dir(w)
-
-        def setup_venv(w: str = w, recipe_dir: Path = recipe_dir) -> None:
-            env = _venv_env(plan, w)
-            env["LLMB_SETUP_STEPS"] = "venv"
-            env["LLMB_REQUIREMENTS"] = ":".join(str(REPO / r) for r in plan.venv["requirements"])
-            env["LLMB_PIP_ARGS"] = " ".join(plan.venv["pip_args"])
-            _check_call(["bash", str(recipe_dir / "setup.sh")], env, f"{recipe_dir.name}/setup.sh")
-
-        steps.append(Step(f"setup:{w}", f"{recipe_dir.name}/setup.sh (requirements into {venv})",
-                          setup_venv))
-    seen: set[str] = set()
-    for w in plan.workloads:
-        image = images.for_recipe(w)
-        if plan.image["method"] == "skip" or image.file_name in seen:
-            continue
-        seen.add(image.file_name)
-        steps.append(Step(f"image:{image.file_name}", _image_describe(plan, w, image),
-                          lambda w=w: import_image(plan, w)))
-    steps.append(Step("cluster_config", f"write {root / CONFIG_FILE}",
-                      lambda: write_cluster_config(plan)))
-    steps.append(Step("llmb_run", f"install {root / 'llmb-run'}",
-                      lambda: install_llmb_run(plan, python)))
-    return steps
-
-
-def _image_argv(plan: Plan, workload: str) -> list[str]:
-    setup = str(_recipe_dir(workload) / "setup.sh")
-    if plan.image["method"] == "srun":
-        return ["srun", f"--account={plan.slurm['account']}",
-                f"--partition={plan.slurm['cpu_partition']}", "--nodes=1", "--ntasks=1",
-                f"--time={plan.image['time_limit']}", "--job-name=llmb-image-import",
-                "bash", setup]
-    return ["bash", setup]
-
-
-def _image_describe(plan: Plan, workload: str, image: images.Image) -> str:
-    return (f"import {image.enroot_uri} -> {plan.root / 'images' / image.file_name} via "
-            f"{shlex.join(_image_argv(plan, workload))}")
-
-
-def import_image(plan: Plan, workload: str) -> None:
-    env = _venv_env(plan, workload)
-    env["LLMB_SETUP_STEPS"] = "image"
-    _check_call(_image_argv(plan, workload), env, "image import")
-
-
-def write_secret(path: Path, secret: str) -> None:
-    """Owner-only from the first byte: created 0600, never world-readable in between."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    files.write_private(path, secret + "\n")
-
-
-def create_venv(plan: Plan, workload: str) -> None:
-    venv = plan.venv_path(workload)
-    if (venv / "bin" / "python").exists():
-        return
-    if plan.venv["kind"] == "conda":
-        _check_call(["conda", "create", "-y", "-q", "-p", str(venv),
-                     f"python={sys.version_info.major}.{sys.version_info.minor}", "pip"],
-                    None, "conda create")
-        return
-    argv = [plan.venv["python"], "-m", "venv"]
-    if plan.venv["system_site_packages"]:
-        argv.append("--system-site-packages")
-    _check_call([*argv, str(venv)], None, "python -m venv")
-
-
-def cluster_config(plan: Plan) -> dict[str, Any]:
-    return {
-        "schema": 1,
-        "llmb": {"repo": str(REPO), "install_path": plan.install_path},
-        "launcher": {
-            "cluster_type": plan.cluster_type,
-            "gpu_type": plan.gpu_type,
-            "slurm": dict(plan.slurm) if plan.cluster_type == "slurm" else None,
-            "hf_token_file": str(plan.root / HF_TOKEN_FILE) if plan.hf_token else None,
-            "env": dict(plan.env),
-        },
-        "workloads": {
-            w: {"recipe": catalog.find_recipe(w).directory.name,
-                "venv": str(plan.venv_path(w)), "venv_kind": plan.venv["kind"],
-                "image": str(plan.root / "images" / images.for_recipe(w).file_name)
-                if plan.image["method"] != "skip" else None}
-            for w in plan.workloads
-        },
-    }
-
-
-def write_cluster_config(plan: Plan) -> None:
-    files.atomic_write(
-        plan.root / CONFIG_FILE,
-        "# Written by the llmb installer; read by llmb-run. See installer/README.md.\n"
-        + yaml.safe_dump(cluster_config(plan), sort_keys=False))
-
-
-def install_llmb_run(plan: Plan, python: str) -> None:
-    files.atomic_write(
-        plan.root / "llmb-run",
-        "#!/usr/bin/env bash\n"
-        "# llmb-run for this install (written by the llmb installer).\n"
-        f"export LLMB_INSTALL=\"${{LLMB_INSTALL:-{plan.install_path}}}\"\n"
-        f"export LLMB_PYTHON=\"${{LLMB_PYTHON:-{python}}}\"\n"
-        f"exec {shlex.quote(str(REPO / 'installer' / 'llmb-run'))} \"$@\"\n",
-        files.EXECUTABLE)
-
-
-# --- state and driver -------------------------------------------------------------------------
-
-def load_state(plan: Plan) -> set[str]:
-    path = plan.root / STATE_FILE
-    try:
-        state = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return set()
-    if state.get("plan") != plan.digest():
-        return set()
-    return set(state.get("done", []))
-
-
-def save_state(plan: Plan, done: set[str]) -> None:
-    files.atomic_write(plan.root / STATE_FILE,
-                       json.dumps({"plan": plan.digest(), "done": sorted(done)}, indent=1))
-
+# --- driver ------------------------------------------------------------------------------
 
 def print_plan(plan: Plan, out=None, steps: list[Step] | None = None) -> None:
     out = out or sys.stdout
@@ -501,20 +386,17 @@ def print_plan(plan: Plan, out=None, steps: list[Step] | None = None) -> None:
 
 
 def execute(plan: Plan, python: str, out=None) -> None:
+    """Every step the disk says is missing; "Installed." only when the disk says all are done."""
     out = out or sys.stdout
-    plan.root.mkdir(parents=True, exist_ok=True)
-    steps = build_steps(plan, python)
-    done = load_state(plan)
-    if done:
-        print(f"Resuming: {len(done)} of {len(steps)} steps already done", file=out)
-    for i, step in enumerate(steps, 1):
-        if step.name in done:
-            print(f"[{i}/{len(steps)}] {step.name}: done before, skipped", file=out)
-            continue
-        print(f"[{i}/{len(steps)}] {step.name}: {step.describe}", file=out, flush=True)
-        step.run()
-        done.add(step.name)
-        save_state(plan, done)
+    try:
+        plan.root.mkdir(parents=True, exist_ok=True)
+        installsteps.execute(installsteps.build_steps(plan, python), out)
+    except installsteps.StepError as err:
+        raise InstallError(str(err)) from None
+    except OSError as err:  # the disk filled up, a directory turned read-only, no conda
+        where = f": {err.filename}" if err.filename else ""
+        raise InstallError(f"{err.strerror or err}{where}; fix that and run the same command "
+                           "again (the steps already done are kept)") from None
     print_summary(plan, out)
 
 
@@ -553,7 +435,7 @@ def main(argv: list[str] | None = None, input_fn: Ask = input,
             plan = interactive_plan(input_fn, secret_fn, os.environ, found)
         if args.dry_run:
             print("Dry run: nothing will be changed. The plan:")
-            print_plan(plan, steps=build_steps(plan, python))
+            print_plan(plan, steps=installsteps.build_steps(plan, python))
             return 0
         execute(plan, python)
     except InstallError as exc:

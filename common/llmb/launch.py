@@ -17,13 +17,11 @@ Layout (nemo-run's own naming, SPEC §4), under $LLMB_WORKLOAD/experiments:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import platform
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -32,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from llmb import catalog, files, jobenv, redact
+from llmb import catalog, files, jobenv, jobsafe, localrun, redact
 from llmb.request import Request
 
 MANIFEST_NAME = "llmb_manifest.json"
@@ -166,8 +164,9 @@ def build_manifest(req: Request, paths: JobPaths, created: str | None = None,
 
 
 def write_manifest(manifest: dict[str, Any], path: Path) -> None:
+    """The manifest holds the user's values (paths, options): owner-only (0600)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    files.atomic_write(path, json.dumps(manifest, indent=2) + "\n")
+    files.write_private(path, json.dumps(manifest, indent=2) + "\n")
 
 
 # --- the command each rank runs ---------------------------------------------------------------
@@ -216,7 +215,13 @@ def container_mounts(req: Request) -> list[str]:
 
 
 def slurm_executor(req: Request):
-    """nemo_run.SlurmExecutor for this request (not yet assigned to an experiment)."""
+    """nemo_run.SlurmExecutor for this request (not yet assigned to an experiment).
+
+    nemo-run 0.11.1 writes the srun arguments and the `export NAME=VALUE` lines into the job
+    script as they are (its `noquote` marker is an alias of str, so every srun argument counts
+    as pre-quoted): the image, each mount and each value are shell-quoted here. A mount list
+    stays one word: bash joins `a:a,'b c:b c',d:d` into `a:a,b c:b c,d:d`.
+    """
     import nemo_run as run
 
     cfg = req.config
@@ -234,9 +239,9 @@ def slurm_executor(req: Request):
         mem="0",
         exclusive=True,
         segment=segment,
-        container_image=req.image,
-        container_mounts=container_mounts(req),
-        env_vars=env,
+        container_image=shlex.quote(req.image),
+        container_mounts=[shlex.quote(m) for m in container_mounts(req)],
+        env_vars=jobsafe.shell_env(env),
         srun_args=["--mpi=pmix", jobenv.container_env_arg(req.recipe, env)],
         setup_lines=VBOOST_LINE,
         tunnel=run.LocalTunnel(job_dir=str(req.experiments_dir)),
@@ -351,7 +356,8 @@ def runai_launch_line(req: Request, paths: JobPaths, pvc_job_dir: str) -> str:
     manifest = f"{pvc_job_dir}/{MANIFEST_NAME}"
     entry = entrypoint_file(req).relative_to(repo_root())
     return (f"torchrun --nnodes={cfg.nodes} --nproc-per-node={cfg.gpus_per_node} "
-            f"--node-rank=$GROUP_RANK /nemo_run/code/{entry} train --manifest {manifest}")
+            f"--node-rank=$GROUP_RANK {shlex.quote(f'/nemo_run/code/{entry}')} train "
+            f"--manifest {shlex.quote(manifest)}")
 
 
 # --- local ------------------------------------------------------------------------------------
@@ -446,11 +452,13 @@ def submit(req: Request) -> int:
             (paths.job_dir / NSYS_FOLDER).mkdir(parents=True, exist_ok=True)
         if req.cluster_type == "runai":
             os.chdir(repo_root())  # GitArchivePackager archives the repository of the cwd
-        detach = req.cluster_type != "local"
-        exp.run(detach=detach, tail_logs=False)
+        if req.cluster_type == "local":
+            interrupted = localrun.run_attached(exp, paths.experiment)
+        else:
+            exp.run(detach=True, tail_logs=False)
         job_id = _job_id(exp)
     if req.cluster_type == "local":
-        return _finish_local(req, paths)
+        return localrun.finish(paths.job_dir, paths.experiment, interrupted, analyzer_hint(req))
     print(f"llmb: submitted {paths.experiment} as job {job_id}")
     print(f"llmb: experiment directory: {paths.run_dir}")
     print(f"llmb: logs: {paths.job_dir}/log-*_{job_id}_0.out")
@@ -490,29 +498,6 @@ def _job_id(exp) -> str:
     handle = exp.jobs[0].handle if exp.jobs else ""
     # torchx handle: <scheduler>://<session>/<app id>
     return handle.rsplit("/", 1)[-1] if handle else "unknown"
-
-
-def _finish_local(req: Request, paths: JobPaths) -> int:
-    """Put torchrun's log into the SPEC layout (log-<exp>_local_0.out) and report the result.
-
-    nemo-run's local scheduler (torchx) logs under <job dir>/nemo_run/<app id>/: the role's
-    combined.log (torchrun and rank output), per-rank logs under torchelastic/, and a
-    SUCCESS file with the final state when the app succeeded.
-    """
-    combined = sorted((paths.job_dir / "nemo_run").glob(f"*/{paths.experiment}/0/combined.log"))
-    target = paths.job_dir / f"log-{paths.experiment}_local_0.out"
-    with target.open("w") as out:
-        for log in combined:
-            with log.open() as src:
-                shutil.copyfileobj(src, out)
-    state = "FAILED"
-    for marker in (paths.job_dir / "nemo_run").glob("*/SUCCESS"):
-        with contextlib.suppress(OSError, ValueError):
-            state = json.loads(marker.read_text()).get("final_state", state)
-    print(f"llmb: local run of {paths.experiment} finished: {state}")
-    print(f"llmb: log: {target}")
-    print(f"llmb: analyze with: {analyzer_hint(req)}")
-    return 0 if state == "SUCCEEDED" else 1
 
 
 def launch(req: Request) -> int:

@@ -17,17 +17,23 @@ Decisions (documented in the recipe READMEs too):
 - CLUSTER_TYPE=local runs every process on this machine: GPUS_PER_NODE is JOB_TOTAL_GPUS.
 - HF_TOKEN is never stored in the request's printable fields or the manifest; the job
   inherits it from the submitting environment.
+- hostile values (llmb.jobsafe says what each may hold and why): a control character in any
+  variable read here, shell or Slurm characters in the paths and names nemo-run hands to a shell
+  or writes into the job script, ',' or ':' in a mounted path, non-ASCII digits, leading zeros
+  and counts above MAX_COUNT, a relative image file, a token that cannot be one, more local
+  processes than this machine can run: each refused in one line.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from llmb import catalog, images, values
+from llmb import catalog, files, images, jobsafe, values
+from llmb.values import shown
 
 DEFAULT_MAX_STEPS = 50
 DEFAULT_PROFILE_START = 45
@@ -45,7 +51,21 @@ FIELD_VARS = {
     "gpus_per_node": "GPUS_PER_NODE",
 }
 RUNAI_VARS = ("CUSTOM_MOUNT", "BASE_URL", "APP_ID", "APP_SECRET", "PROJECT_NAME", "PVC_DIR")
-TIME_RE = re.compile(r"^(?:(\d+)-)?(\d{1,3}):([0-5]\d):([0-5]\d)$")
+# Every variable from_env reads. None may hold a control character: each lands in the job
+# script, the manifest or a message line. The secret ones are never shown.
+LAUNCH_VARS = ("LLMB_INSTALL", "LLMB_WORKLOAD", "STAGE_PATH", "DRY_RUN", "SMOKE_TEST",
+               "CLUSTER_TYPE", "MODEL_SIZE", "DTYPE", "GPU_TYPE", "STRONG_SCALING",
+               "JOB_TOTAL_GPUS", "GPUS_PER_NODE", "LLMB_ALLOW_UNVALIDATED_SCALE", "MAX_STEPS",
+               "ENABLE_PROFILE", "ENABLE_GPU_METRICS", "ENABLE_NCCLTRACE", "PROFILE_START_STEP",
+               "PROFILE_STOP_STEP", "ENABLE_CHECKPOINT", "LOAD_CHECKPOINT_PATH", "TIME_LIMIT",
+               "HF_TOKEN", "RUN_CONF_IMAGE", "SBATCH_ACCOUNT", "SBATCH_PARTITION",
+               "SBATCH_GPUS_PER_NODE", *RUNAI_VARS)
+SECRET_VARS = ("HF_TOKEN", "APP_SECRET")
+# The most of anything counted (steps, GPUs): a 23-digit MAX_STEPS is a typo, not a run.
+MAX_COUNT = 1_000_000
+MAX_GPUS_PER_NODE = 64
+# Kubernetes names (Run:ai mount and claim names): DNS-1123 labels.
+K8S_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
 class RequestError(ValueError):
@@ -116,22 +136,85 @@ def parse_bool(env: Mapping[str, str], name: str, default: bool = False) -> bool
 
 
 def parse_positive_int(env: Mapping[str, str], name: str, default: int | None = None,
-                       what: str = "a positive integer") -> int:
+                       what: str = "a positive integer", maximum: int = MAX_COUNT) -> int:
+    """A positive integer written plainly: ASCII digits, no sign, no leading zero (010 is
+    not silently 10, nor 8), at most `maximum`."""
     value = _get(env, name)
     if value is None:
         if default is None:
             raise RequestError(f"{name} is not set; set it to {what}")
         return default
-    if not re.fullmatch(r"\+?\d+", value) or int(value) < 1:
-        raise RequestError(f"{name}={value} is not {what}")
+    if not re.fullmatch(r"[1-9][0-9]*", value):
+        plain = re.fullmatch(r"\+?0*([1-9][0-9]*)", value)
+        hint = f"; write it as {plain.group(1)}" if plain else ""
+        raise RequestError(f"{name}={shown(value)} is not {what}{hint}")
+    if len(value) > len(str(maximum)) or int(value) > maximum:
+        raise RequestError(f"{name}={value} is too large; at most {maximum}")
     return int(value)
+
+
+def _checked(check: Callable[..., str], *args: object) -> str:
+    """A llmb.jobsafe check whose refusal becomes this module's one-line RequestError."""
+    try:
+        return check(*args)
+    except values.BadValue as err:
+        raise RequestError(str(err)) from None
+
+
+def _install_paths(recipe: catalog.Recipe, env: Mapping[str, str],
+                   cluster_type: str) -> tuple[Path, Path]:
+    """LLMB_INSTALL and LLMB_WORKLOAD, absolute. Where nemo-run hands the run directory to a
+    shell (slurm, runai) they hold only the characters jobsafe.job_path allows; an existing
+    path must be a directory (a file there would otherwise be blamed on the image)."""
+    install = _get(env, "LLMB_INSTALL")
+    if install is None:
+        raise RequestError("LLMB_INSTALL is not set; set it to your install root")
+    workload = _get(env, "LLMB_WORKLOAD")
+    llmb_install = Path(install).absolute()
+    llmb_workload = (Path(workload).absolute() if workload
+                     else llmb_install / "workloads" / recipe.workload)
+    for name, path in (("LLMB_INSTALL", llmb_install),
+                       ("LLMB_WORKLOAD", llmb_workload if workload else None)):
+        if path is None:
+            continue
+        if cluster_type != "local":
+            _checked(jobsafe.job_path, name, str(path))
+        problem = files.path_problem(path)
+        if problem and problem != "does not exist":
+            raise RequestError(f"{name}={shown(path)} {problem}; set it to a directory")
+    return llmb_install, llmb_workload
+
+
+def _local_processes(num_gpus: int, smoke_test: bool) -> None:
+    """CLUSTER_TYPE=local starts JOB_TOTAL_GPUS processes here: no more than it can run."""
+    limit, what = jobsafe.local_process_limit(smoke_test)
+    if num_gpus > limit:
+        raise RequestError(f"JOB_TOTAL_GPUS={num_gpus} is more processes than this machine can "
+                           f"run: CLUSTER_TYPE=local starts one per GPU, at most {limit} here "
+                           f"({what})")
+
+
+def _image(env: Mapping[str, str], cluster_type: str) -> str | None:
+    """RUN_CONF_IMAGE as pyxis (slurm) or Run:ai takes it, or None when unset."""
+    value = _get(env, "RUN_CONF_IMAGE")
+    if value is None:
+        return None
+    image = _checked(jobsafe.container_image, "RUN_CONF_IMAGE", value)
+    if jobsafe.looks_like_file(value):
+        if cluster_type == "runai":
+            raise RequestError(f"RUN_CONF_IMAGE={shown(value)} is a file; Run:ai pulls the "
+                               "image from a registry: use a reference such as "
+                               "nvcr.io/nvidia/nemo:25.04.01")
+        return image
+    ref = images.Image.parse(image)
+    return ref.pyxis if cluster_type == "slurm" else ref.reference
 
 
 def parse_choice(env: Mapping[str, str], name: str, default: str, allowed: list[str],
                  owner: str) -> str:
     value = (_get(env, name) or default).lower()
     if value not in allowed:
-        raise RequestError(f"{name}={value} is not supported by {owner}; "
+        raise RequestError(f"{name}={shown(value)} is not supported by {owner}; "
                            f"allowed: {', '.join(allowed)}")
     return value
 
@@ -178,29 +261,26 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
     """Validate the launch environment for `recipe`; raise RequestError on the first problem."""
     env = os.environ if env is None else env
     warnings: list[str] = []
+    _checked(jobsafe.printable_env, env, LAUNCH_VARS, SECRET_VARS)
 
     if "STAGE_PATH" in env:
         raise RequestError(
             f"STAGE_PATH={env['STAGE_PATH']} is no longer used; unset it and set LLMB_INSTALL "
             "to your install root (images/, venvs/, workloads/ live under it)")
-    install = _get(env, "LLMB_INSTALL")
-    if install is None:
+    if _get(env, "LLMB_INSTALL") is None:
         raise RequestError("LLMB_INSTALL is not set; set it to your install root")
-    llmb_install = Path(install).absolute()
-    workload = _get(env, "LLMB_WORKLOAD")
-    llmb_workload = (Path(workload).absolute() if workload
-                     else llmb_install / "workloads" / recipe.workload)
 
     dry_run = parse_bool(env, "DRY_RUN")
     smoke_test = parse_bool(env, "SMOKE_TEST")
     cluster_types = list(recipe.data["cluster_types"])
     cluster_type = (_get(env, "CLUSTER_TYPE") or "slurm").lower()
     if cluster_type not in catalog.CLUSTER_TYPES:
-        raise RequestError(f"CLUSTER_TYPE={cluster_type} is not known; allowed: "
+        raise RequestError(f"CLUSTER_TYPE={shown(cluster_type)} is not known; allowed: "
                            f"{', '.join(catalog.CLUSTER_TYPES)}")
     if cluster_type not in cluster_types:
         raise RequestError(f"CLUSTER_TYPE={cluster_type} is not supported by {recipe.name}; "
                            f"allowed: {', '.join(cluster_types)}")
+    llmb_install, llmb_workload = _install_paths(recipe, env, cluster_type)
 
     model_size = parse_choice(env, "MODEL_SIZE", recipe.defaults["model_size"], recipe.sizes,
                               recipe.name)
@@ -218,9 +298,12 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
                                f"CLUSTER_TYPE=local, which runs all {num_gpus} processes on "
                                "this machine; unset GPUS_PER_NODE")
         gpus_per_node = num_gpus
+        if not dry_run:  # like the image check: the machine that runs it may differ
+            _local_processes(num_gpus, smoke_test)
     else:
         gpus_per_node = parse_positive_int(
-            env, "GPUS_PER_NODE", catalog.get_gpu_type(gpu_type).gpus_per_node)
+            env, "GPUS_PER_NODE", catalog.get_gpu_type(gpu_type).gpus_per_node,
+            maximum=MAX_GPUS_PER_NODE)
 
     values = {"MODEL_SIZE": model_size, "DTYPE": dtype, "GPU_TYPE": gpu_type,
               "JOB_TOTAL_GPUS": num_gpus, "GPUS_PER_NODE": gpus_per_node, "SCALING": scaling,
@@ -275,9 +358,12 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
     load_path = None
     checkpoint = recipe.size(model_size)["checkpoint"]
     if load is not None:
-        load_path = Path(load).absolute()
-        if not load_path.is_dir():
-            raise RequestError(f"LOAD_CHECKPOINT_PATH={load} does not exist; point it at a "
+        load_path = Path(os.path.expanduser(load)).absolute()
+        if cluster_type == "slurm":  # mounted into the container beside the workload
+            _checked(jobsafe.mount_path, "LOAD_CHECKPOINT_PATH", str(load_path))
+        problem = files.path_problem(load_path)
+        if problem:
+            raise RequestError(f"LOAD_CHECKPOINT_PATH={load} {problem}; point it at a "
                                "checkpoint directory that holds weights/*.distcp")
         if not any((load_path / "weights").glob("*.distcp")):
             raise RequestError(f"LOAD_CHECKPOINT_PATH={load} holds no weights/*.distcp; point "
@@ -299,15 +385,15 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
         steps = max_steps
 
     time_limit = _get(env, "TIME_LIMIT") or str(recipe.size(model_size)["time_limit"])
-    if not TIME_RE.match(time_limit):
-        raise RequestError(f"TIME_LIMIT={time_limit} is not a Slurm time; use HH:MM:SS or "
-                           "D-HH:MM:SS, e.g. 00:45:00")
+    _checked(jobsafe.slurm_time, "TIME_LIMIT", time_limit)
 
     # --- cluster specifics --------------------------------------------------------------------
-    if recipe.data.get("requires_hf_token") and not smoke_test and not _get(env, "HF_TOKEN"):
-        raise RequestError(f"HF_TOKEN is not set; {recipe.name} needs a Hugging Face token "
-                           "with access to the Llama 3.1 tokenizer (export HF_TOKEN=hf_...)")
-    image_override = _get(env, "RUN_CONF_IMAGE")
+    if recipe.data.get("requires_hf_token") and not smoke_test:
+        if not _get(env, "HF_TOKEN"):
+            raise RequestError(f"HF_TOKEN is not set; {recipe.name} needs a Hugging Face token "
+                               "with access to the Llama 3.1 tokenizer (export HF_TOKEN=hf_...)")
+        _checked(jobsafe.hf_token, "HF_TOKEN", env["HF_TOKEN"])
+    image_override = _image(env, cluster_type)
     account = partition = None
     gres = None
     runai = None
@@ -320,13 +406,23 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
         if partition is None:
             raise RequestError("SBATCH_PARTITION is not set; set it to the Slurm partition "
                                "to run in (sinfo -s lists them)")
+        _checked(jobsafe.slurm_name, "SBATCH_ACCOUNT", account, "account")
+        _checked(jobsafe.slurm_name, "SBATCH_PARTITION", partition, "partition", True)
         if _get(env, "SBATCH_GPUS_PER_NODE") is not None:
-            gres = parse_positive_int(env, "SBATCH_GPUS_PER_NODE")
+            gres = parse_positive_int(env, "SBATCH_GPUS_PER_NODE", maximum=MAX_GPUS_PER_NODE)
+            if gres != config.gpus_per_node:
+                raise RequestError(
+                    f"SBATCH_GPUS_PER_NODE={gres} does not match the {config.gpus_per_node} "
+                    f"tasks per node (GPUS_PER_NODE={config.gpus_per_node} for {gpu_type}); "
+                    f"each task drives one GPU: set SBATCH_GPUS_PER_NODE="
+                    f"{config.gpus_per_node} or unset it")
+        _checked(jobsafe.mount_path, "the llmb repository", str(catalog.REPO_ROOT), True)
         default_image = llmb_install / "images" / images.Image(recipe.image).file_name
         image = image_override or str(default_image)
-        if not dry_run and image.startswith("/") and not Path(image).exists():
-            source = "RUN_CONF_IMAGE" if image_override else "the container image"
-            raise RequestError(f"{source} {image} does not exist; run ./setup.sh (it imports "
+        problem = files.path_problem(image, "file") if image.startswith("/") else None
+        if not dry_run and problem:
+            source = "RUN_CONF_IMAGE=" if image_override else "the container image "
+            raise RequestError(f"{source}{shown(image)} {problem}; run ./setup.sh (it imports "
                                f"{recipe.image}) or set RUN_CONF_IMAGE")
     elif cluster_type == "runai":
         runai = _runai(env)
@@ -366,16 +462,23 @@ def _runai(env: Mapping[str, str]) -> RunaiSettings:
     mount = str(_get(env, "CUSTOM_MOUNT"))
     parts = mount.split(":")
     if len(parts) != 3 or not all(parts) or not parts[1].startswith("/"):
-        raise RequestError(f"CUSTOM_MOUNT={mount} is not name:path:claimName "
+        raise RequestError(f"CUSTOM_MOUNT={shown(mount)} is not name:path:claimName "
                            "(e.g. workspace:/workspace:my-pvc-claim)")
     name, path, claim = parts
-    pvc_dir = str(_get(env, "PVC_DIR"))
+    for what, label in (("name", name), ("claimName", claim)):
+        if not K8S_NAME_RE.fullmatch(label):
+            raise RequestError(f"CUSTOM_MOUNT={shown(mount)}: the {what} {shown(label)} is not a "
+                               "Kubernetes name (lower-case letters, digits and -)")
+    pvc_dir = _checked(jobsafe.job_path, "PVC_DIR", str(_get(env, "PVC_DIR")))
+    if not pvc_dir.startswith("/"):
+        raise RequestError(f"PVC_DIR={pvc_dir} is not an absolute path; it is a directory on "
+                           f"the mounted claim, e.g. {path.rstrip('/')}/nemo-run")
     if os.path.commonpath([path, pvc_dir]) != path.rstrip("/") and path != "/":
         raise RequestError(f"PVC_DIR={pvc_dir} is not under the CUSTOM_MOUNT path {path}; "
                            "the experiment directory must live on the mounted claim")
     base_url = str(_get(env, "BASE_URL")).rstrip("/")
-    if not re.match(r"^https?://", base_url):
-        raise RequestError(f"BASE_URL={base_url} is not an http(s) URL, e.g. "
+    if not re.match(r"^https?://[^\s/]+", base_url) or re.search(r"\s", base_url):
+        raise RequestError(f"BASE_URL={shown(base_url)} is not an http(s) URL, e.g. "
                            "https://<runai-host>/api/v1")
     return RunaiSettings(
         mount_name=name, mount_path=path, claim_name=claim, base_url=base_url,

@@ -18,16 +18,16 @@ setup() {
 
 @test "scale outside the published matrix names the published scales" {
     fails_with "JOB_TOTAL_GPUS=24 is not a published scale for llama3.1 8b fp8 on h100; published: 8, 16, 32, 64, 128" \
-        JOB_TOTAL_GPUS=24 HF_TOKEN=hf_x
+        JOB_TOTAL_GPUS=24 HF_TOKEN=hf_abcdefghijklmnop
     fails_with "JOB_TOTAL_GPUS=256 is not a published scale for llama3.1 405b fp8 on h100; published: 32, 64, 128, 512, 1024, 2048" \
-        JOB_TOTAL_GPUS=256 MODEL_SIZE=405b HF_TOKEN=hf_x
+        JOB_TOTAL_GPUS=256 MODEL_SIZE=405b HF_TOKEN=hf_abcdefghijklmnop
 }
 
 @test "no gb200, no runai, no strong scaling for llama3.1" {
-    fails_with "GPU_TYPE=gb200 is not supported by llama3.1; allowed: h100" JOB_TOTAL_GPUS=16 GPU_TYPE=gb200 HF_TOKEN=hf_x
-    fails_with "CLUSTER_TYPE=runai is not supported by llama3.1; allowed: slurm, local" JOB_TOTAL_GPUS=16 CLUSTER_TYPE=runai HF_TOKEN=hf_x
+    fails_with "GPU_TYPE=gb200 is not supported by llama3.1; allowed: h100" JOB_TOTAL_GPUS=16 GPU_TYPE=gb200 HF_TOKEN=hf_abcdefghijklmnop
+    fails_with "CLUSTER_TYPE=runai is not supported by llama3.1; allowed: slurm, local" JOB_TOTAL_GPUS=16 CLUSTER_TYPE=runai HF_TOKEN=hf_abcdefghijklmnop
     fails_with "STRONG_SCALING=true is not published for llama3.1 8b fp8 on h100; published: weak scaling" \
-        JOB_TOTAL_GPUS=16 STRONG_SCALING=true HF_TOKEN=hf_x
+        JOB_TOTAL_GPUS=16 STRONG_SCALING=true HF_TOKEN=hf_abcdefghijklmnop
 }
 
 @test "DRY_RUN prints the job, never the token, and writes nothing" {

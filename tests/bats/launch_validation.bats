@@ -21,7 +21,7 @@ each_recipe() {
     for i in "${!RECIPES[@]}"; do
         if [[ "${EVERY_RECIPE:-}" == 1 || "$i" -eq $((NEXT % ${#RECIPES[@]})) ]]; then
             export LAUNCH="$REPO/${RECIPES[$i]}"
-            fails_with "$@" HF_TOKEN=hf_x
+            fails_with "$@" HF_TOKEN=hf_abcdefghijklmnop
         fi
     done
     NEXT=$((NEXT + 1))

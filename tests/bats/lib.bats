@@ -104,3 +104,13 @@ setup() {
     cd /
     [ "$(llmb_repo_root)" = "$REPO" ]
 }
+
+@test "llmb_check_printable: a control character is one line, the value shown quoted" {
+    X=$'a\nb' Y=ok
+    run --separate-stderr llmb_check_printable Y X
+    [ "$status" -eq 1 ]
+    [ "${#stderr_lines[@]}" -eq 1 ]
+    [ "$stderr" = "llmb: X=\$'a\\nb' contains control character(s), which would end or garble a line of the job script; remove them" ]
+    unset Z
+    llmb_check_printable Y Z
+}

@@ -27,7 +27,7 @@ setup() {
         [ -d "${LLMB_INSTALL}/${d}" ]
     done
     [ "$(head -c 4 "${IMAGE}")" = hsqs ]
-    grep -q "^enroot import --output ${LLMB_INSTALL}/images/\.nvidia+nemo+25\.04\.01\.sqsh\.partial\.[0-9]* docker://nvcr.io#nvidia/nemo:25.04.01$" "${ENROOT_SHIM_LOG}"
+    grep -q "^enroot import --output ${LLMB_INSTALL}/images/\.nvidia+nemo+25\.04\.01\.sqsh\.partial\.${HOSTNAME}\.[0-9]* docker://nvcr.io#nvidia/nemo:25.04.01$" "${ENROOT_SHIM_LOG}"
     [ "$(find "${LLMB_INSTALL}/images" -type f | wc -l)" -eq 1 ]
 }
 
@@ -63,6 +63,47 @@ setup() {
     [ "${status}" -ne 0 ]
     [ ! -e "${IMAGE}" ]
     [ -z "$(ls -A "${LLMB_INSTALL}/images")" ]
+}
+
+@test "an import killed by SIGKILL leaves a partial file; the next setup removes it" {
+    export ENROOT_SHIM_DELAY=30
+    # Its own process group, as a job step: SIGKILL reaches setup.sh and the import at once,
+    # and no trap runs (what scancel --signal=KILL, the OOM killer or a dead node do).
+    LLMB_SETUP_STEPS=image setsid bash "${REPO}/nemotronh/setup.sh" >/dev/null 2>&1 &
+    pid=$!
+    for _ in $(seq 100); do
+        if compgen -G "${LLMB_INSTALL}/images/.*partial*" >/dev/null; then break; fi
+        sleep 0.1
+    done
+    partial="$(compgen -G "${LLMB_INSTALL}/images/.*partial*")"
+    [[ "${partial}" == *".partial.${HOSTNAME}.${pid}" ]]
+    kill -KILL -- "-${pid}"
+    killed=0
+    wait "${pid}" || killed=$?
+    [ "${killed}" -eq 137 ]
+    [ -e "${partial}" ]  # no trap ran: it is left behind
+    export ENROOT_SHIM_DELAY=0.1
+    LLMB_SETUP_STEPS=image run --separate-stderr bash "${REPO}/nemotronh/setup.sh"
+    [ "${status}" -eq 0 ]
+    [[ "${output}" == *"removed ${partial}: a partial import left by process ${pid}, which is gone"* ]]
+    [ "$(ls -A "${LLMB_INSTALL}/images")" = "nvidia+nemo+25.04.01.sqsh" ]
+}
+
+@test "a partial file of a live setup or of another host is kept" {
+    mkdir -p "${LLMB_INSTALL}/images"
+    other="${LLMB_INSTALL}/images/.nvidia+nemo+25.04.01.sqsh.partial.node-b.cluster.1234"
+    : >"${other}"
+    # a live setup process on this host: a stand-in whose command line names setup.sh
+    bash -c 'exec -a "bash common/setup.sh llama3.1" sleep 30' &
+    live_pid=$!
+    live="${LLMB_INSTALL}/images/.nvidia+nemo+25.04.01.sqsh.partial.${HOSTNAME}.${live_pid}"
+    : >"${live}"
+    LLMB_SETUP_STEPS=image run --separate-stderr bash "${REPO}/llama3.1/setup.sh"
+    kill "${live_pid}"
+    [ "${status}" -eq 0 ]
+    [ -e "${other}" ] && [ -e "${live}" ]
+    [[ "${stderr}" == *"${other} is a partial import by process 1234 on node-b.cluster; kept"* ]]
+    [[ "${stderr}" == *"${live} is being written by setup process ${live_pid}; kept"* ]]
 }
 
 @test "a failed import leaves no image and says so" {
@@ -135,9 +176,9 @@ setup() {
 }
 
 @test "error: not enough disk space for the image" {
-    LLMB_IMAGE_SPACE_GB=99999999 LLMB_SETUP_STEPS=image run --separate-stderr bash "${REPO}/llama3.1/setup.sh"
+    LLMB_IMAGE_SPACE_GB=999999 LLMB_SETUP_STEPS=image run --separate-stderr bash "${REPO}/llama3.1/setup.sh"
     [ "${status}" -eq 1 ]
-    [[ "${stderr}" == "llmb: not enough disk space for the image in "*"99999999 GB needed"* ]]
+    [[ "${stderr}" == "llmb: not enough disk space for the image in "*"999999 GB needed"* ]]
     [ ! -e "${ENROOT_SHIM_LOG}" ]
 }
 
@@ -151,4 +192,66 @@ setup() {
     GPU_TYPE=a100 LLMB_SETUP_STEPS=image run --separate-stderr bash "${REPO}/llama3.1/setup.sh"
     [ "${status}" -eq 1 ]
     [ "${stderr}" = "llmb: GPU_TYPE: unknown GPU type a100; allowed: h100, b200, gb200" ]
+}
+
+# --- hostile input: one table, each row refused in one line naming the variable -----------------
+
+# refused MESSAGE VAR=VALUE...: setup.sh (run from an empty directory) exits 1 with exactly one
+# stderr line starting with "llmb: MESSAGE", creates nothing (no LLMB_INSTALL, nothing in the
+# directory it ran from) and imports nothing.
+refused() {
+    local message="$1"
+    shift
+    mkdir -p "${BATS_TEST_TMPDIR}/cwd"
+    cd "${BATS_TEST_TMPDIR}/cwd"
+    run --separate-stderr env "$@" bash "${REPO}/llama3.1/setup.sh"
+    echo "row: $(printf '%q ' "$@")-> status=${status} stderr=${stderr}" >&2
+    [ "${status}" -eq 1 ]
+    [ "${#stderr_lines[@]}" -eq 1 ]
+    [[ "${stderr}" == "llmb: ${message}"* ]]
+    [ ! -e "${LLMB_INSTALL}" ]
+    [ -z "$(ls -A "${BATS_TEST_TMPDIR}/cwd")" ]
+    [ ! -e "${ENROOT_SHIM_LOG}" ]
+    [ ! -e /x ]
+}
+
+@test "hostile values for setup.sh: refused in one line, nothing written or imported" {
+    : >"${BATS_TEST_TMPDIR}/a-file"
+    refused 'LLMB_INSTALL=/x/y$(touch pwned) contains $ ( a space ), which a job path cannot hold' \
+        'LLMB_INSTALL=/x/y$(touch pwned)'
+    refused "LLMB_INSTALL=/x/it's contains '" "LLMB_INSTALL=/x/it's"
+    refused "LLMB_INSTALL=\$'/x/a\\nb' contains control character(s)" LLMB_INSTALL=$'/x/a\nb'
+    refused "LLMB_INSTALL=${BATS_TEST_TMPDIR}/a-file is a file, not a directory" \
+        LLMB_INSTALL="${BATS_TEST_TMPDIR}/a-file"
+    refused "LLMB_INSTALL=/proc/llmb cannot be created: " LLMB_INSTALL=/proc/llmb
+    refused "STAGE_PATH=\$'/old\\n' contains control character(s)" STAGE_PATH=$'/old\n'
+    refused "CLUSTER_TYPE=\$'slurm\\E[2J' contains control character(s)" CLUSTER_TYPE=$'slurm\e[2J'
+    refused "CLUSTER_TYPE=k8s is not supported" CLUSTER_TYPE=k8s
+    refused "GPU_TYPE=\$'h100\\r' contains control character(s)" GPU_TYPE=$'h100\r'
+    refused "LLMB_SETUP_STEPS=* has unknown step *; allowed: venv, image" 'LLMB_SETUP_STEPS=*'
+    refused "LLMB_SETUP_STEPS=\$'venv\\nimage' contains control character(s)" \
+        LLMB_SETUP_STEPS=$'venv\nimage'
+    refused "LLMB_REQUIREMENTS=\$'/a\\n/b' contains control character(s)" \
+        LLMB_REQUIREMENTS=$'/a\n/b'
+    refused "LLMB_PIP_ARGS=\$'--pre\\n--x' contains control character(s)" \
+        LLMB_PIP_ARGS=$'--pre\n--x'
+}
+
+@test "hostile values for the image step: refused before any import" {
+    refused "LLMB_IMAGE_SPACE_GB=010 is not a whole number of GB" LLMB_SETUP_STEPS=image \
+        LLMB_IMAGE_SPACE_GB=010
+    refused "LLMB_IMAGE_SPACE_GB=99999999999999999999999 is not a whole number of GB" \
+        LLMB_SETUP_STEPS=image LLMB_IMAGE_SPACE_GB=99999999999999999999999
+    refused "LLMB_IMAGE_SPACE_GB=-1 is not a whole number" LLMB_SETUP_STEPS=image \
+        LLMB_IMAGE_SPACE_GB=-1
+}
+
+@test "LLMB_PIP_ARGS words reach pip as they are, never glob-expanded" {
+    mkdir -p "${BATS_TEST_TMPDIR}/cwd"
+    touch "${BATS_TEST_TMPDIR}/cwd/--dry-run-trap"
+    cd "${BATS_TEST_TMPDIR}/cwd"
+    LLMB_SETUP_STEPS=venv LLMB_PIP_ARGS='--no-index --find-links ./-* --quiet' \
+        run --separate-stderr bash "${REPO}/llama3.1/setup.sh"
+    [ "${status}" -eq 0 ]
+    [[ "${output}" != *dry-run-trap* && "${stderr}" != *dry-run-trap* ]]
 }
