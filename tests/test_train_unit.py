@@ -387,7 +387,7 @@ def test_profile_defaults_are_each_recipes() -> None:
         recipe = catalog.find_recipe(name)
         env = {"LLMB_INSTALL": "/tmp/llmb-x", "JOB_TOTAL_GPUS": str(recipe.rows()[0].num_gpus),
                "MODEL_SIZE": recipe.rows()[0].model_size, "DTYPE": recipe.rows()[0].dtype,
-               "SBATCH_ACCOUNT": "a", "SBATCH_PARTITION": "p", "HF_TOKEN": "hf_x",
+               "SBATCH_ACCOUNT": "a", "SBATCH_PARTITION": "p", "HF_TOKEN": "hf_xtest",
                "DRY_RUN": "true", "ENABLE_PROFILE": "true"}
         req = request.from_env(recipe, env)
         assert (req.profile_start_step, req.profile_stop_step) == steps
