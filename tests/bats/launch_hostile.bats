@@ -3,6 +3,9 @@
 # exactly one stderr line naming the variable; nothing is written (no workloads/ under
 # LLMB_INSTALL, nothing in the directory it ran from, no /x) and nothing is submitted (the
 # recording sbatch shim is first on PATH and its log stays absent). No value runs a command.
+# Hostile values are literal text (SC2016); the table's helper runs `run` and reads its
+# results in the same test (SC2030/SC2031 cannot see that).
+# shellcheck disable=SC2016,SC2030,SC2031
 
 bats_require_minimum_version 1.5.0
 load launch_helpers
@@ -17,7 +20,7 @@ setup() {
 refused() {
     local code="$1" message="$2"
     shift 2
-    cd "$BATS_TEST_TMPDIR/cwd"
+    cd "$BATS_TEST_TMPDIR/cwd" || return 1
     run --separate-stderr env JOB_TOTAL_GPUS=16 "$@" "${LAUNCH:-$REPO/nemotron/launch.sh}"
     echo "row: $(printf '%q ' "$@")-> status=$status stderr=$stderr" >&2
     [ "$status" -eq "$code" ]
@@ -110,7 +113,7 @@ refused() {
 @test "an allowed value with shell characters is only ever quoted: submitted, nothing runs" {
     image="$BATS_TEST_TMPDIR/img \$(touch pwned).sqsh"
     : >"$image"
-    cd "$BATS_TEST_TMPDIR/cwd"
+    cd "$BATS_TEST_TMPDIR/cwd" || return 1
     run --separate-stderr env JOB_TOTAL_GPUS=16 RUN_CONF_IMAGE="$image" "$REPO/nemotron/launch.sh"
     [ "$status" -eq 0 ]
     grep -qF -- "--container-image '$image'" "$SHIM_LOG"

@@ -106,6 +106,7 @@ setup() {
 }
 
 @test "llmb_check_printable: a control character is one line, the value shown quoted" {
+    # shellcheck disable=SC2034  # read by name (indirectly) by llmb_check_printable
     X=$'a\nb' Y=ok
     run --separate-stderr llmb_check_printable Y X
     [ "$status" -eq 1 ]

@@ -1,6 +1,9 @@
 #!/usr/bin/env bats
 # <recipe>/setup.sh -> common/setup.sh: layout, venv requirements, enroot import (through the
 # enroot test double in tests/shims), idempotence, interruption, and every error line.
+# Hostile values are literal text (SC2016); the table's helper runs `run` and reads its
+# results in the same test (SC2030/SC2031 cannot see that).
+# shellcheck disable=SC2016,SC2030,SC2031
 
 bats_require_minimum_version 1.5.0
 
@@ -203,7 +206,7 @@ refused() {
     local message="$1"
     shift
     mkdir -p "${BATS_TEST_TMPDIR}/cwd"
-    cd "${BATS_TEST_TMPDIR}/cwd"
+    cd "${BATS_TEST_TMPDIR}/cwd" || return 1
     run --separate-stderr env "$@" bash "${REPO}/llama3.1/setup.sh"
     echo "row: $(printf '%q ' "$@")-> status=${status} stderr=${stderr}" >&2
     [ "${status}" -eq 1 ]
@@ -249,7 +252,7 @@ refused() {
 @test "LLMB_PIP_ARGS words reach pip as they are, never glob-expanded" {
     mkdir -p "${BATS_TEST_TMPDIR}/cwd"
     touch "${BATS_TEST_TMPDIR}/cwd/--dry-run-trap"
-    cd "${BATS_TEST_TMPDIR}/cwd"
+    cd "${BATS_TEST_TMPDIR}/cwd" || return 1
     LLMB_SETUP_STEPS=venv LLMB_PIP_ARGS='--no-index --find-links ./-* --quiet' \
         run --separate-stderr bash "${REPO}/llama3.1/setup.sh"
     [ "${status}" -eq 0 ]
