@@ -20,12 +20,11 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from llmb import catalog, installcheck, installsteps, jobsafe, slurm, values
-from llmb.installsteps import Step
+from llmb.installsteps import Plan, Step
 from llmb.values import shown
 
 REPO = catalog.REPO_ROOT
@@ -43,28 +42,6 @@ DEFAULT_REQUIREMENTS = ["common/requirements/launch.txt"]
 
 class InstallError(Exception):
     """A bad input or a failed step: one line for the user."""
-
-
-@dataclass
-class Plan:
-    install_path: str
-    cluster_type: str
-    gpu_type: str
-    workloads: list[str]
-    slurm: dict[str, Any] = field(default_factory=dict)
-    venv: dict[str, Any] = field(default_factory=dict)
-    image: dict[str, Any] = field(default_factory=dict)
-    env: dict[str, Any] = field(default_factory=dict)
-    hf_token: str | None = field(default=None, repr=False)
-    token_source: str = "HF_TOKEN"  # where the token came from, for messages
-
-    @property
-    def root(self) -> Path:
-        return Path(self.install_path)
-
-    def venv_path(self, workload: str) -> Path:
-        reuse = self.venv.get("reuse")
-        return Path(reuse) if reuse else self.root / "venvs" / workload
 
 
 # --- building and validating a plan ------------------------------------------------------------

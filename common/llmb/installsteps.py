@@ -28,16 +28,38 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from llmb import catalog, files, images
 
-if TYPE_CHECKING:
-    from llmb.installer import Plan
+
+@dataclass
+class Plan:
+    """What to install, as the config file or the questions gave it (validated by installer)."""
+
+    install_path: str
+    cluster_type: str
+    gpu_type: str
+    workloads: list[str]
+    slurm: dict[str, Any] = field(default_factory=dict)
+    venv: dict[str, Any] = field(default_factory=dict)
+    image: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, Any] = field(default_factory=dict)
+    hf_token: str | None = field(default=None, repr=False)
+    token_source: str = "HF_TOKEN"  # where the token came from, for messages
+
+    @property
+    def root(self) -> Path:
+        return Path(self.install_path)
+
+    def venv_path(self, workload: str) -> Path:
+        reuse = self.venv.get("reuse")
+        return Path(reuse) if reuse else self.root / "venvs" / workload
+
 
 REPO = catalog.REPO_ROOT
 STATE_FILE = ".llmb_install_state.json"
