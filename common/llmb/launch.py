@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from llmb import catalog, files, jobenv, redact
+from llmb import catalog, files, jobenv, placement, redact
 from llmb.request import Request
 
 MANIFEST_NAME = "llmb_manifest.json"
@@ -137,6 +137,7 @@ def build_manifest(req: Request, paths: JobPaths, created: str | None = None,
                         "mbs": cfg.mbs, "gbs": cfg.gbs, "dp": cfg.dp, "ga": cfg.ga,
                         "num_layers": cfg.num_layers},
         "cluster_type": req.cluster_type,
+        **({"placement": req.placement.record()} if req.placement else {}),
         "options": {
             "max_steps": req.max_steps,
             "smoke_test": req.smoke_test,
@@ -220,7 +221,7 @@ def slurm_executor(req: Request):
 
     cfg = req.config
     gpu = catalog.get_gpu_type(cfg.gpu_type)
-    segment = segment_size(cfg.nodes, gpu.segment_max_nodes)
+    segment = req.placement.segment or segment_size(cfg.nodes, gpu.segment_max_nodes)
     return run.SlurmExecutor(
         account=str(req.account),
         partition=req.partition,
@@ -232,6 +233,7 @@ def slurm_executor(req: Request):
         mem="0",
         exclusive=True,
         segment=segment,
+        additional_parameters=req.placement.sbatch_options() or None,
         container_image=req.image,
         container_mounts=container_mounts(req),
         env_vars=jobenv.job_env(req.recipe, cfg, req.nccl_trace),
@@ -444,7 +446,8 @@ def submit(req: Request) -> int:
         if req.cluster_type == "runai":
             os.chdir(repo_root())  # GitArchivePackager archives the repository of the cwd
         detach = req.cluster_type != "local"
-        exp.run(detach=detach, tail_logs=False)
+        with placement.sbatch_environment():  # the script's #SBATCH lines, nothing else
+            exp.run(detach=detach, tail_logs=False)
         job_id = _job_id(exp)
     if req.cluster_type == "local":
         return _finish_local(req, paths)
