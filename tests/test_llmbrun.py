@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from llmb import llmbrun, slurm
+from llmb import analysis, jobs, runconfig, slurm, submit, tasks
 from llmb.history import History
 
 REPO = Path(__file__).resolve().parents[1]
@@ -82,24 +82,25 @@ SINGLE_ERRORS = [
     (["-w", "pretrain_llama3.1", "-s", "8b", "--dtype", "fp8", "--scale", "8", "--env", "X"],
      "--env X is not NAME=VALUE"),
 ]
+USAGE_ERRORS = {"--env X is not NAME=VALUE"}
 
 
 @pytest.mark.parametrize(("args", "message"), SINGLE_ERRORS, ids=[m[:28] for _, m in SINGLE_ERRORS])
 def test_single_rejects_before_submitting(install, args, message):
     proc = run(["single", *args], install)
-    assert proc.returncode == 1
+    assert proc.returncode == (2 if message in USAGE_ERRORS else 1)
     assert message in proc.stderr
     assert "submitted" not in proc.stdout
     assert not (install / "llmb_run_history.jsonl").exists()
 
 
 def test_above_max_scale_is_a_warning_and_tells_launch(install):
-    cfg = llmbrun.find_config(str(install / "cluster_config.yaml"), {})
-    task = llmbrun.Task("pretrain_llama3.1", "8b", "fp8", 256)
-    errors, warnings, above = llmbrun.check_task(cfg, task)
+    cfg = runconfig.find_config(str(install / "cluster_config.yaml"), {})
+    task = tasks.Task("pretrain_llama3.1", "8b", "fp8", 256)
+    errors, warnings, above = tasks.check_task(cfg, task)
     assert errors == [] and above
     assert "above the largest published scale 128: an unvalidated configuration" in warnings[0]
-    env = llmbrun.launch_env(cfg, task, True, False, False,
+    env = submit.launch_env(cfg, task, True, False, False,
                              {"PATH": "/usr/bin", "LLMB_PYTHON": "/x", "VIRTUAL_ENV": "/old"})
     assert env["LLMB_ALLOW_UNVALIDATED_SCALE"] == "true"
     assert env["VIRTUAL_ENV"] == sys.prefix and env["PATH"].startswith(f"{sys.prefix}/bin:")
@@ -111,10 +112,10 @@ def test_above_max_scale_is_a_warning_and_tells_launch(install):
 
 
 def test_task_env_overrides_and_smoke(install):
-    cfg = llmbrun.find_config(str(install / "cluster_config.yaml"), {})
-    task = llmbrun.Task("pretrain_nemotron4", "15b", "fp8", 16, True, 1,
+    cfg = runconfig.find_config(str(install / "cluster_config.yaml"), {})
+    task = tasks.Task("pretrain_nemotron4", "15b", "fp8", 16, True, 1,
                         {"NCCL_DEBUG": "INFO", "MAX_STEPS": "20"})
-    env = llmbrun.launch_env(cfg, task, False, True, True, {"PATH": "/usr/bin"})
+    env = submit.launch_env(cfg, task, False, True, True, {"PATH": "/usr/bin"})
     assert env["NCCL_DEBUG"] == "INFO" and env["MAX_STEPS"] == "20"
     assert env["ENABLE_PROFILE"] == "true" and env["SMOKE_TEST"] == "true"
     assert env["DRY_RUN"] == "true"
@@ -133,12 +134,12 @@ def test_bulk_expands_sizes_dtypes_scales_repeats(install):
                        "env": {"SMOKE_TEST": True}},
                       {"workload": "pretrain_llama3.1", "size": "8b", "dtype": "bf16",
                        "scale": 8, "repeats": 1, "profile": True}]}
-    tasks, errors = llmbrun.tasks_from_bulk(data, "f")
+    expanded, errors = tasks.tasks_from_bulk(data, "f")
     assert errors == []
-    assert len(tasks) == 2 * 2 * 2 + 1
-    assert tasks[0].env == {"MAX_STEPS": "20", "SMOKE_TEST": "true"}
-    assert tasks[-1].profile and tasks[-1].env == {"MAX_STEPS": "20"}
-    assert [t.repeat for t in tasks[:2]] == [1, 2]
+    assert len(expanded) == 2 * 2 * 2 + 1
+    assert expanded[0].env == {"MAX_STEPS": "20", "SMOKE_TEST": "true"}
+    assert expanded[-1].profile and expanded[-1].env == {"MAX_STEPS": "20"}
+    assert [t.repeat for t in expanded[:2]] == [1, 2]
 
 
 def test_bulk_reports_every_error_at_once(install, tmp_path):
@@ -155,14 +156,14 @@ def test_bulk_reports_every_error_at_once(install, tmp_path):
     proc = run(["bulk", str(sweep)], install)
     assert proc.returncode == 1
     err = proc.stderr
-    for message in ("task 3: repeats=0 must be a positive integer",
+    for message in ("task 3: repeats=0 must be a whole number from 1 to 1000",
                     "task 4: size (or sizes) is required",
                     "task 5: unknown key(s) colour",
                     "--scale 24 is not a published scale",
                     "--scale 4 is below the smallest published scale 8",
                     "--dtype fp16 is not published for pretrain_nemotron4 15b"):
         assert message in err, message
-    assert "6 error(s); nothing was submitted" in err
+    assert "6 errors; nothing was submitted" in err
     assert "submitted" not in proc.stdout
     assert not (install / "llmb_run_history.jsonl").exists()
 
@@ -214,26 +215,27 @@ def test_history_survives_concurrent_writers(tmp_path):
 
 
 def test_status_caches_final_states_and_reads_results(install, monkeypatch, capsys):
-    cfg = llmbrun.find_config(str(install / "cluster_config.yaml"), {})
+    cfg = runconfig.find_config(str(install / "cluster_config.yaml"), {})
     for job in ("101", "102", "103"):
         cfg.history.append({"type": "submit", "job_id": job, "workload": "pretrain_llama3.1",
                             "size": "8b", "dtype": "fp8", "scale": 8, "repeat": 1,
                             "experiment_dir": str(install)})
-    states = {"101": "RUNNING", "102": "COMPLETED", "103": None}
-    calls: list[str] = []
+    states = {"101": "RUNNING", "102": "COMPLETED", "103": slurm.PURGED}
+    calls: list[list[str]] = []
 
-    def fake_state(job):
-        calls.append(job)
-        return states[job]
+    def fake_infos(ids, names=None):
+        calls.append(list(ids))
+        return {j: slurm.JobInfo(j, states[j], nodes="node1") for j in ids}
 
-    monkeypatch.setattr(slurm, "job_state", fake_state)
-    monkeypatch.setattr(llmbrun, "analyze",
-                        lambda d: {"status": "Success", "time_mean": 1.234})
-    assert llmbrun.cmd_status(cfg, False, "table") == 0
+    monkeypatch.setattr(slurm, "job_infos", fake_infos)
+    monkeypatch.setattr(analysis, "analyze_runs", lambda dirs: analysis.RunAnalysis(
+        results={j: [{"filename": f"{j}/x/log-x_{j}_0.out", "status": "Success",
+                      "time_mean": 1.234}] for j in dirs}))
+    assert jobs.cmd_status(cfg, False, "table") == 0
     out = capsys.readouterr().out
-    assert "101  RUNNING    -        -" in out
-    assert "102  COMPLETED  Success  1.234" in out
-    assert "103  UNKNOWN    Success" in out  # Slurm forgot it; the logs still tell
+    assert "101  RUNNING    -        -        -" in out
+    assert "102  COMPLETED  Success  -        1.234" in out
+    assert "103  PURGED     Success" in out  # Slurm forgot it; the logs still tell
     calls.clear()
-    llmbrun.cmd_status(cfg, False, "json")
-    assert "102" not in calls  # its final state came from the history file
+    jobs.cmd_status(cfg, False, "json")
+    assert calls == [["101"]]  # the final states came from the history file

@@ -21,7 +21,6 @@ import json
 import os
 import shlex
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -30,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from llmb import catalog, files, images, slurm
+from llmb import catalog, files, images, progress, slurm
 
 REPO = catalog.REPO_ROOT
 STATE_FILE = ".llmb_install_state.json"
@@ -334,9 +333,9 @@ def _venv_env(plan: Plan, workload: str) -> dict[str, str]:
 
 
 def _check_call(argv: list[str], env: Mapping[str, str] | None, what: str) -> None:
-    proc = subprocess.run(argv, env=env, check=False)
-    if proc.returncode != 0:
-        raise InstallError(f"{what} failed (exit {proc.returncode}): {shlex.join(argv)}")
+    returncode = progress.run_command(argv, env, what)  # a progress line on a terminal
+    if returncode != 0:
+        raise InstallError(f"{what} failed (exit {returncode}): {shlex.join(argv)}")
 
 
 def build_steps(plan: Plan, python: str) -> list[Step]:
