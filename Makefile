@@ -12,7 +12,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
 
 venv: $(VENV)/.installed ## create/update the development venv
-$(VENV)/.installed: common/requirements/dev.txt common/requirements/launch.txt common/requirements/smoke.txt
+$(VENV)/.installed: common/requirements/dev.txt common/requirements/launch.txt common/requirements/report.txt common/requirements/smoke.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -r common/requirements/dev.txt -r common/requirements/smoke.txt
 	touch $@
@@ -33,7 +33,7 @@ test: lint test-py test-bats ## everything CI runs
 bench: venv ## speed and memory targets (analyzer, launch start-up)
 	bash tests/bench/run.sh
 
-test-nemo: ## optional: build every NeMo recipe with nemo-toolkit 2.3.1 (3 GB venv)
+test-nemo: ## every NeMo recipe with the image's nemo-toolkit 2.3.1 (.venv-nemo, 3 GB; CI runs it)
 	bash tests/nemo/run.sh
 
 slurm-up: ## start the throw-away test Slurm cluster (root)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from llmb import analyze, catalog, perf
+from llmb import analyze, catalog, identify, perf
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "logs" / "experiments"
@@ -92,7 +92,7 @@ def test_nemotronh_new_style_name_ansi_and_computed_tflops(fixture_json: dict[st
             r["global_batch_size"], r["seq_length"], r["scaling"], r["identified_by"]) == (
         "nemotronh", "56b", "fp8", "h100", 128, 384, 8192, "weak", "name")
     assert_derived(r, 8192, 384, 128, flops, 1979, 15.496)
-    assert r["reference_source"] == "seed 000"
+    assert r["reference_source"] == "seed 000, nemo 25.04.01"  # with the measuring image
     assert r["checkpoint_save_s"] == 4.389
 
 
@@ -172,7 +172,10 @@ def test_skipped_and_summary(fixture_json: dict[str, Any]) -> None:
             "_nccltrace") in reasons
     assert fixture_json["summary"] == {
         "logs": 9, "success": 6, "failed": 3, "unreadable": 0, "skipped": 6,
-        "skipped_by_reason": {"NCCL trace": 2, "sbatch output": 4}}
+        "skipped_by_reason": {"NCCL trace": 2, "sbatch output": 4},
+        # issue 9: Invalid runs, configurations and their verdicts are counted too
+        "invalid": 0, "configurations": 9,
+        "verdicts": {"pass": 5, "below": 0, "no_reference": 1, "no_successful_run": 3}}
     assert fixture_json["analysis"]["window"] == {"first_iteration": 11, "last_iteration": 44}
     for r in fixture_json["results"]:
         assert r["filename"] == os.path.relpath(r["path"], FIXTURES)
@@ -205,7 +208,7 @@ def test_gpu_type_flag_applies_to_named_runs_not_manifests() -> None:
     ("pretrain_gpt3_175b_fp8_64", None),
 ])
 def test_parse_name_both_styles(name: str, expected: tuple[Any, ...] | None) -> None:
-    info = analyze.parse_name(name, WORKLOADS)
+    info = identify.parse_name(name, WORKLOADS)
     if expected is None:
         assert info is None
     else:
@@ -276,11 +279,13 @@ def test_exit_1_cases(tmp_path: Path) -> None:
     (["--format=xml"], ["--format=xml", "table, csv, json"]),
     (["--format"], ["--format needs a value"]),
     (["--bogus"], ["unknown option --bogus", "--full-names"]),
-    (["a", "b"], ["one directory expected"]),
+    # issue 9: several DIRs are analyzed together ($LLMB_INSTALL/workloads/*/experiments), so
+    # `a b` is no longer a usage error (test_several_directories); a bad window is.
+    (["--window=44-11"], ["--window=44-11", "FIRST <= LAST"]),
     (["--gpu-type=a100"], ["--gpu-type=a100", "h100", "gb200"]),
 ])
 def test_bad_options_exit_2(args: list[str], words: list[str]) -> None:
-    one_line_error(cli(*args) if args[0] in ("a", "--format") else cli(*args, str(FIXTURES)), 2,
+    one_line_error(cli(*args) if args[0] == "--format" else cli(*args, str(FIXTURES)), 2,
                    *words)
 
 

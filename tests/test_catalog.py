@@ -219,7 +219,7 @@ def test_reference_is_the_newest_seeds_step_time(cell: PerfCell):
     ref = recipe.reference(cell.size, cell.dtype, cell.gpu_type, cell.gpus, "weak")
     publishers = REF_PUBLISHERS[cell_key(cell)]
     winner = min(publishers, key=precedence)
-    assert ref == catalog.Reference(publishers[winner], winner)
+    assert (ref.step_time, ref.source) == (publishers[winner], winner)
     if cell.seed == winner:
         assert ref.step_time == cell.value
 
@@ -257,6 +257,45 @@ def test_004_publishes_no_step_times_so_gb200_b200_and_strong_have_no_reference(
         if config.gpu_type != "h100":
             assert recipe.reference("340b", config.dtype, config.gpu_type, config.num_gpus,
                                     config.scaling) is None
+
+
+def test_every_reference_names_the_stack_that_measured_it():
+    """Provenance: each reference carries its seed's image, NeMo and upstream release, and
+    says so in one short phrase (the analyzer's reference_source)."""
+    for recipe in catalog.all_recipes():
+        for config in recipe.rows():
+            ref = recipe.reference(config.model_size, config.dtype, config.gpu_type,
+                                   config.num_gpus, config.scaling)
+            if ref is None:
+                continue
+            assert ref.image.startswith("nvcr.io/nvidia/nemo:") and ref.nemo and ref.upstream
+            tag = ref.image.rpartition(":")[2]
+            assert ref.describe() == f"seed {ref.source}, nemo {tag}"
+    assert catalog.Reference(1.0, "003").describe() == "seed 003"
+
+
+def test_a_seed_that_names_its_image_agrees_with_its_source():
+    """000 and 002 name the container they measured in; 001 and 003 do not (their release's
+    setup.sh does: the README's Fidelity section cites it)."""
+    named = 0
+    for recipe in catalog.all_recipes():
+        for seed, stack in recipe.data["sources"].items():
+            text = seedtables.seed_text(seed)
+            tag = stack["image"].rpartition(":")[2]
+            mentioned = {m for m in ("24.09", "25.02.01", "25.04.01") if f"nemo:{m}" in text}
+            if mentioned:
+                named += 1
+                assert mentioned == {tag}, (recipe.name, seed, mentioned)
+    assert named == 2
+
+
+def test_broken_provenance_is_refused(metadata_copy):
+    folder = metadata_copy("nemotron", lambda d: d["sources"].pop("001"))
+    with pytest.raises(CatalogError, match=r"configs\[1\]: source 001 has no entry under sources"):
+        catalog.load_recipe(folder)
+    folder = metadata_copy("nemotron", lambda d: d["sources"]["002"].pop("image"))
+    with pytest.raises(CatalogError, match=r"sources\.002: missing key\(s\) image"):
+        catalog.load_recipe(folder)
 
 
 def test_reference_for_an_unpublished_scale_is_none():

@@ -44,3 +44,30 @@ def test_size_env_overrides_and_recipe_env() -> None:
     nemotron = catalog.find_recipe("nemotron")
     env = jobenv.job_env(nemotron, nemotron.resolve("340b", "fp8", "gb200", 256, "strong"))
     assert env["CUDA_DEVICE_MAX_CONNECTIONS"] == "32" and env["NCCL_NET_GDR_LEVEL"] == "PHB"
+
+
+def test_a_hugging_face_tokenizer_gets_a_shared_cache_the_others_stay_offline() -> None:
+    for recipe, cfg in ROWS:
+        env = jobenv.job_env(recipe, cfg, workload="/lustre/llmb/workloads/w")
+        if recipe.name == "llama3.1":  # the Llama 3 / 3.1 tokenizers, downloaded once
+            assert env["TRANSFORMERS_OFFLINE"] == "0"
+            assert env["HF_HOME"] == "/lustre/llmb/workloads/w/hf_home"
+        else:  # NullTokenizer: nothing to download
+            assert env["TRANSFORMERS_OFFLINE"] == "1" and "HF_HOME" not in env
+        assert "HF_HOME" not in jobenv.job_env(recipe, cfg)  # no workload: the image's
+
+
+def test_container_env_names_every_variable_the_job_sets() -> None:
+    """pyxis lets the image's own ENV win unless srun names the variable in --container-env."""
+    llama = catalog.find_recipe("llama3.1")
+    env = jobenv.job_env(llama, llama.resolve("70b", "fp8", "h100", 64), workload="/w")
+    arg = jobenv.container_env_arg(llama, env)
+    names = arg.removeprefix("--container-env=").split(",")
+    # HF_TOKEN reaches the job from the submitting environment, never written into the script.
+    assert names == sorted([*env, "HF_TOKEN"])
+    nemotron = catalog.find_recipe("nemotron")
+    env = jobenv.job_env(nemotron, nemotron.resolve("340b", "fp8", "gb200", 256, "strong"),
+                         nccl_trace=True)
+    arg = jobenv.container_env_arg(nemotron, env)
+    assert arg == "--container-env=" + ",".join(sorted(env))
+    assert "NCCL_DEBUG" in env and "HF_TOKEN" not in arg

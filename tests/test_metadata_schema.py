@@ -108,6 +108,35 @@ CASES = [
                  r"entry of configs publishes", id="reference-without-row"),
     pytest.param("llama3.1", lambda d: d["references"][0].update(gpu_type="gb200"),
                  r"references\[0\]: step time for 8b bf16 gb200 weak 8 GPUs", id="reference-gpu"),
+    # the NeMo job of every row (llmb.nemojob), at each level
+    pytest.param("llama3.1", set_in(("nemo", "cuda_graph"), True),
+                 r"nemo: unknown key 'cuda_graph'; allowed: performance_mode, cuda_graphs",
+                 id="nemo-unknown-key"),
+    pytest.param("llama3.1", set_in(("nemo", "cuda_graphs"), "yes"),
+                 r"nemo: cuda_graphs='yes' is not true or false", id="nemo-not-a-boolean"),
+    pytest.param("llama3.1", delete(("nemo", "performance_mode")),
+                 r"configs\[0\]: the NeMo job of its bf16 rows: no level sets performance_mode",
+                 id="nemo-incomplete"),
+    pytest.param("llama3.1",
+                 set_in(("sizes", "70b", "nemo", "comm_overlap", "wgrad_deferral_limit"), 0),
+                 r"sizes\.70b\.nemo: comm_overlap\.wgrad_deferral_limit=0 is not an integer "
+                 r"from 1 to 10000000", id="nemo-size-level"),
+    pytest.param("nemotron", set_in(("nemo", "tokenizer", "library"), None),
+                 r"nemo: tokenizer must be a mapping whose library is one of huggingface, null "
+                 r"\(quote \"null\" in YAML\)", id="nemo-unquoted-null"),
+    pytest.param("nemotron", set_in(("nemo", "precision_aware_optimizer"), {"bf16": True}),
+                 r"configs\[0\]: the NeMo job of its fp8 rows: precision_aware_optimizer gives "
+                 r"no value for fp8", id="nemo-by-dtype-incomplete"),
+    pytest.param("nemotron", lambda d: d["configs"][5]["nemo"]["comm_overlap"].update(
+                     userbuffers="no such layout"),
+                 r"configs\[5\]\.nemo: comm_overlap\.userbuffers='no such layout' is not a "
+                 r"userbuffers_\* layout name", id="nemo-config-level"),
+    pytest.param("nemotron", set_in(("nemo", "runai", "comm_overlap"),
+                                    {"tp_comm_bootstrap_backend": "tcp"}),
+                 r"nemo: comm_overlap\.tp_comm_bootstrap_backend='tcp' is not one of nccl, mpi, "
+                 r"gloo", id="nemo-condition"),
+    pytest.param("llama3.1", set_in(("profile", "stop_step"), 20),
+                 r"profile steps 20\.\.20 are not 0 < start < stop", id="profile-steps"),
 ]
 
 

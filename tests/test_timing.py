@@ -10,6 +10,7 @@ import pytest
 from llmb import nemolog, timing
 
 FIXTURES = Path(__file__).parent / "fixtures" / "logs" / "experiments"
+VERDICT_FIXTURES = Path(__file__).parent / "fixtures" / "logs" / "verdicts"
 
 PIPE = ("Training epoch 0, iteration {i}/{last} | lr: 1.5e-05 | global_batch_size: 128 | "
         "global_step: {i} | reduced_train_loss: 11.96 | train_step_timing in s: {t} | "
@@ -117,8 +118,11 @@ def test_window_with_no_steps_gives_nulls() -> None:
     assert timing.window_values({i: timing.Step(1.0) for i in range(11)}) == []
 
 
-@pytest.mark.parametrize("log", sorted(FIXTURES.rglob("log-*.out")), ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("log", sorted([*FIXTURES.rglob("log-*.out"),
+                                        *VERDICT_FIXTURES.rglob("log-*.out")]),
+                         ids=lambda p: p.parent.parent.name)
 def test_chunk_boundaries_do_not_change_the_result(log: Path) -> None:
+    # Steps, reasons (issue 9: evidence after the last step line, restarts) and all.
     whole = timing.scan_log(log)
     for size in (7, 64, 4096):
         assert timing.scan_log(log, chunk_bytes=size) == whole

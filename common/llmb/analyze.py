@@ -1,53 +1,76 @@
-"""Analyze benchmark logs: `python -m llmb.analyze [--format=...] [--full-names] [DIR]`.
+"""Analyze benchmark logs: `python -m llmb.analyze [options] [DIR ...]` (see USAGE).
 
-Walks DIR for `*.out` logs, skips Slurm batch output and NCCL-trace runs (without reading
-them), scans each log's step lines (llmb.timing), identifies the run (its llmb_manifest.json,
-else its experiment name) against the recipe catalog, derives tokens/s, MFU, time to train and
-the percentage of the published reference, and prints a table, CSV or JSON (llmb.report).
+Walks each DIR for `*.out` logs, skips Slurm batch output and NCCL-trace runs (without reading
+them), scans each log (llmb.timing, llmb.failures), identifies the run (llmb.identify), turns
+it into a result with a status and a reason (llmb.runs), groups repeats and judges each
+configuration against its published reference (llmb.verdicts), compares with a baseline tree
+(llmb.compare), prints a table, CSV or JSON (llmb.report) and writes the HTML/markdown report
+with plots (llmb.htmlreport, which alone imports matplotlib).
 
-Exit status: 0 when at least one run succeeded; 1 when none did, DIR does not exist or holds no
-`.out` file; 2 for a bad option. Start-up stays small: the catalog (pyyaml) is imported only
-when there is a log to identify, and nothing heavier ever.
+One bad log never stops the analysis: a log that cannot be read or analyzed is a Failed result
+whose reason says why. Start-up stays small: the catalog (pyyaml) is imported only when there
+is a log to identify, matplotlib only for --report.
 """
 
 from __future__ import annotations
 
-import json
+import contextlib
+import importlib.util
+import math
 import os
 import re
 import stat
 import sys
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from llmb.identify import DEFAULT_GPU, Identifier, Manifests, display, nccl_traced
+from llmb.values import BadValue, require_printable, shown
 
 PROG = os.environ.get("LLMB_ANALYZE_PROG", "parse_train_timing.sh")
 FORMATS = ("table", "csv", "json")
 DEFAULT_DIR = "experiments"
-DEFAULT_GPU = "h100"
-MANIFEST = "llmb_manifest.json"
-MANIFEST_LEVELS = 3  # the log's directory and up to two parents
+DEFAULT_WINDOW = (11, 44)
+DEFAULT_TOLERANCE = 5.0
 NCCL_TAG = "_nccltrace"
+EXIT_OK, EXIT_NONE, EXIT_USAGE, EXIT_CHECK, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+VALUE_OPTIONS = ("--format", "--gpu-type", "--tolerance", "--window", "--report", "--baseline")
+ALLOWED = ("--format=table|csv|json, --full-names, --gpu-type=TYPE, --tolerance=PCT, --check, "
+           "--window=A-B, --report=DIR, --baseline=DIR, --help")
 
 USAGE = f"""\
-usage: {PROG} [--format=table|csv|json] [--full-names] [--gpu-type=TYPE] [DIR]
+usage: {PROG} [--format=table|csv|json] [--full-names] [--gpu-type=TYPE]
+       [--tolerance=PCT] [--check] [--window=A-B] [--report=DIR] [--baseline=DIR] [DIR ...]
 
-Analyze the training logs (*.out) under DIR (default: ./{DEFAULT_DIR}): step time and
-TFLOPS_per_GPU mean and population standard deviation over iterations 11-44, Success when a
-run reached its final iteration, tokens/s, MFU, days to train 1T tokens, and the published
-reference step time with the percentage achieved.
+Analyze the training logs (*.out) under each DIR (default: ./{DEFAULT_DIR}; a run directory,
+an experiments directory, or a whole install: $LLMB_INSTALL/workloads/*/experiments or
+$LLMB_INSTALL/workloads): per run, step time and TFLOPS_per_GPU mean and population standard
+deviation over the window, status (Success, Failed, Invalid) with the reason, tokens/s, MFU,
+days to train 1T tokens, the published reference step time and the percentage achieved; per
+configuration (repeats grouped), the median, spread and a verdict against the reference.
 
 options:
   --format=FORMAT   table (default), csv or json
   --full-names      label table rows with the log's path relative to DIR
   --gpu-type=TYPE   GPU type of runs identified by experiment name (default {DEFAULT_GPU};
                     a run manifest's own GPU type always wins)
+  --tolerance=PCT   a configuration passes at >= 100-PCT % of the reference (default
+                    {DEFAULT_TOLERANCE:g}); verdicts: pass, below, no_reference, no_successful_run
+  --check           exit 3 when a configuration is below or has no successful run, or a run
+                    is Invalid (for scripts and CI)
+  --window=A-B      iterations (0-based, inclusive) the statistics cover (default
+                    {DEFAULT_WINDOW[0]}-{DEFAULT_WINDOW[1]}, the published window)
+  --report=DIR      also write DIR/index.html (self-contained, plots embedded), DIR/report.md
+                    and the plots (DIR/plots/*.png); needs matplotlib
+  --baseline=DIR    compare each configuration with the same one in an earlier run tree
   -h, --help        show this help and exit
 
 Skipped without being read: sbatch_*.out and NCCL-trace runs (_nccltrace, or manifest).
-Exit status: 0 when at least one run succeeded, 1 when none did or nothing was found,
-2 for a bad option.
+Exit status: 0 when at least one run succeeded; 1 when none did, a DIR does not exist or holds
+no log, or the report cannot be written; 2 for a bad option; 3 when --check fails;
+130 when interrupted.
 """
 
 
@@ -60,8 +83,61 @@ class Options:
     format: str = "table"
     full_names: bool = False
     gpu_type: str | None = None
-    directory: str = DEFAULT_DIR
+    tolerance: float = DEFAULT_TOLERANCE
+    check: bool = False
+    window: tuple[int, int] = DEFAULT_WINDOW
+    report: str | None = None
+    baseline: str | None = None
+    directories: list[str] = field(default_factory=lambda: [DEFAULT_DIR])
     help: bool = False
+
+
+def _bad(name: str, value: str, allowed: str) -> UsageError:
+    return UsageError(f"{name}={shown(value)} is not allowed; {allowed}")
+
+
+def parse_tolerance(value: str) -> float:
+    text = value.strip().removesuffix("%").strip()
+    try:
+        pct = float(text) if re.fullmatch(r"[0-9]*\.?[0-9]+", text) else math.nan
+    except ValueError:
+        pct = math.nan
+    if not 0 <= pct < 100:
+        raise _bad("--tolerance", value, "give a percentage from 0 up to (not including) 100, "
+                   "e.g. --tolerance=5")
+    return pct
+
+
+def parse_window(value: str) -> tuple[int, int]:
+    m = re.fullmatch(r"\s*(\d{1,9})\s*-\s*(\d{1,9})\s*", value)
+    if not m or int(m.group(1)) > int(m.group(2)):
+        raise _bad("--window", value, "give FIRST-LAST iterations (0-based, inclusive, FIRST <= "
+                   "LAST), e.g. --window=11-44 or --window=35-44")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _path_option(name: str, value: str) -> str:
+    if not value.strip():
+        raise UsageError(f"{name} needs a directory; e.g. {name}=/path/to/dir")
+    try:
+        require_printable(name, value)
+    except BadValue as exc:
+        raise UsageError(str(exc)) from None
+    return value
+
+
+def check_report_dir(value: str) -> None:
+    """The report directory can be created or written; nothing is created here."""
+    path = Path(os.path.abspath(value))
+    if path.exists() and not path.is_dir():
+        raise _bad("--report", value, "it exists and is not a directory")
+    probe = path
+    while not probe.exists():
+        probe = probe.parent
+    if not probe.is_dir():
+        raise _bad("--report", value, f"{display(str(probe))} is not a directory")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise _bad("--report", value, f"{display(str(probe))} is not writable")
 
 
 def parse_args(argv: list[str]) -> Options:
@@ -78,42 +154,56 @@ def parse_args(argv: list[str]) -> Options:
             opts.help = True
             return opts
         name, eq, value = arg.partition("=")
-        if name in ("--format", "--gpu-type"):
+        if name in VALUE_OPTIONS:
             if not eq:
                 if not args or args[0].startswith("-"):
-                    raise UsageError(f"{name} needs a value; e.g. {name}="
-                                     f"{'json' if name == '--format' else DEFAULT_GPU}")
+                    raise UsageError(f"{name} needs a value; e.g. {name}={_EXAMPLES[name]}")
                 value = args.pop(0)
-            value = value.strip().lower()
-            if name == "--format":
-                if value not in FORMATS:
-                    raise UsageError(f"--format={value} is not allowed; allowed: "
-                                     f"{', '.join(FORMATS)}")
-                opts.format = value
-            else:
-                opts.gpu_type = value
-        elif arg == "--full-names":
-            opts.full_names = True
+            _set_value(opts, name, value)
+        elif name in ("--full-names", "--check"):
+            if eq:
+                raise UsageError(f"{name} takes no value (got {name}={shown(value)}); "
+                                 f"write {name} alone")
+            setattr(opts, name[2:].replace("-", "_"), True)
         elif arg.startswith("-") and arg != "-":
-            raise UsageError(f"unknown option {name}; allowed: --format=table|csv|json, "
-                             "--full-names, --gpu-type=TYPE, --help")
+            raise UsageError(f"unknown option {shown(name)}; allowed: {ALLOWED}")
         else:
             positional.append(arg)
-    if len(positional) > 1:
-        raise UsageError(f"one directory expected, got {len(positional)}: "
-                         f"{' '.join(positional)}")
     if positional:
-        opts.directory = positional[0]
+        opts.directories = positional
     return opts
+
+
+_EXAMPLES = {"--format": "json", "--gpu-type": DEFAULT_GPU, "--tolerance": "5",
+             "--window": "11-44", "--report": "report", "--baseline": "old/experiments"}
+
+
+def _set_value(opts: Options, name: str, value: str) -> None:
+    if name == "--format":
+        fmt = value.strip().lower()
+        if fmt not in FORMATS:
+            raise _bad("--format", value, f"allowed: {', '.join(FORMATS)}")
+        opts.format = fmt
+    elif name == "--gpu-type":
+        opts.gpu_type = value.strip().lower()
+    elif name == "--tolerance":
+        opts.tolerance = parse_tolerance(value)
+    elif name == "--window":
+        opts.window = parse_window(value)
+    elif name == "--report":
+        opts.report = _path_option(name, value)
+    else:
+        opts.baseline = _path_option(name, value)
 
 
 # --- finding logs ---------------------------------------------------------------------------
 
-def discover(root: str) -> tuple[list[str], list[dict[str, str]]]:
+def discover(root: str, seen: set[tuple[int, int]] | None = None
+             ) -> tuple[list[str], list[dict[str, str]]]:
     """Every *.out under root (following directory links once), and what could not be walked."""
     files: list[str] = []
     problems: list[dict[str, str]] = []
-    seen: set[tuple[int, int]] = set()
+    seen = set() if seen is None else seen
 
     def walk_error(exc: OSError) -> None:
         problems.append({"path": str(exc.filename), "reason": f"cannot list: {exc.strerror}"})
@@ -135,279 +225,21 @@ def discover(root: str) -> tuple[list[str], list[dict[str, str]]]:
     return files, problems
 
 
-class Manifests:
-    """llmb_manifest.json files near the logs, read once per directory."""
-
-    def __init__(self) -> None:
-        self._cache: dict[str, dict[str, Any] | None] = {}
-
-    def read(self, directory: str) -> dict[str, Any] | None:
-        if directory not in self._cache:
-            data = None
-            try:
-                with open(os.path.join(directory, MANIFEST), "rb") as f:
-                    data = json.load(f)
-            except (OSError, ValueError):
-                data = None
-            self._cache[directory] = data if isinstance(data, dict) else None
-        return self._cache[directory]
-
-    def near(self, log_path: str) -> dict[str, Any] | None:
-        directory = os.path.dirname(os.path.abspath(log_path))
-        for _ in range(MANIFEST_LEVELS):
-            if (found := self.read(directory)) is not None:
-                return found
-            parent = os.path.dirname(directory)
-            if parent == directory:
-                break
-            directory = parent
-        return None
+def _base(roots: list[str]) -> str:
+    """What file names are relative to: the one DIR, or the directory all DIRs share."""
+    if len(roots) == 1:
+        return roots[0]
+    return os.path.commonpath([os.path.abspath(r) for r in roots])
 
 
-# --- identifying runs -------------------------------------------------------------------------
+def _experiment(rel: str, base: str) -> str:
+    """The experiment of an unidentified log: the folder under `experiments` when the path has
+    one (an install tree), else the first folder under DIR, else DIR's own name."""
+    parts = Path(rel).parts[:-1]
+    if "experiments" in parts[:-1]:
+        return parts[parts.index("experiments") + 1]
+    return parts[0] if parts else Path(os.path.abspath(base)).name
 
-_NEW_NAME = re.compile(
-    r"(?P<size>\d+(?:\.\d+)?[bm])_(?P<dtype>[a-z0-9]+)_gpus(?P<gpus>\d+)_tp\d+_pp\d+_cp\d+"
-    r"_vp(?:\d+|none)_mbs\d+_gbs(?P<gbs>\d+)(?P<tags>(?:_[a-z][a-z0-9]*)*)(?P<suffix>(?:_\d+)*)",
-    re.I)
-_OLD_NAME = re.compile(
-    r"(?P<size>\d+(?:\.\d+)?[bm])_(?P<dtype>[a-z0-9]+)_(?P<gpus>\d+)"
-    r"(?P<tags>(?:_[a-z][a-z0-9]*)*)(?P<suffix>(?:_\d+)*)", re.I)
-
-
-@dataclass(frozen=True)
-class NameInfo:
-    experiment: str
-    workload: str
-    model_size: str
-    dtype: str
-    num_gpus: int
-    gbs: int | None
-    tags: tuple[str, ...]
-
-
-def parse_name(name: str, workloads: list[str]) -> NameInfo | None:
-    """Both naming styles: <workload>_<size>_<dtype>_gpus<N>_tp.._gbs<G> (new) and
-    <workload>_<size>_<dtype>_<N> (old; GBS from the published row at that scale).
-
-    A trailing _<digits> (job id, timestamp, restart) may follow; `pretraining_` is accepted for
-    `pretrain_` (seed 000 writes both).
-    """
-    for workload in sorted(workloads, key=len, reverse=True):
-        for prefix in (workload, workload.replace("pretrain_", "pretraining_", 1)):
-            if not name.startswith(prefix + "_"):
-                continue
-            rest = name[len(prefix) + 1:]
-            m = _NEW_NAME.fullmatch(rest) or _OLD_NAME.fullmatch(rest)
-            if not m:
-                continue
-            gbs = m.groupdict().get("gbs")
-            tags = tuple(t for t in m.group("tags").lower().split("_") if t)
-            return NameInfo(
-                experiment=name[: len(name) - len(m.group("suffix"))], workload=workload,
-                model_size=m.group("size").lower(), dtype=m.group("dtype").lower(),
-                num_gpus=int(m.group("gpus")), gbs=int(gbs) if gbs else None, tags=tags)
-    return None
-
-
-def name_candidates(rel: str, root: str) -> list[str]:
-    """Where an experiment name may be: the first component under DIR, the log's parent
-    directories (nearest first), DIR itself and its parent, then the log's own name."""
-    parts = Path(rel).parts
-    dirs = list(parts[:-1])
-    out = dirs[:1] + dirs[::-1]
-    root_abs = Path(os.path.abspath(root))
-    out += [root_abs.name, root_abs.parent.name]
-    stem = parts[-1].removesuffix(".out")
-    out.append(stem.removeprefix("log-"))
-    return list(dict.fromkeys(p for p in out if p))
-
-
-class Identifier:
-    """Turns a manifest or an experiment name into the run's catalog identity."""
-
-    def __init__(self, gpu_type: str | None) -> None:
-        from llmb import catalog  # pyyaml: only once there is a log to identify
-
-        self.catalog = catalog
-        self.gpu_type = gpu_type or DEFAULT_GPU
-        try:
-            self.recipes = {r.workload: r for r in catalog.all_recipes()}
-        except catalog.CatalogError as exc:  # a broken metadata.yaml: analyze, do not identify
-            self.recipes = {}
-            self.error: str | None = str(exc)
-        else:
-            self.error = None
-        self._by_name = {r.name: r for r in self.recipes.values()}
-
-    def recipe(self, key: object) -> Any:
-        return self.recipes.get(str(key)) or self._by_name.get(str(key))
-
-    def from_manifest(self, m: dict[str, Any]) -> dict[str, Any] | None:
-        recipe = self.recipe(m.get("workload")) or self.recipe(m.get("recipe"))
-        par = m.get("parallelism") if isinstance(m.get("parallelism"), dict) else {}
-        opts = m.get("options") if isinstance(m.get("options"), dict) else {}
-        try:
-            ident = {
-                "recipe": recipe, "experiment": m.get("experiment"),
-                "model_size": str(m["model_size"]), "dtype": str(m["dtype"]),
-                "gpu_type": str(m.get("gpu_type") or self.gpu_type),
-                "num_gpus": int(m["num_gpus"]), "gbs": int(par["gbs"]),
-                "scaling": m.get("scaling"), "num_layers": par.get("num_layers"),
-                "seq_length": int(m.get("seq_length") or recipe.seq_length),
-                "by": "manifest",
-                "final_index": int(opts["max_steps"]) - 1 if opts.get("max_steps") else None,
-                # A smoke test trains a tiny stand-in model: nothing about the real model's
-                # FLOPs, MFU or reference applies to its step times.
-                "smoke": opts.get("smoke_test") is True,
-            }
-        except (KeyError, TypeError, ValueError, AttributeError):
-            return None
-        if recipe is None:
-            return None
-        ident["reference"] = None if ident["smoke"] else self._reference(recipe, ident)
-        return ident
-
-    def from_name(self, info: NameInfo) -> dict[str, Any]:
-        recipe = self.recipes[info.workload]
-        gpu = self.gpu_type
-        weak = self._resolve(recipe, info, gpu, "weak", unpublished=True)
-        gbs = info.gbs if info.gbs is not None else (weak.gbs if weak else None)
-        scaling = None
-        if weak is not None and gbs is not None:
-            scaling = "weak" if gbs == weak.gbs else "strong"
-        elif (strong := self._resolve(recipe, info, gpu, "strong", unpublished=True)) is not None:
-            scaling = "strong" if strong.gbs == gbs else None
-        layout = self._resolve(recipe, info, gpu, scaling or "weak", unpublished=True)
-        ident = {
-            "recipe": recipe, "experiment": info.experiment, "model_size": info.model_size,
-            "dtype": info.dtype, "gpu_type": gpu, "num_gpus": info.num_gpus, "gbs": gbs,
-            "scaling": scaling, "num_layers": layout.num_layers if layout else None,
-            "seq_length": recipe.seq_length, "by": "name", "final_index": None, "smoke": False,
-        }
-        ident["reference"] = self._reference(recipe, ident)
-        return ident
-
-    def _resolve(self, recipe: Any, info: NameInfo, gpu: str, scaling: str,
-                 unpublished: bool) -> Any:
-        try:
-            return recipe.resolve(info.model_size, info.dtype, gpu, info.num_gpus, scaling,
-                                  allow_unpublished=unpublished)
-        except self.catalog.CatalogError:
-            return None
-
-    def _reference(self, recipe: Any, ident: dict[str, Any]) -> Any:
-        """The published step time, only when this run is the published row (same GBS)."""
-        if ident["scaling"] not in ("weak", "strong"):
-            return None
-        try:
-            cfg = recipe.resolve(ident["model_size"], ident["dtype"], ident["gpu_type"],
-                                 ident["num_gpus"], ident["scaling"])
-        except self.catalog.CatalogError:
-            return None
-        if cfg.gbs != ident["gbs"]:
-            return None
-        return recipe.reference(ident["model_size"], ident["dtype"], ident["gpu_type"],
-                                ident["num_gpus"], ident["scaling"])
-
-    def model_flops(self, ident: dict[str, Any]) -> float | None:
-        recipe = ident["recipe"]
-        if ident["model_size"] not in recipe.sizes:
-            return None
-        return recipe.model_flops(ident["model_size"], ident["num_layers"])
-
-    def peak_tflops(self, ident: dict[str, Any]) -> float | None:
-        try:
-            peak = self.catalog.get_gpu_type(ident["gpu_type"]).peak_tflops
-        except self.catalog.CatalogError:
-            return None
-        value = peak.get(ident["dtype"])
-        return float(value) if value else None
-
-
-# --- one log ----------------------------------------------------------------------------------
-
-def display(path: str) -> str:
-    """A path as text that any encoder accepts (undecodable bytes become U+FFFD)."""
-    return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
-def empty_result(rel: str, path: str) -> dict[str, Any]:
-    from llmb.report import RESULT_FIELDS
-
-    result: dict[str, Any] = dict.fromkeys(RESULT_FIELDS)
-    result.update(filename=display(rel), path=display(os.path.abspath(path)), status="Failed")
-    return result
-
-
-def _round(value: float | None, places: int) -> float | None:
-    """Rounded to `places` decimals, but never below 9 significant digits (0.0004402 stays)."""
-    if value is None:
-        return None
-    return round(value, places) if abs(value) >= 10 ** (9 - places) else float(f"{value:.9g}")
-
-
-def analyze_log(path: str, rel: str, scan: Any, ident: dict[str, Any] | None,
-                identifier: Identifier | None) -> dict[str, Any]:
-    from llmb import perf, timing
-
-    result = empty_result(rel, path)
-    idx = timing.window_values(scan.steps)
-    times = timing.stats(scan.steps[i].time for i in idx)
-    final_hint = ident["final_index"] if ident else None
-    result.update(
-        status="Success" if scan.complete(final_hint) else "Failed",
-        max_iteration=scan.max_iteration,
-        final_iteration=scan.final_index if scan.final_index is not None else final_hint,
-        window_steps=times.count, time_mean=_round(times.mean, 6),
-        time_std_dev=_round(times.std_dev, 6),
-        checkpoint_save_s=scan.checkpoint_save_s, checkpoint_load_s=scan.checkpoint_load_s,
-    )
-    flops = peak = None
-    if ident is not None and identifier is not None:
-        recipe = ident["recipe"]
-        result["smoke_test"] = ident["smoke"]
-        if not ident["smoke"]:
-            flops = identifier.model_flops(ident)
-            peak = identifier.peak_tflops(ident)
-        ref = ident["reference"]
-        result.update(
-            experiment=ident["experiment"], identified_by=ident["by"], recipe=recipe.name,
-            model_size=ident["model_size"], dtype=ident["dtype"], gpu_type=ident["gpu_type"],
-            num_gpus=ident["num_gpus"], global_batch_size=ident["gbs"],
-            seq_length=ident["seq_length"], scaling=ident["scaling"],
-            reference_step_time=ref.step_time if ref else None,
-            reference_source=f"seed {ref.source}" if ref else None,
-        )
-
-    log_tflops = [scan.steps[i].tflops for i in idx]
-    gbs, gpus = (ident["gbs"], ident["num_gpus"]) if ident else (None, None)
-    can_compute = bool(idx) and flops is not None and gbs and gpus
-    unreliable = (ident is not None and not ident["smoke"]
-                  and not ident["recipe"].logged_tflops)
-    if can_compute and (unreliable or None in log_tflops):
-        tflops = timing.stats(perf.tflops_per_gpu(gbs, flops, scan.steps[i].time, gpus)
-                              for i in idx)
-        result["tflops_source"] = "computed"
-    else:
-        tflops = timing.stats(t for t in log_tflops if t is not None)
-        result["tflops_source"] = "log" if tflops.count else None
-    result.update(tflops_per_gpu_mean=_round(tflops.mean, 4),
-                  tflops_per_gpu_std_dev=_round(tflops.std_dev, 4))
-
-    mean = times.mean
-    if ident is not None and mean and gbs and not ident["smoke"]:
-        tokens = perf.tokens_per_second(ident["seq_length"], gbs, mean)
-        result.update(tokens_per_second=round(tokens, 1),
-                      time_to_train_days=round(perf.days_to_train(tokens), 4))
-        if flops is not None and peak and gpus:
-            result["mfu"] = round(perf.mfu(gbs, flops, mean, gpus, peak), 6)
-        if result["reference_step_time"] is not None:
-            result["pct_of_reference"] = round(result["reference_step_time"] / mean * 100, 3)
-    return result
-
-
-# --- the whole directory ----------------------------------------------------------------------
 
 def _order(result: dict[str, Any]) -> tuple[Any, ...]:
     """Runs of one configuration together: recipe, size (as a number), dtype, GPU type, scale;
@@ -415,35 +247,48 @@ def _order(result: dict[str, Any]) -> tuple[Any, ...]:
     size = re.match(r"\d+(?:\.\d+)?", str(result["model_size"] or ""))
     return (result["recipe"] is None, result["recipe"] or "", float(size.group()) if size else 0.0,
             result["dtype"] or "", result["gpu_type"] or "", result["num_gpus"] or 0,
-            result["filename"])
+            str(result["scaling"] or ""), result["filename"])
 
 
-def analyze(root: str, gpu_type: str | None = None) -> dict[str, Any]:
-    """Analyze every log under root; raises FileNotFoundError/LookupError for exit-1 cases."""
-    from llmb import timing
+def analyze(roots: str | list[str], gpu_type: str | None = None,
+            window: tuple[int, int] = DEFAULT_WINDOW,
+            tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
+    """Analyze every log under the roots; raises FileNotFoundError/LookupError for exit-1
+    cases."""
+    from llmb import runs, timing, verdicts
 
-    if not os.path.isdir(root):
-        what = "is not a directory" if os.path.exists(root) else "does not exist"
-        raise FileNotFoundError(f"{display(root)} {what}; pass the experiments directory, "
-                                "e.g. $LLMB_WORKLOAD/experiments")
-    files, problems = discover(root)
+    roots = [roots] if isinstance(roots, str) else list(roots)
+    for root in roots:
+        if not os.path.isdir(root):
+            what = "is not a directory" if os.path.exists(root) else "does not exist"
+            raise FileNotFoundError(f"{display(root)} {what}; pass the experiments directory, "
+                                    "e.g. $LLMB_WORKLOAD/experiments")
+    base = _base(roots)
+    files: list[tuple[str, str]] = []
+    problems: list[dict[str, str]] = []
+    seen: set[tuple[int, int]] = set()
+    for root in roots:
+        found, trouble = discover(root, seen)
+        files += [(root, f) for f in found]
+        problems += trouble
     if not files and not problems:
-        raise LookupError(f"no .out log files under {display(root)}")
+        raise LookupError(f"no .out log files under {', '.join(display(r) for r in roots)}")
     manifests = Manifests()
     identifier: Identifier | None = None
     results: list[dict[str, Any]] = []
-    skipped = [{"path": display(os.path.relpath(p["path"], root)), "reason": p["reason"]}
+    warnings: list[dict[str, str]] = []
+    warned: set[str] = set()
+    skipped = [{"path": display(os.path.relpath(p["path"], base)), "reason": p["reason"]}
                for p in problems]
-    for path in files:
-        rel = os.path.relpath(path, root)
+    for root, path in files:
+        rel = os.path.relpath(path, base)
         name = os.path.basename(path)
         if name.startswith("sbatch_"):
             skipped.append({"path": display(rel), "reason": "sbatch output"})
             continue
         manifest = manifests.near(path)
-        options = (manifest or {}).get("options")
-        traced = isinstance(options, dict) and options.get("nccl_trace") is True
-        if traced or NCCL_TAG in rel or NCCL_TAG in os.path.basename(os.path.abspath(root)):
+        if nccl_traced(manifest[1] if manifest else None) or NCCL_TAG in rel \
+                or NCCL_TAG in os.path.basename(os.path.abspath(root)):
             skipped.append({"path": display(rel), "reason": "NCCL trace"})
             continue
         try:
@@ -452,40 +297,45 @@ def analyze(root: str, gpu_type: str | None = None) -> dict[str, Any]:
                 raise OSError(0, "not a regular file")
             scan = timing.scan_log(path)
         except OSError as exc:
-            result = empty_result(rel, path)
             reason = exc.strerror or str(exc)
             if os.path.islink(path) and not os.path.exists(path):
                 reason = "dangling symbolic link"
-            result["error"] = f"cannot read: {reason}"
-            results.append(result)
+            results.append(runs.unreadable(rel, path, f"cannot read: {reason}"))
             continue
-        if not scan.steps and not scan.looks_like_log and not name.startswith("log-"):
+        if not scan.steps and not scan.reached and not scan.looks_like_log \
+                and not name.startswith("log-"):
             skipped.append({"path": display(rel), "reason": "no training output"})
             continue
-        if identifier is None:
-            identifier = Identifier(gpu_type)
-        ident = identifier.from_manifest(manifest) if manifest else None
-        if ident is None and identifier.recipes:
-            for candidate in name_candidates(rel, root):
-                info = parse_name(candidate, list(identifier.recipes))
-                if info is not None:
-                    ident = identifier.from_name(info)
-                    break
-        result = analyze_log(path, rel, scan, ident, identifier)
+        try:
+            if identifier is None:
+                identifier = Identifier(gpu_type)
+            ident, warning = identifier.identify(manifest, rel, root)
+            if warning and manifest and manifest[0] not in warned:  # once per manifest
+                warned.add(manifest[0])
+                warnings.append({"path": display(os.path.relpath(manifest[0], base)),
+                                 "warning": warning})
+            result = runs.analyze_log(path, rel, scan, ident, identifier, window)
+        except ModuleNotFoundError:
+            raise
+        except Exception as exc:  # one bad log must never stop the report
+            result = runs.unreadable(rel, path, f"cannot analyze: {type(exc).__name__}: "
+                                     f"{shown(exc)[:200]}")
         if result["experiment"] is None:
-            parts = Path(rel).parts
-            result["experiment"] = display(parts[0] if len(parts) > 1 else
-                                           Path(os.path.abspath(root)).name)
+            result["experiment"] = display(_experiment(rel, base))
+        result["config_key"] = verdicts.config_key(result)
         results.append(result)
     if not results and not skipped:
-        raise LookupError(f"no .out log files under {display(root)}")
+        raise LookupError(f"no .out log files under {', '.join(display(r) for r in roots)}")
 
     results.sort(key=_order)
+    configs = verdicts.configurations(results, tolerance)
     status = Counter(r["status"] for r in results)
     reasons = Counter(s["reason"] for s in skipped)
     analysis = {
-        "directory": display(os.path.abspath(root)),
-        "window": {"first_iteration": timing.WINDOW[0], "last_iteration": timing.WINDOW[1]},
+        "directory": display(os.path.abspath(base)),
+        "directories": [display(os.path.abspath(r)) for r in roots],
+        "window": {"first_iteration": window[0], "last_iteration": window[1]},
+        "tolerance_pct": tolerance,
         "std_dev": "population",
         "iterations": "0-based; Success when the last iteration printed is the final one",
         "default_gpu_type": gpu_type or DEFAULT_GPU,
@@ -494,59 +344,130 @@ def analyze(root: str, gpu_type: str | None = None) -> dict[str, Any]:
     }
     summary = {
         "logs": len(results), "success": status["Success"], "failed": status["Failed"],
-        "unreadable": sum(1 for r in results if r["error"]),
+        "invalid": status["Invalid"], "unreadable": sum(1 for r in results if r["error"]),
         "skipped": len(skipped), "skipped_by_reason": dict(sorted(reasons.items())),
+        "configurations": len(configs),
+        "verdicts": {v: sum(c["verdict"] == v for c in configs) for v in verdicts.VERDICTS},
     }
-    return {"analysis": analysis, "results": results, "skipped": skipped, "summary": summary}
+    return {"analysis": analysis, "results": results, "configurations": configs,
+            "comparison": None, "skipped": skipped, "warnings": warnings, "summary": summary}
 
 
-def main(argv: list[str] | None = None) -> int:
+def with_baseline(result: dict[str, Any], baseline_dir: str, gpu_type: str | None,
+                  window: tuple[int, int], tolerance: float) -> None:
+    from llmb import compare
+
     try:
-        opts = parse_args(sys.argv[1:] if argv is None else argv)
-    except UsageError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return 2
-    if opts.help:
-        sys.stdout.write(USAGE)
-        return 0
+        before = analyze(baseline_dir, gpu_type, window, tolerance)
+    except (FileNotFoundError, LookupError) as exc:
+        raise LookupError(f"--baseline={display(baseline_dir)}: {exc}") from None
+    compared = compare.compare(result["configurations"], before["configurations"])
+    result["comparison"] = compared
+    result["analysis"]["baseline"] = {
+        "directory": before["analysis"]["directory"],
+        "configurations": len(before["configurations"]),
+        "significant": sum(c["significant"] for c in compared),
+        **compare.unmatched(result["configurations"], before["configurations"], compared),
+    }
+
+
+# --- the command ------------------------------------------------------------------------------
+
+def _fail(message: str, code: int) -> int:
+    """One line on stderr, whatever the names in it hold (a newline in a path is shown as \\n)."""
+    print(f"{PROG}: {shown(message)}", file=sys.stderr)
+    return code
+
+
+def _validate(opts: Options) -> int | None:
+    """Checks that need the environment; an exit status when one fails, before any work."""
     if opts.gpu_type is not None:
         try:
             from llmb import catalog
         except ModuleNotFoundError:
-            catalog = None  # reported below, with the fix
+            catalog = None  # reported later, with the fix
         if catalog is not None and opts.gpu_type not in catalog.gpu_types():
-            print(f"{PROG}: --gpu-type={opts.gpu_type} is not allowed; allowed: "
-                  f"{', '.join(catalog.gpu_types())}", file=sys.stderr)
-            return 2
+            return _fail(f"--gpu-type={shown(opts.gpu_type)} is not allowed; allowed: "
+                         f"{', '.join(catalog.gpu_types())}", EXIT_USAGE)
+    if opts.baseline is not None and not os.path.isdir(opts.baseline):
+        what = "is not a directory" if os.path.exists(opts.baseline) else "does not exist"
+        return _fail(f"--baseline={shown(opts.baseline)} {what}; give an earlier run tree, "
+                     "e.g. --baseline=old/experiments", EXIT_USAGE)
+    if opts.report is not None:
+        try:
+            check_report_dir(opts.report)
+        except UsageError as exc:
+            return _fail(str(exc), EXIT_USAGE)
+        if importlib.util.find_spec("matplotlib") is None:
+            return _fail(f"--report needs matplotlib, which {sys.executable} cannot import; "
+                         "activate the workload venv or run: "
+                         f"{sys.executable} -m pip install matplotlib", EXIT_NONE)
+    return None
+
+
+def run(argv: list[str]) -> int:
     try:
-        result = analyze(opts.directory, opts.gpu_type)
+        opts = parse_args(argv)
+    except UsageError as exc:
+        return _fail(str(exc), EXIT_USAGE)
+    if opts.help:
+        sys.stdout.write(USAGE)
+        return EXIT_OK
+    if (code := _validate(opts)) is not None:
+        return code
+    try:
+        result = analyze(opts.directories, opts.gpu_type, opts.window, opts.tolerance)
+        if opts.baseline is not None:
+            with_baseline(result, opts.baseline, opts.gpu_type, opts.window, opts.tolerance)
     except (FileNotFoundError, LookupError) as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return 1
+        return _fail(str(exc), EXIT_NONE)
     except ModuleNotFoundError as exc:
         if exc.name != "yaml":
             raise
-        print(f"{PROG}: {sys.executable} cannot import yaml (pyyaml); activate the workload venv "
-              "(source $LLMB_INSTALL/venvs/<workload>/bin/activate), set LLMB_PYTHON to a python "
-              f"that has it, or run: {sys.executable} -m pip install pyyaml", file=sys.stderr)
-        return 1
-    from llmb import report
+        return _fail(f"{sys.executable} cannot import yaml (pyyaml); activate the workload venv "
+                     "(source $LLMB_INSTALL/venvs/<workload>/bin/activate), set LLMB_PYTHON to a "
+                     f"python that has it, or run: {sys.executable} -m pip install pyyaml",
+                     EXIT_NONE)
+    from llmb import report, verdicts
 
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="backslashreplace")
     sys.stdout.write(report.render(result, opts.format, opts.full_names))
     sys.stdout.flush()
+    if opts.report is not None:
+        from llmb import htmlreport
+
+        try:
+            index = htmlreport.write(result, opts.report)
+        except OSError as exc:
+            return _fail(f"--report={shown(opts.report)}: cannot write: "
+                         f"{exc.strerror or exc}", EXIT_NONE)
+        print(f"{PROG}: report written to {shown(display(index))}", file=sys.stderr)
     summary = result["summary"]
+    where = ", ".join(display(d) for d in opts.directories)
+    if opts.check:
+        problems = verdicts.check_problems(result["results"], result["configurations"],
+                                           opts.tolerance)
+        if problems:
+            return _fail("check failed: " + "; ".join(problems), EXIT_CHECK)
     if summary["success"] == 0:
         if summary["logs"] == 0:
-            why = (f"no training log under {display(opts.directory)} "
-                   f"({summary['skipped']} .out file(s) skipped)")
+            why = f"no training log under {where} ({summary['skipped']} .out file(s) skipped)"
         else:
-            why = (f"no successful run among {summary['logs']} log(s) under "
-                   f"{display(opts.directory)}")
-        print(f"{PROG}: {why}", file=sys.stderr)
-        return 1
-    return 0
+            why = f"no successful run among {summary['logs']} log(s) under {where}"
+        return _fail(why, EXIT_NONE)
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return run(sys.argv[1:] if argv is None else argv)
+    except KeyboardInterrupt:
+        return _fail("interrupted", EXIT_INTERRUPTED)
+    except BrokenPipeError:  # the reader went away (| head): nothing more to say
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """The recipe catalog: load each recipe's metadata.yaml, resolve a config, find its reference.
 
 A recipe folder (llama3.1/, nemotron/, nemotronh/) holds one metadata.yaml: identity, container
-image, supported matrix, parallelism for every published row, model shape for FLOPs and the
-published step times. This module is the only reader of those files.
+image, supported matrix, parallelism for every published row, model shape for FLOPs, the NeMo
+job each row runs (`nemo`, see llmb.nemojob), the published step times and the stack that
+measured them (`sources`). This module is the only reader of those files.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from llmb import perf
+from llmb import nemojob, perf
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 GPUS_FILE = REPO_ROOT / "common" / "gpus.yaml"
@@ -23,22 +24,28 @@ GPUS_FILE = REPO_ROOT / "common" / "gpus.yaml"
 # Seed documents in order of precedence: where two publish the same row, the newer one wins.
 SOURCE_PRECEDENCE = ("004", "000", "003", "001", "002")
 SCALINGS = ("weak", "strong")
-DTYPES = ("bf16", "fp8")
+DTYPES = nemojob.DTYPES
 CLUSTER_TYPES = ("slurm", "runai", "local")
 
 TOP_KEYS = {
     "recipe", "workload", "name", "family", "framework", "image", "seq_length", "entrypoint",
     "requires_hf_token", "cluster_types", "defaults", "env", "sizes", "configs", "references",
+    "sources", "nemo", "profile",
 }
 TOP_OPTIONAL = {"logged_tflops"}
 SIZE_KEYS = {"nemo_recipe", "time_limit", "model", "checkpoint", "env"}
+SIZE_OPTIONAL = {"nemo"}
 CHECKPOINT_KEYS = {"size", "save_min_scale", "load_min_scale"}
 CONFIG_KEYS = {
     "size", "gpu_types", "dtypes", "scaling", "scales", "tp", "pp", "cp", "vp", "ep", "mbs",
     "source",
 }
-CONFIG_OPTIONAL = {"gbs", "gbs_per_gpu", "num_layers"}
+CONFIG_OPTIONAL = {"gbs", "gbs_per_gpu", "num_layers", "nemo"}
 REFERENCE_KEYS = {"size", "dtype", "gpu_type", "scaling", "source", "step_time"}
+# The stack a seed's numbers were measured with: upstream release (NVIDIA/dgxc-benchmarking
+# tag), container image, NeMo (commit, or NeMo-Launcher for the NeMo 1 releases).
+SOURCE_KEYS = {"upstream", "image", "nemo"}
+PROFILE_KEYS = {"start_step", "stop_step"}
 GPU_KEYS = {"gpus_per_node", "arch", "peak_tflops", "cuda_device_max_connections", "env"}
 GPU_OPTIONAL = {"segment_max_nodes"}
 
@@ -94,6 +101,8 @@ class Config:
     seq_length: int
     source: str
     published: bool = True
+    # Index of the metadata `configs` entry the row comes from (its per-row NeMo settings).
+    entry: int = field(default=-1, compare=False, repr=False)
 
     @property
     def nodes(self) -> int:
@@ -109,8 +118,20 @@ class Config:
 
 @dataclass(frozen=True)
 class Reference:
+    """A published step time, the seed that publishes it and the stack that measured it."""
+
     step_time: float
     source: str
+    image: str | None = None  # e.g. nvcr.io/nvidia/nemo:25.02.01
+    nemo: str | None = None  # NeMo commit (or NeMo-Launcher)
+    upstream: str | None = None  # NVIDIA/dgxc-benchmarking release(s)
+
+    def describe(self) -> str:
+        """Where the number comes from, in one short phrase: `seed 003, nemo 25.02.01`."""
+        if not self.image:
+            return f"seed {self.source}"
+        name, _, tag = self.image.rpartition("/")[2].partition(":")
+        return f"seed {self.source}, {name} {tag}".rstrip()
 
 
 @dataclass(frozen=True)
@@ -147,6 +168,23 @@ class Recipe:
     @property
     def defaults(self) -> Mapping[str, str]:
         return self.data["defaults"]
+
+    @property
+    def profile_steps(self) -> tuple[int, int]:
+        """Default (PROFILE_START_STEP, PROFILE_STOP_STEP), as the recipe's seed says."""
+        return int(self.data["profile"]["start_step"]), int(self.data["profile"]["stop_step"])
+
+    def source(self, seed: str) -> Mapping[str, str]:
+        """The stack seed `seed` measured with (upstream tag, image, NeMo commit)."""
+        return self.data["sources"][seed]
+
+    def nemo_settings(self, config: Config) -> dict[str, Any]:
+        """The NeMo job of one row (llmb.nemojob): recipe-wide, size and configs-entry
+        settings merged in that order, by-dtype values resolved."""
+        layers = [self.data["nemo"], self.size(config.model_size).get("nemo") or {}]
+        if config.entry >= 0:
+            layers.append(self.data["configs"][config.entry].get("nemo") or {})
+        return nemojob.resolve(layers, config.dtype)
 
     @property
     def sizes(self) -> list[str]:
@@ -233,7 +271,7 @@ class Recipe:
                   scaling: str = "weak") -> Reference | None:
         """The published step time for this row, from the newest seed that has one."""
         found = [
-            Reference(float(r["step_time"][num_gpus]), r["source"])
+            Reference(float(r["step_time"][num_gpus]), r["source"], **self.source(r["source"]))
             for r in self.data["references"]
             if (r["size"], r["dtype"], r["gpu_type"], r["scaling"])
             == (model_size, dtype, gpu_type, scaling) and num_gpus in r["step_time"]
@@ -289,7 +327,11 @@ class Recipe:
             mbs=mbs, gbs=gbs, dp=dp, ga=gbs // (mbs * dp),
             num_layers=entry.get("num_layers", self.size(entry["size"])["model"]["num_layers"]),
             seq_length=self.seq_length, source=entry["source"], published=published,
+            entry=self._index(entry),
         )
+
+    def _index(self, entry: Mapping[str, Any]) -> int:
+        return next(i for i, e in enumerate(self.data["configs"]) if e is entry)
 
 
 def _ordered(items: Iterable[str]) -> list[str]:
@@ -323,11 +365,13 @@ def validate(data: Mapping[str, Any], where: str) -> None:
             raise CatalogError(f"{where}: cluster type {ctype!r} is not one of "
                                f"{', '.join(CLUSTER_TYPES)}")
     known_gpus = gpu_types()
+    _validate_job(data, where)
     for name, size in data["sizes"].items():
         at = f"{where}: sizes.{name}"
-        _check_keys(at, size, SIZE_KEYS)
+        _check_keys(at, size, SIZE_KEYS, SIZE_OPTIONAL)
         _check_keys(f"{at}.model", size["model"], set(perf.SHAPE_KEYS[family]))
         _check_keys(f"{at}.checkpoint", size["checkpoint"], CHECKPOINT_KEYS)
+        _check_nemo(f"{at}.nemo", size.get("nemo") or {})
     published: dict[tuple[object, ...], int] = {}  # (size, dtype, gpu, scaling, gpus) -> entry
     for i, entry in enumerate(data["configs"]):
         at = f"{where}: configs[{i}]"
@@ -339,9 +383,19 @@ def validate(data: Mapping[str, Any], where: str) -> None:
         if entry["scaling"] not in SCALINGS or entry["source"] not in SOURCE_PRECEDENCE:
             raise CatalogError(
                 f"{at}: bad scaling {entry['scaling']!r} or source {entry['source']!r}")
+        if entry["source"] not in data["sources"]:
+            raise CatalogError(f"{at}: source {entry['source']} has no entry under sources")
         for d in entry["dtypes"]:
             if d not in DTYPES:
                 raise CatalogError(f"{at}: dtype {d!r} is not one of {', '.join(DTYPES)}")
+        _check_nemo(f"{at}.nemo", entry.get("nemo") or {})
+        layers = [data["nemo"], data["sizes"][entry["size"]].get("nemo") or {},
+                  entry.get("nemo") or {}]
+        for d in entry["dtypes"]:
+            try:
+                nemojob.check(nemojob.resolve(layers, d), complete=True)
+            except nemojob.SettingsError as err:
+                raise CatalogError(f"{at}: the NeMo job of its {d} rows: {err}") from None
         for g in entry["gpu_types"]:
             if g not in known_gpus:
                 raise CatalogError(f"{at}: GPU type {g!r} is not in {GPUS_FILE.name}")
@@ -356,11 +410,37 @@ def validate(data: Mapping[str, Any], where: str) -> None:
         _check_keys(at, ref, REFERENCE_KEYS)
         if ref["source"] not in SOURCE_PRECEDENCE:
             raise CatalogError(f"{at}: unknown source {ref['source']!r}")
+        if ref["source"] not in data["sources"]:
+            raise CatalogError(f"{at}: source {ref['source']} has no entry under sources "
+                               "(the stack that measured it)")
         for key in _row_keys(ref["size"], [ref["dtype"]], [ref["gpu_type"]], ref["scaling"],
                              ref["step_time"]):
             if key not in published:
                 raise CatalogError(f"{at}: step time for {' '.join(map(str, key))} GPUs, "
                                    "a row no entry of configs publishes")
+
+
+def _validate_job(data: Mapping[str, Any], where: str) -> None:
+    """The recipe-wide NeMo settings, the profile defaults and the measuring stacks."""
+    _check_keys(f"{where}: profile", data["profile"], PROFILE_KEYS)
+    start, stop = data["profile"]["start_step"], data["profile"]["stop_step"]
+    if not all(isinstance(s, int) and not isinstance(s, bool) for s in (start, stop)) \
+            or not 0 < start < stop:
+        raise CatalogError(f"{where}: profile steps {start!r}..{stop!r} are not 0 < start < stop")
+    _check_nemo(f"{where}: nemo", data["nemo"])
+    if not isinstance(data["sources"], Mapping):
+        raise CatalogError(f"{where}: sources: expected a mapping of seed to stack")
+    for seed, stack in data["sources"].items():
+        if seed not in SOURCE_PRECEDENCE:
+            raise CatalogError(f"{where}: sources: unknown seed {seed!r}")
+        _check_keys(f"{where}: sources.{seed}", stack, SOURCE_KEYS)
+
+
+def _check_nemo(where: str, block: object) -> None:
+    try:
+        nemojob.check(block)
+    except nemojob.SettingsError as err:
+        raise CatalogError(f"{where}: {err}") from None
 
 
 def _row_keys(size: str, dtypes: Iterable[str], gpus: Iterable[str], scaling: str,

@@ -4,6 +4,9 @@
                                           build the nemo-run job, submit or DRY_RUN
     <entrypoint> train --manifest PATH    in the container: run the job the manifest describes
                                           (llmb.smoke when options.smoke_test, else llmb.train)
+    <entrypoint> train --manifest PATH --print-config
+                                          in the container: print the NeMo recipe that job
+                                          would train, as nemo-run YAML; train nothing
 
 Errors are one line on stderr starting with "llmb: " and a non-zero exit (2 for a bad request).
 """
@@ -15,11 +18,13 @@ import json
 import sys
 from pathlib import Path
 
-USAGE = """usage: {prog} [train --manifest PATH]
+USAGE = """usage: {prog} [train --manifest PATH [--print-config]]
 
 With no arguments: launch the {recipe} benchmark described by the environment
 (JOB_TOTAL_GPUS, DTYPE, MODEL_SIZE, GPU_TYPE, ...; see {readme}).
 train --manifest PATH: the in-container half (run by the job itself).
+train --manifest PATH --print-config: print the NeMo recipe that job trains (nemo-run YAML),
+  train nothing; needs NeMo (the container), no GPU.
 """
 
 
@@ -69,6 +74,8 @@ def login(recipe_dir: Path) -> int:
 def train(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="train", add_help=True)
     parser.add_argument("--manifest", required=True, type=Path)
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the NeMo recipe as nemo-run YAML, train nothing")
     args = parser.parse_args(argv)
     try:
         manifest = json.loads(args.manifest.read_text())
@@ -76,10 +83,19 @@ def train(argv: list[str]) -> int:
         return _error(f"cannot read manifest {args.manifest}: {err.strerror}")
     except json.JSONDecodeError as err:
         return _error(f"manifest {args.manifest} is not valid JSON: {err}")
-    if manifest.get("options", {}).get("smoke_test"):
+    if not isinstance(manifest, dict):
+        return _error(f"manifest {args.manifest} is not a JSON object")
+    options = manifest.get("options")
+    smoke_test = isinstance(options, dict) and options.get("smoke_test")
+    if smoke_test and args.print_config:
+        return _error(f"manifest {args.manifest} is a SMOKE_TEST run: it trains a tiny PyTorch "
+                      "model, no NeMo recipe; --print-config needs a benchmark manifest")
+    if smoke_test:
         from llmb import smoke
 
         return int(smoke.run(manifest))
     from llmb import train as nemo_train
 
+    if args.print_config:
+        return int(nemo_train.print_config(manifest))
     return int(nemo_train.run(manifest))

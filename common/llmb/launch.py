@@ -132,6 +132,7 @@ def build_manifest(req: Request, paths: JobPaths, created: str | None = None,
         "seq_length": cfg.seq_length,
         "family": req.recipe.family,
         "nemo_recipe": size["nemo_recipe"],
+        "nemo": req.recipe.nemo_settings(cfg),
         "model": dict(size["model"]),
         "parallelism": {"tp": cfg.tp, "pp": cfg.pp, "cp": cfg.cp, "vp": cfg.vp, "ep": cfg.ep,
                         "mbs": cfg.mbs, "gbs": cfg.gbs, "dp": cfg.dp, "ga": cfg.ga,
@@ -222,6 +223,7 @@ def slurm_executor(req: Request):
     cfg = req.config
     gpu = catalog.get_gpu_type(cfg.gpu_type)
     segment = req.placement.segment or segment_size(cfg.nodes, gpu.segment_max_nodes)
+    env = jobenv.job_env(req.recipe, cfg, req.nccl_trace, req.llmb_workload)
     return run.SlurmExecutor(
         account=str(req.account),
         partition=req.partition,
@@ -236,8 +238,8 @@ def slurm_executor(req: Request):
         additional_parameters=req.placement.sbatch_options() or None,
         container_image=req.image,
         container_mounts=container_mounts(req),
-        env_vars=jobenv.job_env(req.recipe, cfg, req.nccl_trace),
-        srun_args=["--mpi=pmix"],
+        env_vars=env,
+        srun_args=["--mpi=pmix", jobenv.container_env_arg(req.recipe, env)],
         setup_lines=VBOOST_LINE,
         tunnel=run.LocalTunnel(job_dir=str(req.experiments_dir)),
         # The repository is mounted at the same path: nothing is packaged or copied.
@@ -360,7 +362,8 @@ def local_executor(req: Request):
     import nemo_run as run
 
     return run.LocalExecutor(ntasks_per_node=req.config.num_gpus, launcher="torchrun",
-                             env_vars=jobenv.job_env(req.recipe, req.config, req.nccl_trace))
+                             env_vars=jobenv.job_env(req.recipe, req.config, req.nccl_trace,
+                                                     req.llmb_workload))
 
 
 def local_task(req: Request, paths: JobPaths):

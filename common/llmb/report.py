@@ -1,9 +1,12 @@
 """Render an analysis as an aligned table, CSV or JSON.
 
-An analysis is a plain mapping {"analysis": {...}, "results": [...], "skipped": [...],
-"summary": {...}} built by llmb.analyze; every result carries every field in RESULT_FIELDS
-(null where unknown). JSON and CSV are written with the json and csv modules, so any file name
-(spaces, quotes, newlines, non-ASCII, undecodable bytes) stays valid.
+An analysis is a plain mapping {"analysis": {...}, "results": [...], "configurations": [...],
+"comparison": [...] or null, "skipped": [...], "warnings": [...], "summary": {...}} built by
+llmb.analyze; every result carries every field in RESULT_FIELDS (null where unknown). JSON and
+CSV are written with the json and csv modules, so any file name (spaces, quotes, newlines,
+non-ASCII, undecodable bytes) stays valid. The table adds, after the per-run sections, one
+line per configuration with its verdict, the runs that failed or need a look with their
+reason, the comparison with a baseline, and the summary.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ RESULT_FIELDS = (
     "recipe", "model_size", "dtype", "gpu_type", "num_gpus", "global_batch_size", "seq_length",
     "scaling", "tokens_per_second", "mfu", "time_to_train_days", "reference_step_time",
     "reference_source", "pct_of_reference", "checkpoint_save_s", "checkpoint_load_s",
-    "smoke_test", "error",
+    "smoke_test", "error", "reason", "suspect_nodes", "config_key",
 )
 FORMATS = ("table", "csv", "json")
 
@@ -43,6 +46,16 @@ DERIVED_TITLE = "Throughput, MFU and published reference"
 DERIVED_COLUMNS = (
     ("Scaling", 7), ("Tokens/s", 10), ("MFU %", 6), ("Days/1T tok", 11), ("Ref (s)", 8),
     ("% of ref", 8),
+)
+CONFIG_TITLE = "Configurations (repeats grouped; pass at >= {pct}% of the reference)"
+CONFIG_COLUMNS = (
+    ("Runs", 5), ("Median (s)", 10), ("Range %", 7), ("Ref (s)", 8), ("% of ref", 8),
+    ("Verdict", 17),
+)
+REASONS_TITLE = "Runs that failed or need a look"
+COMPARE_TITLE = "Compared with the baseline {dir} (delta: + is slower)"
+COMPARE_COLUMNS = (
+    ("Base (s)", 9), ("Now (s)", 9), ("Delta %", 7), ("Spread %", 8), ("Significant", 11),
 )
 SHORT_NAME_MAX = 30
 DEFAULT_GPU = "h100"
@@ -68,8 +81,14 @@ def to_csv(results: Sequence[Mapping[str, Any]]) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(RESULT_FIELDS)
     for r in results:
-        writer.writerow(["" if r.get(k) is None else r[k] for k in RESULT_FIELDS])
+        writer.writerow([_cell(r.get(k)) for k in RESULT_FIELDS])
     return out.getvalue()
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    return " ".join(map(str, value)) if isinstance(value, list) else value
 
 
 # --- table --------------------------------------------------------------------------------
@@ -141,8 +160,8 @@ def display_names(results: Sequence[Mapping[str, Any]], full_names: bool) -> lis
 
 
 def _rows_text(headings: Sequence[tuple[str, int]], label_width: int,
-               rows: Sequence[Sequence[str]]) -> list[str]:
-    head = "Experiment".ljust(label_width) + "".join(
+               rows: Sequence[Sequence[str]], label: str = "Experiment") -> list[str]:
+    head = label.ljust(label_width) + "".join(
         " " + (h.ljust(w) if i == 0 else h.rjust(w))
         for i, (h, w) in enumerate(headings))
     rule = "-" * label_width + "".join(" " + "-" * w for _, w in headings)
@@ -191,21 +210,93 @@ def to_table(analysis: Mapping[str, Any], full_names: bool = False) -> str:
         ] for name, r in derived]
         lines += ["", DERIVED_TITLE, *_rows_text(DERIVED_COLUMNS, dwidth, rows)]
 
+    configs = analysis.get("configurations") or []
+    if configs:
+        tolerance = analysis["analysis"].get("tolerance_pct", 5.0)
+        lines += ["", CONFIG_TITLE.format(pct=f"{100 - tolerance:g}"),
+                  *config_rows(configs)]
+    noted = [(n, r) for n, r in zip(names, results, strict=True)
+             if r.get("reason") and not r.get("error")]
+    if noted:
+        lines += ["", REASONS_TITLE]
+        for name, r in noted:
+            nodes = r.get("suspect_nodes") or []
+            suffix = f" [suspect nodes: {', '.join(map(printable, nodes))}]" if nodes else ""
+            lines.append(f"{name}: {r['status']}: {printable(r['reason'])}{suffix}")
+    if analysis.get("comparison") is not None:
+        base = analysis["analysis"].get("baseline", {})
+        lines += ["", COMPARE_TITLE.format(dir=printable(str(base.get("directory", "?"))))]
+        lines += comparison_rows(analysis["comparison"], base)
     errors = [(n, r) for n, r in zip(names, results, strict=True) if r.get("error")]
     if errors:
         lines.append("")
         lines += [f"unreadable: {printable(str(r['filename']))}: {printable(r['error'])}"
                   for _, r in errors]
+    warnings = analysis.get("warnings") or []
+    if warnings:
+        lines.append("")
+        lines += [f"warning: {printable(w['path'])}: {printable(w['warning'])}" for w in warnings]
     lines += ["", summary_line(analysis["summary"])]
     return "\n".join(lines) + "\n"
+
+
+def config_label(config: Mapping[str, Any]) -> str:
+    """The short name of a configuration: `llama3.1 8b fp8 16gpu` (+ strong, smoke, GBS)."""
+    label = short_name(config)
+    if config.get("recipe"):
+        if config.get("scaling") == "strong":
+            label += " strong"
+        elif config.get("scaling") is None and config.get("global_batch_size"):
+            label += f" gbs{config['global_batch_size']}"
+        if config.get("smoke_test"):
+            label += " smoke"
+    return label
+
+
+def config_rows(configs: Sequence[Mapping[str, Any]]) -> list[str]:
+    labels = [config_label(c) for c in configs]
+    width = max([len("Configuration"), *map(len, labels)])
+    rows = []
+    for label, c in zip(labels, configs, strict=True):
+        span = None
+        if c["time_median"]:
+            span = (c["time_max"] - c["time_min"]) / c["time_median"] * 100
+        rows.append([label, f"{c['successful_runs']}/{c['runs']}", _fixed(c["time_median"], 3),
+                     _fixed(span, 1), _fixed(c["reference_step_time"], 3),
+                     _fixed(c["pct_of_reference"], 1), str(c["verdict"])])
+    return _rows_text(CONFIG_COLUMNS, width, rows, "Configuration")
+
+
+def comparison_rows(compared: Sequence[Mapping[str, Any]], base: Mapping[str, Any]
+                    ) -> list[str]:
+    lines: list[str] = []
+    if compared:
+        labels = [config_label(c) for c in compared]
+        width = max([len("Configuration"), *map(len, labels)])
+        rows = [[label, _fixed(c["baseline_time_median"], 3), _fixed(c["time_median"], 3),
+                 f"{c['delta_pct']:+.1f}", _fixed(c["spread_pct"], 1),
+                 "yes" if c["significant"] else "no"]
+                for label, c in zip(labels, compared, strict=True)]
+        lines += _rows_text(COMPARE_COLUMNS, width, rows, "Configuration")
+    else:
+        lines.append("no configuration has a figure in both trees")
+    if base.get("only_current") or base.get("only_baseline"):
+        lines.append(f"({base.get('only_current', 0)} configuration(s) only here, "
+                     f"{base.get('only_baseline', 0)} only in the baseline)")
+    return lines
 
 
 def summary_line(summary: Mapping[str, Any]) -> str:
     text = (f"Summary: {summary['logs']} log(s): {summary['success']} Success, "
             f"{summary['failed']} Failed")
+    if summary.get("invalid"):
+        text += f", {summary['invalid']} Invalid"
     if summary.get("unreadable"):
         text += f" ({summary['unreadable']} unreadable)"
     skipped = summary.get("skipped_by_reason") or {}
     if skipped:
         text += "; skipped " + ", ".join(f"{n} {reason}" for reason, n in skipped.items())
+    verdicts = {v: n for v, n in (summary.get("verdicts") or {}).items() if n}
+    if verdicts:
+        text += "; configurations: " + ", ".join(f"{n} {v}" for v, n in verdicts.items())
     return text

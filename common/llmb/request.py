@@ -8,7 +8,8 @@ nemo-run (validation must answer in well under a second).
 
 Decisions (documented in the recipe READMEs too):
 - defaults: DTYPE, MODEL_SIZE and GPU_TYPE from metadata `defaults`; GPUS_PER_NODE from
-  common/gpus.yaml; CLUSTER_TYPE slurm; MAX_STEPS 50; PROFILE_START_STEP/STOP_STEP 45/50;
+  common/gpus.yaml; CLUSTER_TYPE slurm; MAX_STEPS 50; PROFILE_START_STEP/STOP_STEP from
+  metadata `profile` (as each seed says: Llama 3.1 20/25, Nemotron-4 and Nemotron-H 45/50);
   TIME_LIMIT from metadata `sizes.<size>.time_limit`.
 - effective steps (manifest options.max_steps): checkpoint load -> 1, NCCL trace -> 5,
   profile -> PROFILE_STOP_STEP, else MAX_STEPS.
@@ -258,8 +259,9 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
     profile = parse_bool(env, "ENABLE_PROFILE")
     gpu_metrics = parse_bool(env, "ENABLE_GPU_METRICS")
     nccl_trace = parse_bool(env, "ENABLE_NCCLTRACE")
-    start = parse_positive_int(env, "PROFILE_START_STEP", DEFAULT_PROFILE_START)
-    stop = parse_positive_int(env, "PROFILE_STOP_STEP", DEFAULT_PROFILE_STOP)
+    default_start, default_stop = recipe.profile_steps
+    start = parse_positive_int(env, "PROFILE_START_STEP", default_start)
+    stop = parse_positive_int(env, "PROFILE_STOP_STEP", default_stop)
     if profile and nccl_trace:
         raise RequestError("ENABLE_PROFILE=true and ENABLE_NCCLTRACE=true cannot be combined; "
                            "enable one of them per run")

@@ -18,7 +18,20 @@ finished has index `done - 1` and the final index is `total - 1` (`100/100` with
 `global_step=99.00`). A run is complete when its highest iteration reaches that final index.
 
 Several ranks, or a requeued job's second attempt, print the same iteration again: the last
-occurrence in the file wins.
+occurrence in the file wins. An iteration that drops by more than RESTART_DROP is a restart
+(a requeued job, a resume from a checkpoint): it is remembered, and from then on the run is as
+far as its last attempt got.
+
+A step time outside MIN_STEP_SECONDS..MAX_STEP_SECONDS (zero, negative, nan, inf, 1e308,
+1e-300) never counts: the step is not recorded, its iteration still counts as reached, and the
+scan keeps the first such value (the run is Invalid). A `nan`/`inf` loss or grad norm in a step
+line is kept the same way.
+
+Why a run stopped is written after its last step line (a message followed by more steps did not
+stop it): after the last step line of each chunk, and before a restart, the scan looks for
+llmb.failures.GATES and hands those lines to llmb.failures.classify. That stretch is a small part
+of a healthy log, so the reasons cost next to nothing; evidence that a later step line
+supersedes is dropped.
 """
 
 from __future__ import annotations
@@ -29,6 +42,8 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from llmb.failures import GATES, Findings, classify
 
 # The published window: iterations 11..44 inclusive, 0-based (seeds 000, 003, 004).
 WINDOW = (11, 44)
@@ -45,13 +60,25 @@ LINE_REACH = 4096
 # An unterminated run of bytes longer than this is not a log line; keep only its tail.
 MAX_CARRY = 1 << 20
 
-_NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+_NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf(?:inity)?)\b)"
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
-_ITERATION = re.compile(r"iteration\s+(\d+)\s*/\s*(\d+)")
-_PROGRESS = re.compile(r"(\d+)\s*/\s*(\d+)\s*\[")
+_ITERATION = re.compile(r"iteration\s+(\d{1,18})\s*/\s*(\d{1,18})")
+_PROGRESS = re.compile(r"(\d{1,18})\s*/\s*(\d{1,18})\s*\[")
 _GLOBAL_STEP = re.compile(r"global_step\s*[:=]\s*" + _NUM)
-_STEP_TIME = re.compile(r"train_step_timing in s\s*[:=]\s*" + _NUM)
+_STEP_TIME = re.compile(r"train_step_timing in s\s*[:=]\s*" + _NUM, re.I)
 _TFLOPS = re.compile(r"TFLOPS_per_GPU\s*[:=]\s*" + _NUM)
+_HEALTH = (("reduced_train_loss", re.compile(r"reduced_train_loss\s*[:=]\s*" + _NUM, re.I)),
+           ("grad_norm", re.compile(r"grad[_ ]norm\s*[:=]\s*" + _NUM, re.I)))
+# An iteration this much below the previous one starts the run over (requeue, resume); smaller
+# drops are ranks printing the same steps out of order.
+RESTART_DROP = 2
+# A step time outside this range is not a measurement: no step trains in under a microsecond,
+# no job runs a week per step.
+MIN_STEP_SECONDS, MAX_STEP_SECONDS = 1e-6, 7 * 86400.0
+NOT_STEP, STEP, RESTART = 0, 1, 2
+# Lines classified per stretch after a step line: enough for any real ending (1024 ranks each
+# printing a traceback), and a bound on the work for a log that is nothing but error lines.
+EVIDENCE_LINES_MAX = 20000
 _SAVE = re.compile(r"Save duration\s*:\s*" + _NUM + r"\s*s")
 _LOAD = re.compile(r"load_checkpoint\s*:\s*" + _NUM + r"\s*s")
 
@@ -74,10 +101,20 @@ class LogScan:
     checkpoint_save_s: float | None = None
     checkpoint_load_s: float | None = None
     looks_like_log: bool = False
+    reached: int | None = None  # highest iteration of the last attempt, its time valid or not
+    bad_times: int = 0  # step lines whose time is not a plausible number of seconds
+    first_bad_time: tuple[int, str] | None = None  # (iteration, the time as logged)
+    nonfinite: tuple[int, str, str] | None = None  # (iteration, field, text): a nan/inf loss
+    restarts: list[tuple[int, int]] = field(default_factory=list)  # (from, to), the first few
+    restart_count: int = 0
+    findings: Findings = field(default_factory=Findings)  # after the last step line
+    before_restart: Findings = field(default_factory=Findings)  # what ended earlier attempts
+    evidence_lines: int = 0  # gate lines classified since the last step line
+    _previous: int | None = field(default=None, repr=False)  # the last step line's
 
     @property
     def max_iteration(self) -> int | None:
-        return max(self.steps) if self.steps else None
+        return self.reached
 
     def complete(self, final_index: int | None = None) -> bool:
         """True when the run reached its final iteration (the log's own count first)."""
@@ -86,26 +123,49 @@ class LogScan:
         return final is not None and last is not None and last >= final
 
     # --- feeding ---------------------------------------------------------------------------
-    def step_line(self, raw: bytes | bytearray) -> None:
+    def step_line(self, raw: bytes | bytearray) -> int:
+        """Record one step line; NOT_STEP when it has no usable iteration, else STEP, or
+        RESTART when its iteration starts the run over."""
         self.step_lines += 1
         line = _clean(raw)
-        time = _number(_STEP_TIME, line)
-        if time is None:
-            return
+        logged = _STEP_TIME.search(line)
+        if logged is None:
+            return NOT_STEP
+        time = float(logged.group(1))
         if m := _ITERATION.search(line):
             index, final = int(m.group(1)), int(m.group(2))
         elif m := _PROGRESS.search(line):
             index, final = int(m.group(1)) - 1, int(m.group(2)) - 1
-        elif (g := _number(_GLOBAL_STEP, line)) is not None:
+        elif (g := _number(_GLOBAL_STEP, line)) is not None and g < 1e18:
             index, final = int(g), None
         else:
-            return
+            return NOT_STEP
         if index < 0:
-            return
+            return NOT_STEP
         if final is not None:
             self.final_index = final
+        kind = STEP
+        if self._previous is not None and index < self._previous - RESTART_DROP:
+            kind = RESTART
+            self.restart_count += 1
+            if len(self.restarts) < 8:
+                self.restarts.append((self._previous, index))
+            self.reached = None  # the last attempt decides how far the run got
+        self._previous = index
+        self.reached = index if self.reached is None else max(self.reached, index)
+        if self.nonfinite is None:
+            for name, pattern in _HEALTH:
+                if (m := pattern.search(line)) and not math.isfinite(float(m.group(1))):
+                    self.nonfinite = (index, name, m.group(1))
+                    break
         self.steps.pop(index, None)  # re-insert: dict order follows the last occurrence
-        self.steps[index] = Step(time, _number(_TFLOPS, line))
+        if MIN_STEP_SECONDS <= time < MAX_STEP_SECONDS:
+            self.steps[index] = Step(time, _number(_TFLOPS, line))
+        else:
+            self.bad_times += 1
+            if self.first_bad_time is None:
+                self.first_bad_time = (index, logged.group(1))
+        return kind
 
     def checkpoint_line(self, raw: bytes | bytearray) -> None:
         line = _clean(raw)
@@ -113,6 +173,20 @@ class LogScan:
             self.checkpoint_save_s = save
         if (load := _number(_LOAD, line)) is not None:
             self.checkpoint_load_s = load
+
+    def evidence_line(self, raw: bytes | bytearray) -> None:
+        self.evidence_lines += 1
+        if (ev := classify(_clean(raw))) is not None:
+            self.findings.add(ev)
+
+    def superseded(self, restart: bool) -> None:
+        """A step line follows the evidence gathered so far: drop it, or keep it as what ended
+        the earlier attempt when the step starts the run over."""
+        if restart:
+            self.before_restart.merge(self.findings)
+        if self.findings:
+            self.findings = Findings()
+        self.evidence_lines = 0
 
 
 def _clean(raw: bytes | bytearray) -> str:
@@ -138,16 +212,43 @@ def _line_at(buf: bytes | bytearray, pos: int, end: int) -> tuple[int, int]:
 
 def _feed(scan: LogScan, buf: bytes | bytearray, end: int) -> None:
     """Parse the complete lines in buf[:end]."""
-    for needle, handle in ((STEP_NEEDLE, scan.step_line),
-                           (CHECKPOINT_NEEDLE, scan.checkpoint_line)):
-        pos = buf.find(needle, 0, end)
-        while pos >= 0:
-            start, stop = _line_at(buf, pos, end)
-            handle(buf[start:stop])
-            pos = buf.find(needle, max(stop, pos + len(needle)), end)
+    gap = 0  # where the stretch after the last step line (so far) begins
+    pos = buf.find(STEP_NEEDLE, 0, end)
+    while pos >= 0:
+        start, stop = _line_at(buf, pos, end)
+        kind = scan.step_line(buf[start:stop])
+        if kind != NOT_STEP:
+            if kind == RESTART:  # what ended the earlier attempt lies just before
+                _evidence(scan, buf, gap, start)
+            scan.superseded(kind == RESTART)
+            gap = stop
+        pos = buf.find(STEP_NEEDLE, max(stop, pos + len(STEP_NEEDLE)), end)
+    pos = buf.find(CHECKPOINT_NEEDLE, 0, end)
+    while pos >= 0:
+        start, stop = _line_at(buf, pos, end)
+        scan.checkpoint_line(buf[start:stop])
+        pos = buf.find(CHECKPOINT_NEEDLE, max(stop, pos + len(CHECKPOINT_NEEDLE)), end)
+    _evidence(scan, buf, gap, end)
     if not scan.looks_like_log:
         scan.looks_like_log = scan.step_lines > 0 or any(
             buf.find(marker, 0, end) >= 0 for marker in LOG_MARKERS)
+
+
+def _evidence(scan: LogScan, buf: bytes | bytearray, begin: int, end: int) -> None:
+    """Classify the lines in buf[begin:end] that hold a failure gate, in order, each once: the
+    first EVIDENCE_LINES_MAX since the last step line."""
+    room = EVIDENCE_LINES_MAX - scan.evidence_lines
+    lines: dict[int, int] = {}
+    for gate in GATES:  # each gate's first `room` lines hold the first `room` lines of all
+        found = 0
+        pos = buf.find(gate, begin, end)
+        while pos >= 0 and found < room:
+            start, stop = _line_at(buf, pos, end)
+            if lines.setdefault(max(start, begin), stop) == stop:
+                found += 1
+            pos = buf.find(gate, max(stop, pos + len(gate)), end)
+    for start in sorted(lines)[:room]:
+        scan.evidence_line(buf[start:lines[start]])
 
 
 def scan_log(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> LogScan:
@@ -212,9 +313,15 @@ def stats(values: Iterable[float]) -> WindowStats:
     """Population mean/std (statistics.pstdev, as the seeds' analysis computes it).
 
     No values gives nulls: a run that never reached iteration 11 has no steady-state figure,
-    and inventing one from warm-up steps would be misleading.
+    and inventing one from warm-up steps would be misleading. Values that are not finite are
+    left out; the mean never overflows, however large the values.
     """
-    data = list(values)
+    data = [v for v in values if math.isfinite(v)]
     if not data:
         return WindowStats(0, None, None)
-    return WindowStats(len(data), statistics.fmean(data), statistics.pstdev(data))
+    try:
+        mean = statistics.fmean(data)
+    except OverflowError:  # the sum of huge values: average them scaled down
+        scale = max(abs(v) for v in data)
+        mean = scale * statistics.fmean(v / scale for v in data)
+    return WindowStats(len(data), mean, statistics.pstdev(data))

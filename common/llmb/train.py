@@ -2,15 +2,18 @@
 
 The login node and the container run different nemo-run versions (0.11.1 and 0.4.0), so no
 serialized nemo-run/fiddle config crosses between them. The launcher writes a plain JSON run
-manifest; this module turns it into the NeMo recipe itself, in two steps:
+manifest, whose `nemo` block is the row's NeMo job from metadata.yaml (llmb.nemojob); this
+module turns it into the NeMo recipe itself, in two steps:
 
 - `plan(manifest)`: every override as plain data (no NeMo needed; unit-tested in the normal suite).
-- `build_recipe(manifest)`: the `nemo.collections.llm` pre-train recipe in performance mode with
-  the plan applied, not yet run (checked by `make test-nemo` against NeMo 2.3.1).
+- llmb.nemorecipe `build_recipe(plan)`: the `nemo.collections.llm` pre-train recipe with the
+  plan applied, not yet run (checked by `make test-nemo` against NeMo 2.3.1); `build(manifest)`
+  here does both.
 
 `run(manifest)` builds and trains in this process (one process per GPU, started by srun or
-torchrun; Lightning takes the ranks from SLURM_* / torchrun variables). NeMo, nemo_run and
-fiddle are imported only inside `build_recipe` and `run`.
+torchrun; Lightning takes the ranks from SLURM_* / torchrun variables); `print_config` prints
+the recipe as nemo-run YAML and trains nothing. NeMo, nemo_run and fiddle are imported only by
+llmb.nemorecipe, and only when a recipe is built.
 """
 
 from __future__ import annotations
@@ -22,54 +25,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from llmb import nemolog
+from llmb import nemojob, nemolog
 
-# Per model family: the FLOPs formula name FLOPsMeasurementCallback knows (None: it has none;
+# Per model family, the FLOPs formula name FLOPsMeasurementCallback knows (None: it has none;
 # NeMo 2.3.1 would silently match "nemotronh" to the dense Nemotron-4 formula and log a wrong
 # TFLOPS_per_GPU, which seed 000 calls invalid, so Nemotron-H logs no TFLOPS_per_GPU and the
-# analyzer computes it from the catalog's model FLOPs) and the tokenizer the mock data uses
-# (its vocabulary sets the embedding size; the data itself is synthetic).
-FAMILIES: dict[str, dict[str, Any]] = {
-    "llama": {
-        "flops_model_name": "llama3",
-        # The Llama 3.1 tokenizer from Hugging Face: why llama3.1 runs need HF_TOKEN.
-        "tokenizer": {"library": "huggingface", "model_name": "meta-llama/Llama-3.1-{SIZE}"},
-    },
-    "nemotron4": {
-        "flops_model_name": "nemotron",
-        "tokenizer": {"library": "null", "model_name": "NullTokenizer", "vocab_size": 256000},
-    },
-    "nemotronh": {
-        "flops_model_name": None,
-        # The recipe's own tokenizer (public nvidia/Nemotron-H-8B-Base-8K, vocabulary 131072).
-        "tokenizer": None,
-    },
-}
-
-# Transformer Engine userbuffer layouts for TP communication overlap (the GEMM overlap methods
-# and SM counts; the buffers' shapes come from the model), by NeMo recipe and GPU architecture:
-# the ones NeMo 2.3.1's own performance scripts pick (scripts/performance/llm/pretrain_*.py),
-# named as in nemo.collections.llm.recipes.tp_overlap_configs.userbuffers ({dtype}: bf16|fp8).
-# No entry: Transformer Engine's default layout (e.g. Nemotron-4 on H100, as NeMo does).
-# A layout is only used at the TP size it was tuned for. `make test-nemo` checks the names.
-USERBUFFERS: dict[tuple[str, str], str] = {
-    ("llama31_70b", "h100"): "userbuffers_{dtype}_h100_h8192_tp4_mbs1_seqlen8192",
-    ("llama31_70b", "b200"): "userbuffers_{dtype}_b200_h8192_tp2_mbs1_seqlen8192",
-    ("llama31_405b", "h100"): "userbuffers_{dtype}_h100_h16384_tp8_cp2_mbs1_seqlen8192",
-    ("llama31_405b", "b200"): "userbuffers_{dtype}_b200_h16384_tp4_cp2_mbs1_seqlen8192",
-    # NeMo uses the bf16 layout for both dtypes here.
-    ("nemotron4_15b", "b200"): "userbuffers_bf16_b200_h6144_tp2_mbs1_seqlen4096",
-    ("nemotron4_340b", "b200"): "userbuffers_{dtype}_b200_h18432_tp8_mbs1_seqlen4096",
-}
-# Userbuffer layouts are tuned per GPU architecture; GB200 uses the B200 ones.
-USERBUFFER_ARCH = {"h100": "h100", "b200": "b200", "gb200": "b200"}
+# analyzer computes it from the catalog's model FLOPs).
+FLOPS_MODEL_NAMES: dict[str, str | None] = {"llama": "llama3", "nemotron4": "nemotron",
+                                            "nemotronh": None}
 
 # Ranks nsys profiles: the first eight (one H100/B200 node). The seeds say "MPI Ranks: 0-8";
 # read as Python's range(0, 8), which is one whole node, not eight ranks plus a lone rank of
 # the second node.
 NSYS_RANKS = 8
-# GarbageCollectionCallback interval (steps): Python's GC runs only every 100 steps, i.e. not
-# during a 50-step benchmark, as in NeMo's performance recipes.
+# GarbageCollectionCallback interval (steps) of NeMo's performance-mode recipes: Python's GC
+# runs only every 100 steps, i.e. not during a 50-step benchmark.
 GC_INTERVAL = 100
 # FP8 (seeds and SPEC: bf16 with fp8 mixed, per-tensor delayed scaling): NeMo's
 # bf16_with_fp8_mixed() defaults, spelled out so a change in NeMo shows up in make test-nemo.
@@ -77,7 +47,7 @@ FP8 = {"fp8": "hybrid", "fp8_recipe": "delayed", "fp8_margin": 0, "fp8_amax_hist
        "fp8_amax_compute_algo": "max", "fp8_param_gather": True}
 
 MANIFEST_KEYS = ("schema", "recipe", "experiment", "model_size", "dtype", "gpu_type", "num_gpus",
-                 "gpus_per_node", "nodes", "seq_length", "family", "nemo_recipe", "model",
+                 "gpus_per_node", "nodes", "seq_length", "family", "nemo_recipe", "nemo", "model",
                  "parallelism", "options")
 PARALLEL_KEYS = ("tp", "pp", "cp", "vp", "mbs", "gbs", "dp", "num_layers")
 OPTION_KEYS = ("max_steps", "profile", "profile_start_step", "profile_stop_step", "gpu_metrics",
@@ -103,14 +73,6 @@ def _positive(name: str, value: object) -> int:
     return value
 
 
-def userbuffer_config(nemo_recipe: str, gpu_type: str, dtype: str, tp: int) -> str | None:
-    """The name of NeMo's userbuffer layout for this run, or None (Transformer Engine default)."""
-    name = USERBUFFERS.get((nemo_recipe, USERBUFFER_ARCH.get(gpu_type, gpu_type)))
-    if name is None or f"_tp{tp}_" not in name:
-        return None
-    return name.format(dtype=dtype)
-
-
 def nemo_log_dir(manifest: Mapping[str, Any]) -> str | None:
     """Where NeMo writes its logs and checkpoints: <job dir>/code/nemo_experiments.
 
@@ -123,61 +85,101 @@ def nemo_log_dir(manifest: Mapping[str, Any]) -> str | None:
     return str(Path(job_dir) / nemolog.NEMO_EXPERIMENTS_DIR) if job_dir else None
 
 
-def plan(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """Every setting the in-container half applies to the NeMo recipe, as plain JSON data."""
-    m = _require("", manifest, MANIFEST_KEYS)
-    if m["schema"] != 1:
-        raise ManifestError(f"manifest schema={m['schema']!r} is not supported; supported: 1")
+def _layout(m: Mapping[str, Any]) -> dict[str, Any]:
+    """The manifest's parallelism and batch sizes, checked against its GPU count."""
     par = _require("parallelism", m["parallelism"], PARALLEL_KEYS)
-    opt = _require("options", m["options"], OPTION_KEYS)
-    family = FAMILIES.get(m["family"])
-    if family is None:
-        raise ManifestError(f"manifest family={m['family']!r} is not supported; "
-                            f"supported: {', '.join(FAMILIES)}")
-    if m["dtype"] not in ("bf16", "fp8"):
-        raise ManifestError(f"manifest dtype={m['dtype']!r} is not supported; allowed: bf16, fp8")
     tp, pp, cp = (_positive(f"parallelism.{k}", par[k]) for k in ("tp", "pp", "cp"))
     mbs, gbs, dp = (_positive(f"parallelism.{k}", par[k]) for k in ("mbs", "gbs", "dp"))
     vp = par["vp"] if par["vp"] not in (None, 1) else None
     if vp is not None:
         _positive("parallelism.vp", vp)
-    ep = par.get("ep") or 1
     num_gpus = _positive("num_gpus", m["num_gpus"])
-    max_steps = _positive("options.max_steps", opt["max_steps"])
-    seq_length = _positive("seq_length", m["seq_length"])
-    num_layers = _positive("parallelism.num_layers", par["num_layers"])
     if tp * pp * cp * dp != num_gpus:
         raise ManifestError(f"manifest parallelism: TP x PP x CP x DP = {tp * pp * cp * dp} "
                             f"is not num_gpus={num_gpus}")
     if gbs % (mbs * dp):
         raise ManifestError(f"manifest parallelism.gbs={gbs} is not divisible by MBS x DP "
                             f"= {mbs * dp}")
+    return {"tp": tp, "pp": pp, "cp": cp, "vp": vp, "ep": par.get("ep") or 1, "mbs": mbs,
+            "gbs": gbs, "dp": dp, "num_gpus": num_gpus,
+            "num_layers": _positive("parallelism.num_layers", par["num_layers"])}
+
+
+def _settings(m: Mapping[str, Any], checkpoint_load: bool) -> dict[str, Any]:
+    """The row's NeMo job (manifest `nemo`) for this run: Run:ai / checkpoint-load variants."""
+    try:
+        nemojob.check(m["nemo"], complete=True)
+        settings = nemojob.for_run(m["nemo"], str(m.get("cluster_type") or "slurm"),
+                                   checkpoint_load)
+        nemojob.check(settings, complete=True)
+    except nemojob.SettingsError as err:
+        raise ManifestError(f"manifest nemo: {err}") from None
+    return settings
+
+
+def _nsys(opt: Mapping[str, Any], num_gpus: int) -> dict[str, Any] | None:
+    if not opt["profile"]:
+        return None
+    start, stop = opt["profile_start_step"], opt["profile_stop_step"]
+    if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+               for s in (start, stop)) or stop < start:
+        raise ManifestError(f"manifest options.profile_start_step={start!r} and "
+                            f"profile_stop_step={stop!r} are not steps 0 <= start <= stop")
+    return {"start_step": start, "end_step": stop,
+            "ranks": list(range(min(NSYS_RANKS, num_gpus))), "gen_shape": False,
+            "gpu_metrics": bool(opt["gpu_metrics"])}
+
+
+def _comm_overlap(settings: Mapping[str, Any], lay: Mapping[str, Any],
+                  checkpointing: bool) -> dict[str, Any]:
+    """MegatronCommOverlapCallback's arguments (the row's extras win over NeMo's recipe)."""
+    extras = dict(settings["comm_overlap"])
+    tp_overlap = lay["tp"] > 1  # with sequence parallelism, which TP > 1 always turns on
+    layout = extras.pop("userbuffers", None)
+    return {
+        "tp_comm_overlap": tp_overlap,
+        # A userbuffer layout is tuned for one TP size; without TP overlap it has no use.
+        "tp_comm_overlap_cfg": layout if tp_overlap else None,
+        # Overlapping the parameter all-gather with the optimizer step needs DP, PP and VP
+        # (NeMo's performance scripts); it breaks checkpointing, so not with save/load.
+        "overlap_param_gather_with_optimizer_step":
+            lay["dp"] > 1 and lay["pp"] > 1 and lay["vp"] is not None and not checkpointing,
+        **extras,
+    }
+
+
+def plan(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """Every setting the in-container half applies to the NeMo recipe, as plain JSON data."""
+    m = _require("", manifest, MANIFEST_KEYS)
+    if m["schema"] != 1:
+        raise ManifestError(f"manifest schema={m['schema']!r} is not supported; supported: 1")
+    opt = _require("options", m["options"], OPTION_KEYS)
+    if m["family"] not in FLOPS_MODEL_NAMES:
+        raise ManifestError(f"manifest family={m['family']!r} is not supported; "
+                            f"supported: {', '.join(FLOPS_MODEL_NAMES)}")
+    if m["dtype"] not in nemojob.DTYPES:
+        raise ManifestError(f"manifest dtype={m['dtype']!r} is not supported; allowed: "
+                            f"{', '.join(nemojob.DTYPES)}")
+    lay = _layout(m)
+    max_steps = _positive("options.max_steps", opt["max_steps"])
+    seq_length = _positive("seq_length", m["seq_length"])
     save = bool(opt["checkpoint_save"])
     load_path = opt["checkpoint_load_path"] or None
-    sequence_parallel = tp > 1
-    tp_overlap = tp > 1 and sequence_parallel
-    size = str(m["model_size"])
-
-    tokenizer = family["tokenizer"]
-    if tokenizer is not None:
-        tokenizer = {k: (v.replace("{SIZE}", size.upper()) if isinstance(v, str) else v)
-                     for k, v in tokenizer.items()}
-
+    settings = _settings(m, load_path is not None)
+    performance = settings["performance_mode"]
+    cuda_graphs = settings["cuda_graphs"]
+    flops_model_name = FLOPS_MODEL_NAMES[m["family"]]
     log_dir = nemo_log_dir(m)
+    nsys = _nsys(opt, lay["num_gpus"])
 
-    callbacks = ["TimingCallback", "GarbageCollectionCallback", "MegatronCommOverlapCallback"]
-    if family["flops_model_name"]:
+    # The recipe's own callbacks (performance mode adds garbage collection and communication
+    # overlap), then TFLOPS logging where NeMo has the model's formula, then nsys.
+    callbacks = ["TimingCallback"]
+    if performance:
+        callbacks += ["GarbageCollectionCallback", "MegatronCommOverlapCallback"]
+    if flops_model_name:
         callbacks.append("FLOPsMeasurementCallback")
-    nsys = None
-    if opt["profile"]:
-        start, stop = opt["profile_start_step"], opt["profile_stop_step"]
-        if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
-                   for s in (start, stop)) or stop < start:
-            raise ManifestError(f"manifest options.profile_start_step={start!r} and "
-                                f"profile_stop_step={stop!r} are not steps 0 <= start <= stop")
-        nsys = {"start_step": start, "end_step": stop,
-                "ranks": list(range(min(NSYS_RANKS, num_gpus))), "gen_shape": False,
-                "gpu_metrics": bool(opt["gpu_metrics"])}
+    if nsys:
         callbacks.append("NsysCallback")
 
     if m["dtype"] == "fp8":
@@ -187,7 +189,8 @@ def plan(manifest: Mapping[str, Any]) -> dict[str, Any]:
 
     return {
         "nemo_recipe": m["nemo_recipe"],
-        "recipe_args": {"performance_mode": True, "num_nodes": _positive("nodes", m["nodes"]),
+        "recipe_args": {"performance_mode": performance,
+                        "num_nodes": _positive("nodes", m["nodes"]),
                         "num_gpus_per_node": _positive("gpus_per_node", m["gpus_per_node"])},
         "trainer": {
             "num_nodes": m["nodes"], "devices": m["gpus_per_node"], "max_steps": max_steps,
@@ -200,31 +203,31 @@ def plan(manifest: Mapping[str, Any]) -> dict[str, Any]:
             "logger": False,
         },
         "strategy": {
-            "tensor_model_parallel_size": tp, "pipeline_model_parallel_size": pp,
-            "context_parallel_size": cp, "virtual_pipeline_model_parallel_size": vp,
-            "expert_model_parallel_size": ep, "sequence_parallel": sequence_parallel,
-            "pipeline_dtype": "bfloat16" if pp > 1 else None,
+            "tensor_model_parallel_size": lay["tp"], "pipeline_model_parallel_size": lay["pp"],
+            "context_parallel_size": lay["cp"],
+            "virtual_pipeline_model_parallel_size": lay["vp"],
+            "expert_model_parallel_size": lay["ep"], "sequence_parallel": lay["tp"] > 1,
+            "pipeline_dtype": "bfloat16" if lay["pp"] > 1 else None,
+            # CUDA graphs need Transformer Engine's RNG tracker (NeMo's performance scripts).
+            "use_te_rng_tracker": cuda_graphs,
         },
         "ddp": {"grad_reduce_in_fp32": False},
         "precision": precision,
-        "model": {"num_layers": num_layers, "seq_length": seq_length,
-                  "cross_entropy_fusion_impl": "te"},
-        "data": {"seq_length": seq_length, "micro_batch_size": mbs, "global_batch_size": gbs,
+        "model": {"num_layers": lay["num_layers"], "seq_length": seq_length,
+                  "cross_entropy_fusion_impl": settings["cross_entropy_fusion_impl"],
+                  "enable_cuda_graph": cuda_graphs},
+        "data": {"seq_length": seq_length, "micro_batch_size": lay["mbs"],
+                 "global_batch_size": lay["gbs"],
                  # Exactly one epoch of synthetic samples for the whole run.
-                 "num_train_samples": max_steps * gbs, "tokenizer": tokenizer},
-        "optim": {"use_precision_aware_optimizer": m["dtype"] == "bf16"},
-        "comm_overlap": {
-            "tp_comm_overlap": tp_overlap,
-            "tp_comm_overlap_cfg": userbuffer_config(m["nemo_recipe"], m["gpu_type"],
-                                                     m["dtype"], tp) if tp_overlap else None,
-            # Overlapping the parameter all-gather with the optimizer step needs DP, PP and VP;
-            # NeMo's recipes warn it breaks checkpointing, so not with save/load.
-            "overlap_param_gather_with_optimizer_step":
-                dp > 1 and pp > 1 and vp is not None and not save and load_path is None,
-        },
+                 "num_train_samples": max_steps * lay["gbs"],
+                 "tokenizer": dict(settings["tokenizer"])},
+        "optim": {"use_precision_aware_optimizer": settings["precision_aware_optimizer"]},
+        "comm_overlap": (_comm_overlap(settings, lay, save or load_path is not None)
+                         if performance else None),
         "callbacks": callbacks,
-        "flops_model_name": family["flops_model_name"],
-        "gc": {"gc_interval_train": GC_INTERVAL, "gc_interval_val": GC_INTERVAL},
+        "flops_model_name": flops_model_name,
+        "gc": ({"gc_interval_train": GC_INTERVAL, "gc_interval_val": GC_INTERVAL}
+               if performance else None),
         "nsys": nsys,
         # NCCL trace needs nothing in here: the launcher sets NCCL_DEBUG* and max_steps 5.
         "nccl_trace": bool(opt["nccl_trace"]),
@@ -247,128 +250,31 @@ def plan(manifest: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _tokenizer_config(tok: Mapping[str, Any]):  # -> run.Config
-    import nemo_run as run
-
-    if tok["library"] == "huggingface":
-        from nemo.collections.common.tokenizers.huggingface import AutoTokenizer
-
-        return run.Config(AutoTokenizer, pretrained_model_name=tok["model_name"], use_fast=True)
-    from nemo.collections.nlp.modules.common.tokenizer_utils import get_nmt_tokenizer
-
-    return run.Config(get_nmt_tokenizer, library=tok["library"], model_name=tok["model_name"],
-                      vocab_size=tok["vocab_size"])
+# What building a recipe imports; without them this is not the benchmark image.
+NEMO_MODULES = ("nemo", "nemo_run", "fiddle", "torch", "megatron", "lightning")
 
 
-def _find(callbacks: list, cls: type) -> list[int]:
-    return [i for i, c in enumerate(callbacks) if getattr(c, "__fn_or_cls__", None) is cls]
-
-
-def build_recipe(manifest: Mapping[str, Any]):  # -> nemo_run.Partial
-    """The NeMo 2 pre-train recipe (performance mode) with every override of plan() applied."""
+def build(manifest: Mapping[str, Any]):  # -> nemo_run.Partial
+    """The NeMo recipe of a manifest (imports NeMo; the plan is checked before)."""
     p = plan(manifest)
-    import fiddle as fdl
-    import fiddle._src.experimental.dataclasses as fdl_dc
-    import nemo_run as run
-    import torch
-    from nemo import lightning as nl
-    from nemo.collections import llm
-    from nemo.collections.llm.recipes.precision import mixed_precision
-    from nemo.collections.llm.recipes.tp_overlap_configs import userbuffers
-    from nemo.lightning.pytorch.callbacks import GarbageCollectionCallback, NsysCallback
-    from nemo.lightning.pytorch.callbacks.flops_callback import FLOPsMeasurementCallback
-    from nemo.lightning.pytorch.callbacks.megatron_comm_overlap import MegatronCommOverlapCallback
-    from nemo.lightning.pytorch.strategies.utils import RestoreConfig
-    from nemo.utils.exp_manager import TimingCallback
+    from llmb import nemorecipe
 
-    recipe = getattr(llm, p["nemo_recipe"]).pretrain_recipe(**p["recipe_args"])
-    trainer, strategy = recipe.trainer, recipe.trainer.strategy
-
-    for key, value in p["trainer"].items():
-        setattr(trainer, key, value)
-    for key, value in p["strategy"].items():
-        if key == "pipeline_dtype":
-            value = getattr(torch, value) if value else strategy.pipeline_dtype
-        setattr(strategy, key, value)
-    for key, value in p["ddp"].items():
-        setattr(strategy.ddp, key, value)
-
-    prec = dict(p["precision"])
-    plugin = getattr(mixed_precision, prec.pop("plugin"))()
-    for key, value in prec.items():
-        setattr(plugin, key, value)
-    trainer.plugins = plugin
-
-    for key, value in p["model"].items():
-        setattr(recipe.model.config, key, value)
-    data = dict(p["data"])
-    tokenizer = data.pop("tokenizer")
-    for key, value in data.items():
-        setattr(recipe.data, key, value)
-    if tokenizer is not None:
-        recipe.data.tokenizer = _tokenizer_config(tokenizer)
-        recipe.model.tokenizer = recipe.data.tokenizer
-    recipe.optim.config.use_precision_aware_optimizer = p["optim"]["use_precision_aware_optimizer"]
-
-    # Callbacks: exactly those the plan names, in its order; ModelCheckpoint only through the
-    # logger below (Nemotron-H's recipe puts one on the trainer).
-    existing = list(trainer.callbacks or [])
-
-    def reuse(cls: type, **defaults: Any):
-        found = _find(existing, cls)
-        return existing[found[0]] if found else run.Config(cls, **defaults)
-
-    comm = reuse(MegatronCommOverlapCallback)
-    comm.tp_comm_overlap = p["comm_overlap"]["tp_comm_overlap"]
-    cfg_name = p["comm_overlap"]["tp_comm_overlap_cfg"]
-    # The userbuffer layouts are dataclass instances; as fiddle configs they serialize.
-    comm.tp_comm_overlap_cfg = (
-        fdl.cast(run.Config, fdl_dc.convert_dataclasses_to_configs(getattr(userbuffers, cfg_name)))
-        if cfg_name else None)
-    comm.overlap_param_gather_with_optimizer_step = (
-        p["comm_overlap"]["overlap_param_gather_with_optimizer_step"])
-    built = {
-        "TimingCallback": lambda: reuse(TimingCallback),
-        "GarbageCollectionCallback": lambda: reuse(GarbageCollectionCallback, **p["gc"]),
-        "MegatronCommOverlapCallback": lambda: comm,
-        "FLOPsMeasurementCallback": lambda: run.Config(
-            FLOPsMeasurementCallback, model_config=recipe.model.config, data_config=recipe.data,
-            model_name=p["flops_model_name"]),
-        "NsysCallback": lambda: run.Config(
-            NsysCallback, start_step=p["nsys"]["start_step"], end_step=p["nsys"]["end_step"],
-            ranks=list(p["nsys"]["ranks"]), gen_shape=p["nsys"]["gen_shape"]),
-    }
-    trainer.callbacks = [built[name]() for name in p["callbacks"]]
-
-    log = p["log"]
-    recipe.log.log_dir = log["log_dir"]
-    recipe.log.name = log["name"]
-    recipe.log.use_datetime_version = log["use_datetime_version"]
-    recipe.log.tensorboard = log["tensorboard"]
-    recipe.log.wandb = log["wandb"]
-    ckpt = p["checkpoint"]
-    if ckpt["save"]:
-        # monitor=None: no validation loss to rank by; NeMo names the checkpoint
-        # default--None=0.0000-epoch=0-consumed_samples=<N> (as in the seeds).
-        recipe.log.ckpt = run.Config(
-            nl.ModelCheckpoint, monitor=None, save_last=False, save_top_k=ckpt["save_top_k"],
-            every_n_train_steps=ckpt["every_n_train_steps"], save_on_train_epoch_end=False,
-            save_optim_on_train_end=True, always_save_context=False,
-            save_context_on_train_end=True, dirpath=ckpt["dir"])
-    else:
-        recipe.log.ckpt = None
-
-    res = p["resume"]
-    restore = (run.Config(RestoreConfig, **res["restore"]) if res["restore"] else None)
-    recipe.resume = run.Config(nl.AutoResume, resume_if_exists=res["resume_if_exists"],
-                               resume_ignore_no_checkpoint=True, restore_config=restore)
-    return recipe
+    try:
+        return nemorecipe.build_recipe(p)
+    except nemorecipe.UnknownName as err:
+        raise ManifestError(f"manifest: {err}") from None
+    except ImportError as err:  # a missing module, or a folder named like one (no NeMo)
+        if (err.name or "").split(".")[0] not in NEMO_MODULES:
+            raise
+        raise ManifestError(f"building the NeMo recipe needs NeMo, and {err.name} is missing "
+                            "here: run it inside the benchmark image (srun --container-image=..., "
+                            "see the recipe README's Fidelity section)") from None
 
 
 def run(manifest: Mapping[str, Any]) -> int:
     """Build the recipe and train in this process; the exit code for the entrypoint."""
     try:
-        recipe = build_recipe(manifest)
+        recipe = build(manifest)
     except ManifestError as exc:
         print(f"llmb: {exc}", file=sys.stderr)
         return 2
@@ -376,6 +282,19 @@ def run(manifest: Mapping[str, Any]) -> int:
 
     # What nemo_run.run(recipe, direct=True) does: build the configured pretrain() and call it.
     fdl.build(recipe)()
+    return 0
+
+
+def print_config(manifest: Mapping[str, Any]) -> int:
+    """Print the recipe `run` would train, as nemo-run YAML; train nothing, need no GPU."""
+    try:
+        recipe = build(manifest)
+    except ManifestError as exc:
+        print(f"llmb: {exc}", file=sys.stderr)
+        return 2
+    from llmb import nemorecipe
+
+    sys.stdout.write(nemorecipe.config_yaml(recipe))
     return 0
 
 
@@ -389,20 +308,24 @@ def load_manifest(path: str | Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m llmb.train MANIFEST` prints the plan; `--train` builds and trains."""
+    """`python -m llmb.train MANIFEST` prints the plan; `--print-config` the NeMo recipe;
+    `--train` builds and trains."""
     parser = argparse.ArgumentParser(prog="python -m llmb.train", description=main.__doc__)
     parser.add_argument("manifest", help="path of llmb_manifest.json")
-    parser.add_argument("--train", action="store_true", help="build the NeMo recipe and train")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--train", action="store_true", help="build the NeMo recipe and train")
+    what.add_argument("--print-config", action="store_true",
+                      help="print the NeMo recipe as nemo-run YAML, train nothing")
     args = parser.parse_args(argv)
     try:
         manifest = load_manifest(args.manifest)
-        if not args.train:
+        if not (args.train or args.print_config):
             print(json.dumps(plan(manifest), indent=2, sort_keys=True))
             return 0
     except ManifestError as exc:
         print(f"llmb: {exc}", file=sys.stderr)
         return 2
-    return run(manifest)
+    return print_config(manifest) if args.print_config else run(manifest)
 
 
 if __name__ == "__main__":

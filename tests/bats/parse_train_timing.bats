@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
-# common/parse_train_timing.sh: the bash front of llmb.analyze. Formats, exit codes 0/1/2 with
-# one-line errors, the default directory, other working directories, links, and the message
-# when the chosen python has no pyyaml.
+# common/parse_train_timing.sh: the bash front of llmb.analyze. Formats, exit codes 0/1/2/3 with
+# one-line errors, the default directory, other working directories, links, the message when
+# the chosen python has no pyyaml, --check, --report and a whole install's experiments.
 
 bats_require_minimum_version 1.5.0
 
@@ -143,4 +143,48 @@ assert {s["reason"] for s in data["skipped"]} == {"sbatch output", "NCCL trace"}
     [ "${status}" -eq 1 ]
     one_line "${stderr}"
     [[ "${stderr}" == *"LLMB_PYTHON=/nonexistent/python is not an executable python"* ]]
+}
+
+@test "--check: exit 3 with one line when a configuration is below the tolerance" {
+    run --separate-stderr "${SCRIPT}" --check "${REPO}/tests/fixtures/logs/verdicts"
+    [ "${status}" -eq 3 ]
+    one_line "${stderr}"
+    [[ "${stderr}" == "parse_train_timing.sh: check failed: 1 configuration(s) below 95% of the reference"* ]]
+    [[ "${output}" == *"llama3.1 8b bf16 16gpu"*"below"* ]]
+    run --separate-stderr "${SCRIPT}" --check --tolerance=12 \
+        "${REPO}/tests/fixtures/logs/verdicts/pretrain_llama3.1_8b_bf16_gpus16_tp1_pp1_cp2_vpNone_mbs1_gbs256"
+    [ "${status}" -eq 0 ]
+}
+
+@test "exit 2: a bad --tolerance or --window names the value, nothing is written" {
+    cd "${BATS_TEST_TMPDIR}"
+    run --separate-stderr "${SCRIPT}" --tolerance=lots --report=out "${FIXTURES}"
+    [ "${status}" -eq 2 ]
+    one_line "${stderr}"
+    [[ "${stderr}" == "parse_train_timing.sh: --tolerance=lots is not allowed;"* ]]
+    run --separate-stderr "${SCRIPT}" --window=44-11 --report=out "${FIXTURES}"
+    [ "${status}" -eq 2 ]
+    [[ "${stderr}" == *"--window=44-11 is not allowed"* ]]
+    [ ! -e out ]
+}
+
+@test "--report writes a self-contained page, the markdown and the plots" {
+    run --separate-stderr "${SCRIPT}" --format=json --report="${BATS_TEST_TMPDIR}/r" "${FIXTURES}"
+    [ "${status}" -eq 0 ]
+    [ "${stderr}" = "parse_train_timing.sh: report written to ${BATS_TEST_TMPDIR}/r/index.html" ]
+    [ -s "${BATS_TEST_TMPDIR}/r/index.html" ] && [ -s "${BATS_TEST_TMPDIR}/r/report.md" ]
+    compgen -G "${BATS_TEST_TMPDIR}/r/plots/*.png" >/dev/null
+    grep -q 'src="data:image/png;base64,' "${BATS_TEST_TMPDIR}/r/index.html"
+    run grep -Eq 'https?://|<script' "${BATS_TEST_TMPDIR}/r/index.html"
+    [ "${status}" -eq 1 ]
+}
+
+@test "a whole install: several experiments directories at once" {
+    local w="${BATS_TEST_TMPDIR}/llmb/workloads"
+    mkdir -p "${w}/pretrain_llama3.1/experiments" "${w}/pretrain_nemotron4/experiments"
+    cp -r "${FIXTURES}/pretrain_llama3.1_8b_bf16_16" "${w}/pretrain_llama3.1/experiments/"
+    cp -r "${FIXTURES}/pretrain_nemotron4_15b_bf16_16" "${w}/pretrain_nemotron4/experiments/"
+    run --separate-stderr "${SCRIPT}" "${w}"/*/experiments
+    [ "${status}" -eq 0 ]
+    [[ "${output}" == *"Summary: 2 log(s): 2 Success, 0 Failed"* ]]
 }

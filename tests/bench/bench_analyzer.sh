@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Analyzer speed and memory: generate (once) a synthetic experiments tree under
 # ${LLMB_BENCH_DIR:-/tmp/llmb-bench}, then time parse_train_timing.sh against
-# `grep -rc train_step_timing` over it. Targets: within 10x grep's wall time, peak RSS < 150 MB.
+# `grep -rc train_step_timing` over it. Targets: within 3x grep's wall time, peak RSS < 150 MB.
 set -euo pipefail
 
 main() {
