@@ -11,6 +11,8 @@ once for all the jobs shown.
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import json
 import sys
 import time
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llmb import analysis, slurm
+from llmb import analysis, slurm, values
 from llmb.progress import Progress
 from llmb.runconfig import PROG, ClusterConfig, RunError
 
@@ -34,17 +36,23 @@ TABLE = (("JOB", "job_id"), ("STATE", "state"), ("RESULT", "result"), ("VERDICT"
 def selected(cfg: ClusterConfig, show_all: bool, job_ids: list[str] | None = None
              ) -> list[dict[str, Any]]:
     """Submit records: the given jobs, every one (--all) or the last 20."""
-    scan = cfg.history.scan()
+    try:
+        scan = cfg.history.scan()
+    except OSError as exc:
+        raise RunError(f"cannot read {cfg.history.path}: {exc.strerror}") from None
     problem = scan.problem(cfg.history.path)
     if problem:
         print(f"{PROG}: warning: {problem}", file=sys.stderr)
     subs = [r for r in scan.records if r.get("type") == "submit"]
+    for rec in subs:  # a hand-edited record: a run directory that is not a path is none
+        if not isinstance(rec.get("experiment_dir"), str):
+            rec["experiment_dir"] = None
     if job_ids:
         known = {r["job_id"] for r in subs}
         unknown = [j for j in job_ids if j not in known]
         if unknown:
-            raise RunError(f"job {unknown[0]} is not in {cfg.history.path}; `llmb-run status "
-                           "--all` lists the recorded jobs")
+            raise RunError(f"job {values.shown(unknown[0])} is not in {cfg.history.path}; "
+                           "`llmb-run status --all` lists the recorded jobs")
         return [r for r in subs if r["job_id"] in set(job_ids)]
     return subs if show_all else subs[-20:]
 
@@ -67,8 +75,9 @@ def states(cfg: ClusterConfig, subs: list[dict[str, Any]]) -> dict[str, slurm.Jo
         for job, info in slurm.job_infos(list(ask), ask).items():
             out[job] = info
             if info.final and info.settled:
-                history.append({"type": "state", "job_id": job, "state": info.state,
-                                "nodes": info.nodes, "detail": info.detail})
+                with contextlib.suppress(OSError):  # read-only history: asked again next time
+                    history.append({"type": "state", "job_id": job, "state": info.state,
+                                    "nodes": info.nodes, "detail": info.detail})
     for job in ask:
         out.setdefault(job, slurm.JobInfo(job, slurm.UNKNOWN,
                                           detail=f"not a Slurm job ({cfg.cluster_type})"))
@@ -205,41 +214,53 @@ def cmd_log(cfg: ClusterConfig, job: str, follow: bool, batch: bool,
             raise RunError(f"job {job} has no {what} yet ({info.state}) under "
                            f"{rec.get('experiment_dir') or 'its experiment directory'}")
         for path in logs:
-            _copy(path, 0, out)
+            _copy(path, _Reader(), out)
         return 0
     return _follow(cfg, rec, batch, poll_s, out)
 
 
-def _copy(path: Path, offset: int, out) -> int:
-    """Write path's bytes from offset to out; return the new offset."""
+class _Reader:
+    """Where printing a log got to: a byte offset and a UTF-8 decoder that keeps a character
+    split across two reads whole."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+
+def _copy(path: Path, reader: _Reader, out) -> None:
+    """Write what path holds past reader.offset to out."""
     with path.open("rb") as fh:
-        fh.seek(offset)
+        fh.seek(reader.offset)
         while chunk := fh.read(1 << 16):
-            out.write(chunk.decode(errors="replace"))
-            offset += len(chunk)
+            out.write(reader.decoder.decode(chunk))
+            reader.offset += len(chunk)
     out.flush()
-    return offset
 
 
 def _follow(cfg: ClusterConfig, rec: dict[str, Any], batch: bool, poll_s: float, out) -> int:
     """Print the log as it grows until the job has ended (Ctrl-C stops following)."""
     job = rec["job_id"]
-    offsets: dict[Path, int] = {}
+    readers: dict[Path, _Reader] = {}
     next_check = 0.0
     announced = False
     try:
         while True:
             for path in job_logs(rec, batch):
-                offsets[path] = _copy(path, offsets.get(path, 0), out)
+                _copy(path, readers.setdefault(path, _Reader()), out)
             if time.monotonic() >= next_check:
                 next_check = time.monotonic() + max(poll_s, POLL_S)
                 info = states(cfg, [rec])[job]
+                if info.state == slurm.UNKNOWN:
+                    print(f"{PROG}: stopped following job {job}: {info.detail}",
+                          file=sys.stderr)
+                    return 1
                 if info.state not in ACTIVE_STATES:
                     for path in job_logs(rec, batch):  # what it wrote before it ended
-                        offsets[path] = _copy(path, offsets.get(path, 0), out)
+                        _copy(path, readers.setdefault(path, _Reader()), out)
                     print(f"{PROG}: job {job} ended: {info.state}", file=sys.stderr)
                     return 0
-                if not offsets and not announced:
+                if not readers and not announced:
                     print(f"{PROG}: job {job} is {summary([info])}; waiting for its log",
                           file=sys.stderr)
                     announced = True

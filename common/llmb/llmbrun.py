@@ -33,9 +33,8 @@ from typing import Any, NoReturn
 from llmb import catalog, jobs, placement, values
 from llmb.placement import Placement, PlacementError
 from llmb.runconfig import PROG, RESERVED_ENV, RunError, UsageError, find_config, read_yaml
-from llmb.tasks import Task, parse_env_overrides, tasks_from_bulk, validate_all
+from llmb.tasks import MAX_SCALE, Task, parse_env_overrides, tasks_from_bulk, validate_all
 
-MAX_SCALE = 1 << 20  # GPUs; more than any cluster has
 MAX_NODES = 100_000
 MAX_TIMEOUT_S = 7 * 24 * 3600
 
@@ -50,10 +49,14 @@ class Parser(argparse.ArgumentParser):
 
 def whole_number(what: str, limit: int) -> Any:
     def parse(text: str) -> int:
-        if not re.fullmatch(r"[0-9]{1,9}", text.strip()) or not 1 <= int(text) <= limit:
+        plain = text.strip()
+        if re.fullmatch(r"0+[1-9][0-9]*", plain) and int(plain) <= limit:
+            raise argparse.ArgumentTypeError(
+                f"{values.shown(text)} is not {what}; write it as {int(plain)}")
+        if not re.fullmatch(r"[0-9]{1,9}", plain) or not 1 <= int(plain) <= limit:
             raise argparse.ArgumentTypeError(
                 f"{values.shown(text)} is not {what}: a whole number from 1 to {limit}")
-        return int(text)
+        return int(plain)
     return parse
 
 
@@ -190,6 +193,11 @@ def cmd_bulk(cfg: Any, file: str, place: Placement, dry_run: bool, smoke: bool) 
 
 def dispatch(args: argparse.Namespace) -> int:
     command = args.command
+    if command == "status" and args.timeout is not None and not args.wait:
+        raise UsageError("status --timeout applies with --wait only; add --wait or drop "
+                         "--timeout")
+    if command == "rerun" and not args.jobs and not args.failed:
+        raise UsageError("rerun needs JOB ids or --failed (every failed run not rerun yet)")
     if command == "verify-archive":  # needs no install: archives travel
         from llmb import archive
 

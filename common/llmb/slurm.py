@@ -47,7 +47,9 @@ class Partition:
         return m.group(1).lower() if m else None
 
 
-def _run(argv: list[str]) -> str:
+def _run(argv: list[str], both: bool = False) -> str:
+    """A Slurm command's standard output (`both`: and its standard error, for commands that
+    print their answer there in some Slurm releases)."""
     if shutil.which(argv[0]) is None:
         raise SlurmUnavailable(f"{argv[0]} is not installed")
     try:
@@ -57,7 +59,7 @@ def _run(argv: list[str]) -> str:
     if proc.returncode != 0:
         why = (proc.stderr or proc.stdout).strip().splitlines()
         raise SlurmUnavailable(f"{argv[0]} failed: {why[0] if why else f'exit {proc.returncode}'}")
-    return proc.stdout
+    return proc.stdout + (proc.stderr if both else "")
 
 
 def partitions() -> list[Partition]:
@@ -225,7 +227,7 @@ def partition_facts(name: str) -> PartitionFacts | None:
 
 def mpi_types() -> list[str]:
     """`srun --mpi=list`: the MPI plugin types (pmix, pmix_v4, pmi2, ...)."""
-    out = _run(["srun", "--mpi=list"])
+    out = _run(["srun", "--mpi=list"], both=True)
     found = re.findall(r"^\s+([A-Za-z0-9_]+)\s*$", out, re.MULTILINE)
     found += re.findall(r"\b(pmix_v\d+)\b", out)
     return list(dict.fromkeys(found))

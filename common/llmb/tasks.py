@@ -25,6 +25,12 @@ TASK_KEYS = {"workload", "size", "sizes", "dtype", "dtypes", "scale", "scales", 
 # launch.sh booleans a task's env may set; normalised to "true"/"false" here, so that what
 # llmb-run records is what launch.sh runs.
 BOOL_ENV = ("SMOKE_TEST", "ENABLE_GPU_METRICS", "ENABLE_NCCLTRACE", "ENABLE_CHECKPOINT")
+# launch.sh settings llmb-run does not choose itself: given by a task's env, cluster_config.yaml
+# launcher.env or the calling shell. Whatever their source, the history records the values the
+# run was launched with, so that `status` and `rerun` know what ran.
+LAUNCH_KNOBS = (*BOOL_ENV, "MAX_STEPS", "TIME_LIMIT", "PROFILE_START_STEP",
+                "PROFILE_STOP_STEP", "LOAD_CHECKPOINT_PATH", "RUN_CONF_IMAGE")
+MAX_SCALE = 1 << 20  # GPUs; more than any cluster has
 
 
 @dataclass(frozen=True)
@@ -39,8 +45,9 @@ class Task:
     placement: Placement = field(default_factory=Placement)
 
     def label(self) -> str:
-        return (f"{self.workload} {self.size} {self.dtype} x{self.scale}"
-                + (" profile" if self.profile else "") + f" (repeat {self.repeat})")
+        return values.shown(f"{self.workload} {self.size} {self.dtype} x{self.scale}"
+                            + (" profile" if self.profile else "")
+                            + f" (repeat {self.repeat})")
 
 
 def normalize_env(label: str, env: Mapping[Any, Any]) -> dict[str, str]:
@@ -167,8 +174,9 @@ def _int_scale(where: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise RunError(f"{where}: scales must be integers (GPUs), got "
                        f"{values.shown(repr(value))}")
-    if value < 1:
-        raise RunError(f"{where}: scale {value} must be a positive number of GPUs")
+    if not 1 <= value <= MAX_SCALE:
+        raise RunError(f"{where}: scale {value} must be a whole number of GPUs from 1 to "
+                       f"{MAX_SCALE}")
     return value
 
 
