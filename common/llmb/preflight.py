@@ -43,6 +43,7 @@ FREE_FAIL_GB = 1
 FREE_WARN_GB = 100
 SQUASHFS_MAGIC = b"hsqs"
 STATUSES = ("pass", "fail", "warn", "skip")
+SBATCH_REFUSED = "sbatch refused the preflight job"
 
 
 @dataclass
@@ -396,7 +397,7 @@ def job_checks(cfg: ClusterConfig, nodes: int, place: Placement, timeout_s: floa
     try:
         job = submit_job(script, args)
     except (slurm.SlurmUnavailable, OSError, subprocess.SubprocessError) as exc:
-        return [Check("job", "fail", f"sbatch refused the preflight job: {exc}")]
+        return [Check("job", "fail", f"{SBATCH_REFUSED}: {exc}")]
     info = wait_job(job, timeout_s)
     output_path = Path(str(out).replace("%j", job))
     try:
@@ -452,7 +453,8 @@ def run_checks(cfg: ClusterConfig, nodes: int, place: Placement, timeout_s: floa
         account.status, account.detail = "pass", (f"sbatch accepted account "
                                                   f"{cfg.slurm['account']} (no accounting "
                                                   "database lists associations)")
-    elif account.status == "warn" and "account" in job[0].detail.lower():
+    elif account.status == "warn" and job[0].detail.startswith(SBATCH_REFUSED) and \
+            "account" in job[0].detail.lower():
         account.status, account.detail = "fail", job[0].detail
     return checks + job
 

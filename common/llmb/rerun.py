@@ -14,9 +14,9 @@ import sys
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from llmb import analysis, jobs, placement, slurm
+from llmb import analysis, jobs, placement, redact, slurm, values
 from llmb.placement import Placement, PlacementError
-from llmb.runconfig import PROG, ClusterConfig, RunError
+from llmb.runconfig import PROG, ClusterConfig, RunError, UsageError
 from llmb.submit import run_tasks
 from llmb.tasks import Task, normalize_env
 
@@ -55,6 +55,11 @@ def task_of(rec: dict[str, Any], override: Placement) -> Task:
         env = normalize_env(f"job {job}: recorded env", rec.get("env") or {})
     except (PlacementError, RunError) as exc:
         raise RunError(f"job {job} cannot be rerun: {exc}") from None
+    masked = sorted(k for k, v in env.items() if redact.MASK in v)
+    if masked:
+        raise RunError(f"job {job} cannot be rerun: the history masked the value of "
+                       f"{masked[0]} (it holds a secret); submit it again with llmb-run "
+                       "single or bulk")
     if rec.get("smoke"):
         env["SMOKE_TEST"] = "true"
     try:
@@ -91,7 +96,8 @@ def with_suspects(job: str, task: Task, suspects: list[str]) -> tuple[Task, tupl
 
 def plan(subs: list[dict[str, Any]], infos: dict[str, slurm.JobInfo],
          found: analysis.RunAnalysis, all_subs: list[dict[str, Any]], job_ids: list[str],
-         failed_only: bool, exclude_suspect: bool, override: Placement) -> list[Rerun]:
+         failed_only: bool, exclude_suspect: bool, override: Placement,
+         cfg_gpu: str) -> list[Rerun]:
     """Which runs to submit again, and how. Pure: tests give it analyzer JSON of their own."""
     rerun_before = {str(r.get("rerun_of")) for r in all_subs if r.get("rerun_of")}
     out = []
@@ -106,6 +112,14 @@ def plan(subs: list[dict[str, Any]], infos: dict[str, slurm.JobInfo],
         why = failure(info, found.result(job))
         if failed_only and (why is None or (not job_ids and job in rerun_before)):
             continue
+        ran_on = rec.get("gpu_type")
+        if ran_on is not None and str(ran_on) != cfg_gpu:
+            problem = (f"job {job} ran on {values.shown(ran_on)}; this install's gpu_type is "
+                       f"{cfg_gpu}: rerun it from the install it came from")
+            if job_ids:
+                raise RunError(problem)
+            print(f"{PROG}: warning: skipped {problem}", file=sys.stderr)
+            continue
         task = task_of(rec, override)
         excluded: tuple[str, ...] = ()
         if exclude_suspect:
@@ -117,7 +131,7 @@ def plan(subs: list[dict[str, Any]], infos: dict[str, slurm.JobInfo],
 def cmd_rerun(cfg: ClusterConfig, job_ids: list[str], failed_only: bool,
               exclude_suspect: bool, override: Placement, dry_run: bool) -> int:
     if not job_ids and not failed_only:
-        raise RunError("rerun needs JOB ids or --failed (every failed run not rerun yet)")
+        raise UsageError("rerun needs JOB ids or --failed (every failed run not rerun yet)")
     all_subs = jobs.selected(cfg, True)
     subs = jobs.selected(cfg, True, job_ids) if job_ids else all_subs
     subs = list({r["job_id"]: r for r in subs}.values())  # a reused job id: its latest run
@@ -128,7 +142,7 @@ def cmd_rerun(cfg: ClusterConfig, job_ids: list[str], failed_only: bool,
     if found.error and (failed_only or exclude_suspect):
         raise RunError(f"the analyzer failed ({found.error}); cannot tell which runs failed")
     reruns = plan(subs, infos, found, all_subs, job_ids, failed_only, exclude_suspect,
-                  override)
+                  override, cfg.gpu_type)
     if not reruns:
         print(f"{PROG}: nothing to rerun" + (" (no failed run that was not rerun already)"
                                                if failed_only else ""))
