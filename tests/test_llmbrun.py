@@ -4,6 +4,7 @@ under concurrent writers, and status. Real submissions are in test_setup_e2e.py.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from llmb import analysis, jobs, runconfig, slurm, submit, tasks
+from llmb import analysis, jobs, placement, runconfig, slurm, submit, tasks
 from llmb.history import History
 
 REPO = Path(__file__).resolve().parents[1]
@@ -239,3 +240,127 @@ def test_status_caches_final_states_and_reads_results(install, monkeypatch, caps
     calls.clear()
     jobs.cmd_status(cfg, False, "json")
     assert calls == [["101"]]  # the final states came from the history file
+
+
+# --- issue 10: what llmb-run validated is what runs and what the history records -------------
+
+@pytest.mark.parametrize(("name", "value", "instead"), [
+    ("MODEL_SIZE", "340b", "-s/--size"), ("DTYPE", "bf16", "--dtype"),
+    ("JOB_TOTAL_GPUS", "128", "--scale"), ("GPU_TYPE", "b200", "launcher.gpu_type"),
+    ("ENABLE_PROFILE", "true", "-p/--profile"), ("DRY_RUN", "false", "--dry-run"),
+    ("SBATCH_ACCOUNT", "other", "launcher.slurm.account"),
+])
+def test_env_cannot_override_what_llmb_run_validated(install, name, value, instead):
+    proc = run(["single", "-w", "pretrain_nemotron4", "-s", "15b", "--dtype", "fp8", "--scale",
+                "16", "--env", f"{name}={value}"], install)
+    assert proc.returncode == 2
+    assert proc.stderr == (f"llmb-run: --env {name}={value}: llmb-run sets {name} itself (and "
+                           f"records it in the history); use {submit.RESERVED_ENV[name]}\n")
+    assert instead in proc.stderr
+    assert not (install / "llmb_run_history.jsonl").exists()
+
+
+def test_bulk_and_cluster_config_env_cannot_override_either(install, tmp_path):
+    sweep = write_bulk(tmp_path, {"tasks": [{"workload": "pretrain_nemotron4", "size": "15b",
+                                             "dtype": "fp8", "scale": 16,
+                                             "env": {"JOB_TOTAL_GPUS": 128}}]})
+    proc = run(["bulk", str(sweep)], install)
+    assert proc.returncode == 1
+    assert proc.stderr == (f"llmb-run: {sweep}: task 1: env JOB_TOTAL_GPUS=128: llmb-run sets "
+                           "JOB_TOTAL_GPUS itself (and records it in the history); use --scale "
+                           "(bulk: scale or scales)\n")
+    conf = yaml.safe_load((install / "cluster_config.yaml").read_text())
+    conf["launcher"]["env"] = {"DTYPE": "bf16"}
+    (install / "cluster_config.yaml").write_text(yaml.safe_dump(conf))
+    proc = run(["list"], install)
+    assert proc.returncode == 1 and "launcher.env DTYPE=bf16: llmb-run sets DTYPE" in proc.stderr
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    ("false", False), ("False", False), ("no", False), ("0", False), ("off", False),
+    (False, False), ("true", True), ("yes", True), ("1", True), (True, True)])
+def test_bulk_booleans_are_strict(value, expected):
+    (task,), errors = tasks.tasks_from_bulk(
+        {"tasks": [{"workload": "w", "size": "8b", "dtype": "fp8", "scale": 8,
+                    "profile": value, "env": {"SMOKE_TEST": value}}]}, "f")
+    assert errors == []
+    assert task.profile is expected
+    assert task.env["SMOKE_TEST"] == ("true" if expected else "false")
+
+
+@pytest.mark.parametrize("value", ["maybe", 2, "ja", [True], "true\n"])
+def test_bulk_booleans_refuse_what_is_not_one(value):
+    _, errors = tasks.tasks_from_bulk(
+        {"tasks": [{"workload": "w", "size": "8b", "dtype": "fp8", "scale": 8,
+                    "profile": value}]}, "f")
+    assert len(errors) == 1 and errors[0].startswith("f: task 1: profile=")
+    assert "is not a boolean; use true or false" in errors[0]
+
+
+def _cfg(install: Path) -> runconfig.ClusterConfig:
+    return runconfig.find_config(str(install / "cluster_config.yaml"), {})
+
+
+def test_the_calling_shell_cannot_change_a_run_behind_the_history(install):
+    """ENABLE_PROFILE, STRONG_SCALING, GPUS_PER_NODE, DRY_RUN in the shell are removed; launch
+    settings llmb-run does not choose (SMOKE_TEST, MAX_STEPS) are normalised and recorded."""
+    cfg = _cfg(install)
+    task = tasks.Task("pretrain_nemotron4", "15b", "fp8", 16)
+    shell = {"PATH": "/usr/bin", "ENABLE_PROFILE": "true", "STRONG_SCALING": "yes",
+             "GPUS_PER_NODE": "4", "DRY_RUN": "true", "LLMB_ALLOW_UNVALIDATED_SCALE": "1",
+             "SMOKE_TEST": "Yes", "MAX_STEPS": "20", "MODEL_SIZE": "340b"}
+    env = submit.launch_env(cfg, task, False, False, False, shell)
+    for name in ("ENABLE_PROFILE", "STRONG_SCALING", "GPUS_PER_NODE", "DRY_RUN",
+                 "LLMB_ALLOW_UNVALIDATED_SCALE"):
+        assert name not in env, name
+    assert (env["MODEL_SIZE"], env["SMOKE_TEST"], env["MAX_STEPS"]) == ("15b", "true", "20")
+    rec = submit.history_record(cfg, task, env, "7", "exp", "/d")
+    assert (rec["profile"], rec["smoke"]) == (False, True)
+    assert rec["env"] == {"SMOKE_TEST": "true", "MAX_STEPS": "20"}
+
+
+def test_a_bad_boolean_in_the_shell_stops_before_anything_is_submitted(install, tmp_path):
+    proc = run(["single", "-w", "pretrain_nemotron4", "-s", "15b", "--dtype", "fp8", "--scale",
+                "16"], install, SMOKE_TEST="perhaps")
+    assert proc.returncode == 1
+    assert proc.stderr == ("llmb-run: SMOKE_TEST=perhaps is not a boolean; use true or false "
+                           "(also yes/no, 1/0, on/off) (from the environment)\n")
+    assert proc.stdout == ""
+
+
+def test_history_keeps_no_secret_by_name_or_by_value(install):
+    cfg = _cfg(install)
+    token = "hf_from_file"  # the install's hf_token_file
+    place = placement.build(slurm_args=[f"--comment=ci-{token}"])
+    task = tasks.Task("pretrain_llama3.1", "8b", "fp8", 8, env={
+        "MY_PASSWD": "hunter2hunter2", "NGC_CREDENTIAL": "nvapi-0123456789",
+        "WANDB_NOTE": f"run with {token}", "NOTE": "plain", "MAX_STEPS": "10"},
+        placement=place)
+    env = submit.launch_env(cfg, task, False, False, False,
+                            {"PATH": "/usr/bin", "APP_SECRET": "runai-secret-value"})
+    rec = submit.history_record(cfg, task, env, "7", f"exp-{token}", None)
+    text = json.dumps(rec)
+    for secret in (token, "hunter2hunter2", "nvapi-0123456789", "runai-secret-value"):
+        assert secret not in text
+    assert "MY_PASSWD" not in rec["env"] and "NGC_CREDENTIAL" not in rec["env"]
+    assert rec["env"]["WANDB_NOTE"] == "run with ********"
+    assert rec["placement"]["slurm_args"] == ["--comment=ci-********"]
+    assert rec["experiment"] == "exp-********"
+    assert (rec["env"]["NOTE"], rec["env"]["MAX_STEPS"]) == ("plain", "10")
+    cfg.history.append(rec)
+    assert (cfg.history.path.stat().st_mode & 0o777) == 0o600
+
+
+def test_non_utf8_config_and_bulk_file_are_one_line(install, tmp_path):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_bytes(b"tasks:\n- workload: pretrain_nemotron4 # caf\xe9\n")
+    proc = run(["bulk", str(sweep)], install)
+    assert (proc.returncode, proc.stderr) == (
+        1, f"llmb-run: bulk file {sweep} is not UTF-8 text (byte 0xe9 at offset 43); save it "
+           "as UTF-8\n")
+    conf = install / "cluster_config.yaml"
+    conf.write_bytes(conf.read_bytes() + b"# \xff\n")
+    proc = run(["list"], install)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"llmb-run: {conf} is not UTF-8 text (byte 0xff at offset ")
+    assert len(proc.stderr.splitlines()) == 1
