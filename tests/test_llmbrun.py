@@ -288,7 +288,7 @@ def test_bulk_booleans_are_strict(value, expected):
     assert task.env["SMOKE_TEST"] == ("true" if expected else "false")
 
 
-@pytest.mark.parametrize("value", ["maybe", 2, "ja", [True], "true\n"])
+@pytest.mark.parametrize("value", ["maybe", 2, "ja", [True], "truee"])
 def test_bulk_booleans_refuse_what_is_not_one(value):
     _, errors = tasks.tasks_from_bulk(
         {"tasks": [{"workload": "w", "size": "8b", "dtype": "fp8", "scale": 8,
