@@ -4,7 +4,8 @@
 # line naming the flag, variable or field; nothing is written (no history, no workloads/, no
 # preflight/ under the install, nothing in the directory it ran from) and nothing is submitted
 # (the recording sbatch double is first on PATH and its log stays absent). No value runs a
-# command.
+# command. The table holds $(...) on purpose, in single quotes: values that must never run.
+# shellcheck disable=SC2016
 
 bats_require_minimum_version 1.5.0
 
