@@ -160,3 +160,16 @@ def test_placement_module_is_fast_path_only():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env={**os.environ, "PYTHONPATH": str(REPO / "common")}, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_every_placement_variable_and_flag_is_documented():
+    """installer/README.md's placement table names every flag and variable; each recipe
+    README's Variables list names every variable (where launch.sh users look)."""
+    repo = Path(__file__).resolve().parents[1]
+    table = (repo / "installer" / "README.md").read_text().split("### Node placement")[1]
+    for var, (flag, _) in placement.ENV_VARS.items():
+        assert f"`{var}" in table and f"`{flag}" in table, var
+    for recipe in ("llama3.1", "nemotron", "nemotronh"):
+        text = (repo / recipe / "README.md").read_text()
+        for var in placement.ENV_VARS:
+            assert f"`{var}" in text, (recipe, var)
