@@ -99,6 +99,7 @@ def test_the_table_the_json_and_the_exit_status(install, monkeypatch, capsys):
                              {"name": "network", "status": "warn", "detail": "sockets"}]
     latest = json.loads((install / "preflight" / "latest.json").read_text())
     assert latest["checks"] == out["checks"]
+    assert (install / "preflight" / "latest.json").stat().st_mode & 0o777 == 0o600
 
 
 # --- login-node checks without Slurm ----------------------------------------------------------

@@ -479,8 +479,8 @@ def cmd_preflight(cfg: ClusterConfig, nodes: int, fmt: str, place: Placement,
     report = {"created": stamp, "nodes": nodes, "placement": place.record(),
               "gpu_type": cfg.gpu_type, "checks": [asdict(c) for c in checks]}
     text = json.dumps(report, indent=2) + "\n"
-    files.atomic_write(workdir / "preflight.json", text)
-    files.atomic_write(cfg.install / "preflight" / "latest.json", text)
+    files.write_private(workdir / "preflight.json", text)  # account, nodes: the user's values
+    files.write_private(cfg.install / "preflight" / "latest.json", text)
     if fmt == "json":
         print(json.dumps({"checks": report["checks"], "nodes": nodes}, indent=2))
     else:
