@@ -190,8 +190,10 @@ def test_exclude_places_the_job_on_the_other_node_then_rerun_and_status_after_pu
     assert (rec["env"]["SMOKE_TEST"], rec["env"]["MAX_STEPS"], rec["smoke"]) == (
         "true", "12", True)
     assert rec["placement"] == {"exclude": failed_on}
-    nothing = llmb_run(site, "rerun", "--failed")  # the failed run was rerun already
-    assert nothing.stdout.startswith("llmb-run: nothing to rerun"), nothing.stdout
+    # --failed now picks the failed rerun, not the run it replaced
+    dry = llmb_run(site, "rerun", "--failed", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert f"rerun of job {again} (" in dry.stderr and f"rerun of job {bad} (" not in dry.stderr
 
     # 4. Slurm forgets every job (restart: empty job list, no accounting)
     for action in ("down", "up"):
