@@ -190,10 +190,6 @@ def test_exclude_places_the_job_on_the_other_node_then_rerun_and_status_after_pu
     assert (rec["env"]["SMOKE_TEST"], rec["env"]["MAX_STEPS"], rec["smoke"]) == (
         "true", "12", True)
     assert rec["placement"] == {"exclude": failed_on}
-    # --failed now picks the failed rerun, not the run it replaced
-    dry = llmb_run(site, "rerun", "--failed", "--dry-run")
-    assert dry.returncode == 0, dry.stderr
-    assert f"rerun of job {again} (" in dry.stderr and f"rerun of job {bad} (" not in dry.stderr
 
     # 4. Slurm forgets every job (restart: empty job list, no accounting)
     for action in ("down", "up"):
@@ -214,3 +210,10 @@ def test_exclude_places_the_job_on_the_other_node_then_rerun_and_status_after_pu
     assert llmb_run(site, "jobs", "log", again).returncode == 0
     batch = llmb_run(site, "jobs", "log", again, "--batch").stdout
     assert f"srun: error: {other}: task" in batch  # it ran on the other node
+
+    # 5. --failed now picks the failed rerun (purged, its log says Failed), not the run it
+    # replaced
+    dry = llmb_run(site, "rerun", "--failed", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert f"rerun of job {again} (PURGED/Failed)" in dry.stderr
+    assert f"rerun of job {bad} (" not in dry.stderr
