@@ -172,3 +172,14 @@ def test_nothing_failed_is_said_plainly(install, shims):
     proc = run(["rerun", "--failed"], install, path=f"{shims.dir}:/usr/bin:/bin")
     assert (proc.returncode, proc.stdout) == (
         0, "llmb-run: nothing to rerun (no failed run that was not rerun already)\n")
+
+
+def test_failed_skips_a_record_it_cannot_rerun_and_reruns_the_others(capsys):
+    subs = [sub("1", gpu_type="b200"), sub("2", env={"TOKEN_X": redact.MASK}), sub("3")]
+    states = infos(**{"1": "FAILED", "2": "FAILED", "3": "FAILED"})
+    assert [r.job_id for r in plan(subs, states, found())] == ["3"]
+    assert capsys.readouterr().err.splitlines() == [
+        "llmb-run: warning: skipped job 1 ran on b200; this install's gpu_type is h100: rerun "
+        "it from the install it came from",
+        "llmb-run: warning: skipped job 2 cannot be rerun: the history masked the value of "
+        "TOKEN_X (it holds a secret); submit it again with llmb-run single or bulk"]

@@ -48,13 +48,19 @@ def selected(cfg: ClusterConfig, show_all: bool, job_ids: list[str] | None = Non
         if not isinstance(rec.get("experiment_dir"), str):
             rec["experiment_dir"] = None
     if job_ids:
-        known = {r["job_id"] for r in subs}
-        unknown = [j for j in job_ids if j not in known]
-        if unknown:
-            raise RunError(f"job {values.shown(unknown[0])} is not in {cfg.history.path}; "
-                           "`llmb-run status --all` lists the recorded jobs")
-        return [r for r in subs if r["job_id"] in set(job_ids)]
+        return only(cfg, subs, job_ids)
     return subs if show_all else subs[-20:]
+
+
+def only(cfg: ClusterConfig, subs: list[dict[str, Any]], job_ids: list[str]
+         ) -> list[dict[str, Any]]:
+    """The submit records of these jobs; RunError naming the first job not recorded."""
+    known = {r["job_id"] for r in subs}
+    unknown = [j for j in job_ids if j not in known]
+    if unknown:
+        raise RunError(f"job {values.shown(unknown[0])} is not in {cfg.history.path}; "
+                       "`llmb-run status --all` lists the recorded jobs")
+    return [r for r in subs if r["job_id"] in set(job_ids)]
 
 
 def states(cfg: ClusterConfig, subs: list[dict[str, Any]]) -> dict[str, slurm.JobInfo]:

@@ -94,6 +94,21 @@ def with_suspects(job: str, task: Task, suspects: list[str]) -> tuple[Task, tupl
     return replace(task, placement=place), tuple(new)
 
 
+def _prepare(rec: dict[str, Any], cfg_gpu: str, override: Placement,
+             suspects: list[str] | None) -> tuple[Task, tuple[str, ...]]:
+    """The task that reruns this record, and the suspect nodes added to its --exclude
+    (`suspects` None: --exclude-suspect not given)."""
+    job = rec["job_id"]
+    ran_on = rec.get("gpu_type")
+    if ran_on is not None and str(ran_on) != cfg_gpu:
+        raise RunError(f"job {job} ran on {values.shown(ran_on)}; this install's gpu_type is "
+                       f"{cfg_gpu}: rerun it from the install it came from")
+    task = task_of(rec, override)
+    if suspects is None:
+        return task, ()
+    return with_suspects(job, task, suspects)
+
+
 def plan(subs: list[dict[str, Any]], infos: dict[str, slurm.JobInfo],
          found: analysis.RunAnalysis, all_subs: list[dict[str, Any]], job_ids: list[str],
          failed_only: bool, exclude_suspect: bool, override: Placement,
@@ -112,18 +127,14 @@ def plan(subs: list[dict[str, Any]], infos: dict[str, slurm.JobInfo],
         why = failure(info, found.result(job))
         if failed_only and (why is None or (not job_ids and job in rerun_before)):
             continue
-        ran_on = rec.get("gpu_type")
-        if ran_on is not None and str(ran_on) != cfg_gpu:
-            problem = (f"job {job} ran on {values.shown(ran_on)}; this install's gpu_type is "
-                       f"{cfg_gpu}: rerun it from the install it came from")
+        try:
+            task, excluded = _prepare(rec, cfg_gpu, override,
+                                      found.suspect_nodes(job) if exclude_suspect else None)
+        except RunError as exc:
             if job_ids:
-                raise RunError(problem)
-            print(f"{PROG}: warning: skipped {problem}", file=sys.stderr)
+                raise
+            print(f"{PROG}: warning: skipped {exc}", file=sys.stderr)  # the others still run
             continue
-        task = task_of(rec, override)
-        excluded: tuple[str, ...] = ()
-        if exclude_suspect:
-            task, excluded = with_suspects(job, task, found.suspect_nodes(job))
         out.append(Rerun(job, task, why or info.state, excluded))
     return out
 
@@ -133,7 +144,7 @@ def cmd_rerun(cfg: ClusterConfig, job_ids: list[str], failed_only: bool,
     if not job_ids and not failed_only:
         raise UsageError("rerun needs JOB ids or --failed (every failed run not rerun yet)")
     all_subs = jobs.selected(cfg, True)
-    subs = jobs.selected(cfg, True, job_ids) if job_ids else all_subs
+    subs = jobs.only(cfg, all_subs, job_ids) if job_ids else all_subs
     subs = list({r["job_id"]: r for r in subs}.values())  # a reused job id: its latest run
     infos = jobs.states(cfg, subs)
     done = {r["job_id"]: r.get("experiment_dir") for r in subs
