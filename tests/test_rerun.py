@@ -90,7 +90,7 @@ def test_a_suspect_node_the_run_requires_is_refused():
     rec = sub("1", placement={"nodelist": "node[07-08]"})
     with pytest.raises(RunError, match=r"job 1: suspect node node07 is in its --nodelist "
                                        r"node\[07-08\]; give --nodelist with other nodes"):
-        plan([rec], infos(**{"1": "FAILED"}), found(**{"1": ("Failed", ["node07"])}),
+        plan([rec], infos(**{"1": "FAILED"}), found(**{"1": ("Failed", ["node07"])}), ["1"],
              suspect=True)
 
 
