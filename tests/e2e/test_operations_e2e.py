@@ -216,6 +216,7 @@ def test_exclude_places_the_job_on_the_other_node_then_rerun_and_status_after_pu
     # 5. --failed now picks the failed reruns, not the run they replaced
     dry = llmb_run(site, "rerun", "--failed", "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    assert f"rerun of job {again} (FAILED/Failed)" in dry.stderr
+    # (one run directory under two job ids: the analyzer reports it once, for the copy)
+    assert f"rerun of job {again} (FAILED" in dry.stderr
     assert f"rerun of job {forgotten} (PURGED/Failed)" in dry.stderr
     assert f"rerun of job {bad} (" not in dry.stderr
