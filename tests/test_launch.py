@@ -67,6 +67,12 @@ GOLDEN_CASES = {
     "nemotron_15b_fp8_h100_64_checkpoint_load": (
         "nemotron", dict(JOB_TOTAL_GPUS="64", LOAD_CHECKPOINT_PATH="<CKPT>")),
     "nemotronh_56b_fp8_h100_32": ("nemotronh", dict(JOB_TOTAL_GPUS="32", MAX_STEPS="100")),
+    "llama3.1_8b_fp8_h100_32_placement": (  # LLMB_* placement -> #SBATCH lines + manifest
+        "llama3.1", dict(JOB_TOTAL_GPUS="32", LLMB_NODELIST="gpu[01-03]",
+                         LLMB_EXCLUDE="gpu07", LLMB_RESERVATION="acceptance",
+                         LLMB_QOS="high", LLMB_SEGMENT="2",
+                         LLMB_SLURM_ARGS="--constraint=h100 --comment=llmb-acceptance "
+                                         "--spread-job")),
     "nemotron_340b_fp8_h100_256_runai": (
         "nemotron", dict(MODEL_SIZE="340b", JOB_TOTAL_GPUS="256", CLUSTER_TYPE="runai",
                          CUSTOM_MOUNT="workspace:/workspace:llmb-claim",

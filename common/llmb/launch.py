@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from llmb import catalog, files, jobenv, jobsafe, localrun, redact
+from llmb import catalog, files, jobenv, jobsafe, localrun, placement, redact
 from llmb.request import Request
 
 MANIFEST_NAME = "llmb_manifest.json"
@@ -136,6 +136,7 @@ def build_manifest(req: Request, paths: JobPaths, created: str | None = None,
                         "mbs": cfg.mbs, "gbs": cfg.gbs, "dp": cfg.dp, "ga": cfg.ga,
                         "num_layers": cfg.num_layers},
         "cluster_type": req.cluster_type,
+        **({"placement": req.placement.record()} if req.placement else {}),
         "options": {
             "max_steps": req.max_steps,
             "smoke_test": req.smoke_test,
@@ -226,7 +227,7 @@ def slurm_executor(req: Request):
 
     cfg = req.config
     gpu = catalog.get_gpu_type(cfg.gpu_type)
-    segment = segment_size(cfg.nodes, gpu.segment_max_nodes)
+    segment = req.placement.segment or segment_size(cfg.nodes, gpu.segment_max_nodes)
     env = jobenv.job_env(req.recipe, cfg, req.nccl_trace, req.llmb_workload)
     return run.SlurmExecutor(
         account=str(req.account),
@@ -239,6 +240,7 @@ def slurm_executor(req: Request):
         mem="0",
         exclusive=True,
         segment=segment,
+        additional_parameters=req.placement.sbatch_options() or None,
         container_image=shlex.quote(req.image),
         container_mounts=[shlex.quote(m) for m in container_mounts(req)],
         env_vars=jobsafe.shell_env(env),
@@ -455,7 +457,8 @@ def submit(req: Request) -> int:
         if req.cluster_type == "local":
             interrupted = localrun.run_attached(exp, paths.experiment)
         else:
-            exp.run(detach=True, tail_logs=False)
+            with placement.sbatch_environment():  # the script's #SBATCH lines, nothing else
+                exp.run(detach=True, tail_logs=False)
         job_id = _job_id(exp)
     if req.cluster_type == "local":
         return localrun.finish(paths.job_dir, paths.experiment, interrupted, analyzer_hint(req))

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llmb import catalog, files, images, jobsafe, values
+from llmb.placement import Placement, PlacementError, for_launch
 from llmb.values import shown
 
 DEFAULT_MAX_STEPS = 50
@@ -109,6 +110,7 @@ class Request:
     gres_gpus: int | None = None  # SBATCH_GPUS_PER_NODE: request GPUs as --gres=gpu:N
     runai: RunaiSettings | None = None
     warnings: tuple[str, ...] = ()
+    placement: Placement = field(default_factory=Placement)  # LLMB_NODELIST, ... (Slurm)
 
     @property
     def experiment_name(self) -> str:
@@ -429,6 +431,10 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
         image = image_override or recipe.image
     else:
         image = "local"
+    try:
+        place = for_launch(env, cluster_type, config.nodes)
+    except PlacementError as err:
+        raise RequestError(str(err)) from None
 
     return Request(
         recipe=recipe, config=config, cluster_type=cluster_type, llmb_install=llmb_install,
@@ -437,7 +443,7 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
         gpu_metrics=gpu_metrics, nccl_trace=nccl_trace, checkpoint_save=checkpoint_save,
         checkpoint_load_path=load_path, smoke_test=smoke_test, dry_run=dry_run,
         account=account, partition=partition, gres_gpus=gres, runai=runai,
-        warnings=tuple(warnings),
+        warnings=tuple(warnings), placement=place,
     )
 
 

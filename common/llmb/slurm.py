@@ -2,8 +2,9 @@
 
 Every query returns None (or raises SlurmUnavailable with the reason) when the command is
 missing, fails or times out, so that callers can fall back to asking the user. Job state comes
-from squeue, then `scontrol show job` (jobs stay there MinJobAge seconds after they end), then
-sacct when accounting exists: clusters without accounting still report running jobs.
+from squeue (`-t all`: finished jobs too, for MinJobAge seconds after they end), then
+`scontrol show job`, then sacct when accounting exists: clusters without accounting still
+report running jobs, and a job none of them knows any more is PURGED, not an error.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ class Partition:
         return m.group(1).lower() if m else None
 
 
-def _run(argv: list[str]) -> str:
+def _run(argv: list[str], both: bool = False) -> str:
+    """A Slurm command's standard output (`both`: and its standard error, for commands that
+    print their answer there in some Slurm releases)."""
     if shutil.which(argv[0]) is None:
         raise SlurmUnavailable(f"{argv[0]} is not installed")
     try:
@@ -56,7 +59,7 @@ def _run(argv: list[str]) -> str:
     if proc.returncode != 0:
         why = (proc.stderr or proc.stdout).strip().splitlines()
         raise SlurmUnavailable(f"{argv[0]} failed: {why[0] if why else f'exit {proc.returncode}'}")
-    return proc.stdout
+    return proc.stdout + (proc.stderr if both else "")
 
 
 def partitions() -> list[Partition]:
@@ -84,24 +87,157 @@ def accounts(user: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+# Not Slurm states: PURGED when the controller answered and no longer knows the job (MinJobAge
+# passed, or its state was lost) and accounting has no record either (or there is none);
+# UNKNOWN when Slurm could not be asked.
+PURGED = "PURGED"
+UNKNOWN = "UNKNOWN"
+_INVALID_JOB = "Invalid job id"
+_NO_ACCOUNTING = ("accounting storage is disabled", "not running a supported accounting")
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    job_id: str
+    state: str  # RUNNING, COMPLETED, ... or PURGED / UNKNOWN
+    name: str | None = None
+    nodes: str | None = None  # Slurm's node list (hostlist form) once allocated
+    reason: str | None = None  # why it is pending
+    source: str = ""  # squeue, scontrol, sacct, or "" when none knew it
+    detail: str | None = None  # why PURGED / UNKNOWN, one line
+    settled: bool = True  # PURGED: every source gave a definite answer (safe to remember)
+
+    @property
+    def final(self) -> bool:
+        return self.state in TERMINAL_STATES or self.state == PURGED
+
+
+def _clean(value: str | None) -> str | None:
+    value = (value or "").strip()
+    return None if value in ("", "(null)", "None", "None assigned", "n/a") else value
+
+
+def _matches(name: str | None, expected: str | None) -> bool:
+    """A job id Slurm reuses (after its state was cleared) belongs to another job: our job's
+    name contains its experiment name."""
+    return not expected or not name or expected in name
+
+
+def job_infos(job_ids: list[str],
+              expected_names: dict[str, str] | None = None) -> dict[str, JobInfo]:
+    """What Slurm says about each job: squeue (every state it still holds), then
+    `scontrol show job`, then sacct (when accounting exists) for those the others miss."""
+    names = expected_names or {}
+    found: dict[str, JobInfo] = {}
+    ids = list(dict.fromkeys(str(j) for j in job_ids))
+    if not ids:
+        return found
+    unreachable: str | None = None
+    try:
+        out = _run(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%i|%T|%j|%N|%r"])
+    except SlurmUnavailable as exc:
+        out = ""
+        if _INVALID_JOB not in str(exc):
+            unreachable = str(exc)
+    for line in out.splitlines():
+        parts = line.split("|")
+        if len(parts) == 5 and parts[0] in ids and _matches(parts[2], names.get(parts[0])):
+            found[parts[0]] = JobInfo(parts[0], parts[1], _clean(parts[2]), _clean(parts[3]),
+                                      _clean(parts[4]), "squeue")
+    for job in ids:
+        if job in found or unreachable:
+            continue
+        try:
+            text = _run(["scontrol", "show", "job", "-o", job])
+        except SlurmUnavailable as exc:
+            if _INVALID_JOB not in str(exc):
+                unreachable = str(exc)
+            continue
+        fields = dict(re.findall(r"\b(JobState|JobName|NodeList|Reason)=(\S*)", text))
+        if "JobState" in fields and _matches(fields.get("JobName"), names.get(job)):
+            found[job] = JobInfo(job, fields["JobState"], _clean(fields.get("JobName")),
+                                 _clean(fields.get("NodeList")), _clean(fields.get("Reason")),
+                                 "scontrol")
+    missing = [j for j in ids if j not in found]
+    if not missing:
+        return found
+    accounting: str | None = None  # why sacct could not answer
+    settled = True
+    try:
+        out = _run(["sacct", "-n", "-X", "-P", "-j", ",".join(missing), "-o",
+                    "JobID,State,JobName,NodeList"])
+    except SlurmUnavailable as exc:
+        out = ""
+        accounting = str(exc)
+        settled = any(s in accounting for s in _NO_ACCOUNTING)
+    for line in out.splitlines():
+        parts = line.split("|")
+        if len(parts) == 4 and parts[0] in missing and parts[1] and \
+                _matches(parts[2], names.get(parts[0])):
+            found[parts[0]] = JobInfo(parts[0], parts[1].split()[0], _clean(parts[2]),
+                                      _clean(parts[3]), None, "sacct")
+    for job in missing:
+        if job in found:
+            continue
+        if unreachable:
+            found[job] = JobInfo(job, UNKNOWN, detail=f"cannot ask Slurm: {unreachable}",
+                                 settled=False)
+            continue
+        why = ("no accounting" if accounting and settled else
+               f"sacct unavailable ({accounting})" if accounting else "sacct has no record")
+        found[job] = JobInfo(job, PURGED, detail=f"squeue and scontrol no longer know it; "
+                             f"{why}", settled=settled)
+    return found
+
+
 def job_state(job_id: str) -> str | None:
-    """The job's state (RUNNING, COMPLETED, ...) or None when no Slurm command knows it."""
-    try:
-        state = _run(["squeue", "-h", "-j", job_id, "-o", "%T"]).strip()
-        if state:
-            return state.splitlines()[0]
-    except SlurmUnavailable:
-        pass
-    try:
-        m = re.search(r"\bJobState=(\S+)", _run(["scontrol", "show", "job", "-o", job_id]))
-        if m:
-            return m.group(1)
-    except SlurmUnavailable:
-        pass
-    try:
-        out = _run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"]).strip()
-        if out:
-            return out.splitlines()[0].split()[0]
-    except SlurmUnavailable:
-        pass
-    return None
+    """The job's state (RUNNING, COMPLETED, PURGED, ...) or None when Slurm cannot be asked."""
+    info = job_infos([job_id])[str(job_id)]
+    return None if info.state == UNKNOWN else info.state
+
+
+# --- facts for preflight ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PartitionFacts:
+    name: str
+    available: str  # up, down, drain, inact
+    nodes: int
+    idle: int
+    gres: str  # "" when none
+
+
+def partition_facts(name: str) -> PartitionFacts | None:
+    """sinfo's view of one partition (None when sinfo does not list it)."""
+    out = _run(["sinfo", "-h", "-p", name, "-o", "%P|%a|%D|%G|%T"])
+    nodes = idle = 0
+    avail = gres = ""
+    for line in out.splitlines():
+        parts = line.split("|")
+        if len(parts) != 5 or parts[0].rstrip("*") != name:
+            continue
+        avail = parts[1]
+        count = int(parts[2]) if parts[2].isdigit() else 0
+        nodes += count
+        idle += count if parts[4].startswith("idle") else 0
+        if parts[3] not in ("", "(null)") and not gres:
+            gres = parts[3]
+    return PartitionFacts(name, avail, nodes, idle, gres) if avail else None
+
+
+def mpi_types() -> list[str]:
+    """`srun --mpi=list`: the MPI plugin types (pmix, pmix_v4, pmi2, ...)."""
+    out = _run(["srun", "--mpi=list"], both=True)
+    found = re.findall(r"^\s+([A-Za-z0-9_]+)\s*$", out, re.MULTILINE)
+    found += re.findall(r"\b(pmix_v\d+)\b", out)
+    return list(dict.fromkeys(found))
+
+
+def has_option(command: str, option: str) -> bool:
+    """Whether `command --help` lists `option` (a SPANK plugin's options appear there too)."""
+    return re.search(rf"(^|\s){re.escape(option)}([=\s,\[]|$)", _run([command, "--help"]),
+                     re.MULTILINE) is not None
+
+
+def version() -> str:
+    return _run(["sinfo", "--version"]).strip()
