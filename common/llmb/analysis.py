@@ -32,14 +32,16 @@ class AnalyzerError(RuntimeError):
     """The analyzer could not run or gave no JSON; str() is one line."""
 
 
-def run(args: list[str], timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-    """`python -m llmb.analyze ARGS` with this package on the path."""
+def run(args: list[str], timeout: float = TIMEOUT_S, cwd: Path | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    """`python -m llmb.analyze ARGS` (in cwd) with this package on the path."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(PACKAGE_DIR), os.environ.get("PYTHONPATH")) if p)}
     try:
         return subprocess.run([sys.executable, "-m", "llmb.analyze", *args], env=env,
                               capture_output=True, text=True, errors="replace",
-                              timeout=timeout, check=False)
+                              timeout=timeout, check=False, cwd=cwd,
+                              stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise AnalyzerError(f"the analyzer did not finish within {timeout:.0f} s") from None
 
@@ -49,9 +51,10 @@ def last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def analyze_json(directory: Path | str, extra: list[str] | None = None) -> dict[str, Any]:
+def analyze_json(directory: Path | str, extra: list[str] | None = None,
+                 cwd: Path | None = None) -> dict[str, Any]:
     """The analyzer's JSON for a directory (exit 1, no successful run, still has JSON)."""
-    proc = run(["--format=json", *(extra or []), str(directory)])
+    proc = run(["--format=json", *(extra or []), str(directory)], cwd=cwd)
     try:
         data = json.loads(proc.stdout)
     except json.JSONDecodeError:

@@ -191,9 +191,9 @@ def cmd_bulk(cfg: Any, file: str, place: Placement, dry_run: bool, smoke: bool) 
 def dispatch(args: argparse.Namespace) -> int:
     command = args.command
     if command == "verify-archive":  # needs no install: archives travel
-        from llmb import archive
+        from llmb import archivecheck
 
-        return archive.cmd_verify(Path(args.file))
+        return archivecheck.cmd_verify(Path(args.file))
     cfg = find_config(args.config, os.environ)
     if command == "list":
         return cmd_list(cfg)
