@@ -168,5 +168,5 @@ def llmb_run_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in ("LLMB_INSTALL", "HF_TOKEN", "STAGE_PATH") and
            not k.startswith(("SBATCH_", "LLMB_"))}
-    env.update(LLMB_PYTHON=sys.executable, **extra)
+    env.update({"LLMB_PYTHON": sys.executable, **extra})
     return env

@@ -234,10 +234,13 @@ def stage_analysis(root: Path) -> dict[str, Any]:
         if not proc.stdout.strip():  # refused before analyzing (no matplotlib): JSON alone
             proc = analysis.run(["--format=json", "runs"], cwd=root)
     try:
-        json.loads(proc.stdout)
-        files.atomic_write(root / "analysis.json", proc.stdout)
+        data = json.loads(proc.stdout)
     except json.JSONDecodeError:
         state["analysis_error"] = analysis.last_line(proc.stderr) or f"exit {proc.returncode}"
+        return state
+    # the staging directory means nothing to a reader: name it as the archive does
+    data["analysis"].update(directory="runs", directories=["runs"])
+    files.atomic_write(root / "analysis.json", json.dumps(data, indent=2) + "\n")
     return state
 
 
