@@ -64,8 +64,8 @@ def elapsed_text(seconds: float) -> str:
 
 def one_line(text: str) -> str:
     """A command's or a scheduler's text as one printable line: escape sequences dropped,
-    other control characters shown escaped, blanks collapsed."""
-    return " ".join(values.shown(_ESCAPES.sub("", text)).split())
+    blanks (newlines and tabs too) collapsed, other control characters shown escaped."""
+    return values.shown(" ".join(_ESCAPES.sub("", text).split()))
 
 
 class Progress:
