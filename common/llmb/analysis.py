@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llmb import values
+
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # <repo>/common
 TIMEOUT_S = 1800
 
@@ -127,7 +129,9 @@ def analyze_runs(run_dirs: Mapping[str, str | Path]) -> RunAnalysis:
 
 
 def cmd_report(cfg: Any, output: str | None) -> int:
-    """`llmb-run report`: the analyzer's report (`--report=DIR`) over every run of the install."""
+    """`llmb-run report`: the analyzer's report (`--report=DIR`) over every run of the install:
+    DIR/index.html (self-contained), DIR/report.md and DIR/plots/; prints where, and the
+    analyzer's summary line."""
     from llmb.runconfig import RunError
 
     tree = cfg.workloads_dir
@@ -139,14 +143,19 @@ def cmd_report(cfg: Any, output: str | None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         before = index.stat().st_mtime_ns if index.exists() else None
     except OSError as exc:
-        raise RunError(f"cannot create {out}: {exc.strerror}") from None
+        raise RunError(f"--output {values.shown(out)}: cannot create it: "
+                       f"{exc.strerror}") from None
     proc = run([f"--report={out}", "--format=json", str(tree)])
     if not index.is_file() or index.stat().st_mtime_ns == before:
         why = last_line(proc.stderr) or f"exit {proc.returncode}"
-        raise RunError(f"the analyzer wrote no report into {out}: {why}")
-    if proc.returncode != 0 and last_line(proc.stderr):
-        print(f"llmb-run: note: {last_line(proc.stderr)}", file=sys.stderr)
-    print(f"report: {index}")
+        raise RunError(f"the analyzer wrote no report into {values.shown(out)}: {why}")
+    print(f"report: {values.shown(index)}")
     if (out / "report.md").is_file():
-        print(f"report: {out / 'report.md'}")
+        print(f"report: {values.shown(out / 'report.md')}")
+    try:
+        from llmb import report
+
+        print(report.summary_line(json.loads(proc.stdout)["summary"]))
+    except (ValueError, KeyError, TypeError):
+        pass
     return 0
