@@ -48,7 +48,15 @@ def make_install(root: Path) -> Path:
     # a record written before llmb-run masked --env values
     history = [fakeinstall.submit_record("101", first, env={"WANDB_API_KEY": CFG_SECRET})]
     (root / HISTORY).write_text("".join(json.dumps(r) + "\n" for r in history))
+    (root / "preflight").mkdir()
+    (root / "preflight" / "latest.json").write_text(json.dumps(PREFLIGHT))
     return root
+
+
+PREFLIGHT = {"created": "20250411T144845Z", "nodes": 2, "gpu_type": "h100", "checks": [
+    {"name": "partition", "status": "pass", "detail": "batch: up, 2 node(s), 2 idle"},
+    {"name": "gpus", "status": "pass", "detail": "8 GPU(s) on each of node1, node2"},
+    {"name": "driver", "status": "pass", "detail": "570.124.06 on every node"}]}
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +96,8 @@ def test_archive_holds_the_allow_list_and_names_what_it_left_out(made, tmp_path)
     tree = unpack(out, tmp_path)
     names = sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file())
     top = {n for n in names if not n.startswith(("runs/", "report/"))}
-    assert top == {"ARCHIVE.json", "analysis.json", "system.json", "history.jsonl"}
+    assert top == {"ARCHIVE.json", "analysis.json", "system.json", "history.jsonl",
+                   "preflight.json"}
     assert {"report/index.html", "report/report.md"} <= set(names)
     runs = [n for n in names if n.startswith("runs/")]
     assert len(runs) == 4 * 4 + 1  # manifest, job script, log, batch output; one restart log
@@ -136,6 +145,10 @@ def test_system_description(made, tmp_path):
     assert llama["image_file"] == fakeinstall.IMAGE and llama["image_bytes"] == 64
     assert llama["nemo_run"]  # the workload venv's nemo-run, read without importing it
     assert set(facts["cluster"]) == {"version", "partitions", "nodes", "config"}
+    assert facts["gpus_in_jobs"] == {"preflight": "20250411T144845Z",
+                                     "gpus": "8 GPU(s) on each of node1, node2",
+                                     "driver": "570.124.06 on every node"}
+    assert json.loads((tmp_path / archive.ROOT / "preflight.json").read_text()) == PREFLIGHT
 
 
 # --- secrets ----------------------------------------------------------------------------------

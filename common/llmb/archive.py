@@ -10,7 +10,9 @@ An archive (`.tar.gz`, everything under `llmb-archive/`) holds:
                                               analyzer can write one: it needs matplotlib)
     history.jsonl, preflight.json             llmb-run's history; the newest preflight report
     system.json                               sinfo/scontrol facts, GPU and driver facts where
-                                              visible, versions of llmb, nemo-run, the image
+                                              visible (nvidia-smi here; what the newest
+                                              preflight job saw on the compute nodes),
+                                              versions of llmb, nemo-run, the image
     ARCHIVE.json                              the index: every file with its size and sha256,
                                               the runs, what was left out and why
 Never in it: images, checkpoints, nsys reports, nemo-run's own state files (they hold a
@@ -109,7 +111,17 @@ def classify(run_dir: Path, path: Path) -> str | None:
     return "other"
 
 
-def system_facts(cfg: ClusterConfig) -> dict[str, Any]:
+def gpu_facts_from_preflight(report: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the newest preflight job saw on the compute nodes (GPUs, driver): a login node
+    usually has no GPU to ask."""
+    checks = (report or {}).get("checks") or []
+    found = {str(c.get("name")): c.get("detail") for c in checks if isinstance(c, dict)
+             and str(c.get("name", "")).startswith(("gpus", "driver"))}
+    return {"preflight": report.get("created"), **found} if found and report else None
+
+
+def system_facts(cfg: ClusterConfig, preflight: dict[str, Any] | None = None
+                 ) -> dict[str, Any]:
     from llmb import launch  # version helpers; nemo-run is not imported by them
 
     facts: dict[str, Any] = {
@@ -119,7 +131,7 @@ def system_facts(cfg: ClusterConfig) -> dict[str, Any]:
         "gpu_type": cfg.gpu_type, "cluster_type": cfg.cluster_type,
         "slurm": {k: cfg.slurm.get(k) for k in ("account", "partition", "gres")}
         if cfg.slurm else None,
-        "workloads": {}, "cluster": {}, "gpus_on_this_node": None,
+        "workloads": {}, "cluster": {}, "gpus_on_this_node": None, "gpus_in_jobs": None,
     }
     for name, w in cfg.workloads.items():
         entry: dict[str, Any] = {"venv_kind": w.get("venv_kind")}
@@ -141,6 +153,7 @@ def system_facts(cfg: ClusterConfig) -> dict[str, Any]:
         facts["cluster"] = slurm_facts()
     facts["gpus_on_this_node"] = _output(["nvidia-smi", "--query-gpu=name,driver_version,"
                                           "memory.total", "--format=csv,noheader"], lines=True)
+    facts["gpus_in_jobs"] = gpu_facts_from_preflight(preflight)
     return facts
 
 
@@ -258,7 +271,7 @@ def stage(cfg: ClusterConfig, root: Path, progress: Progress) -> dict[str, Any]:
             json.dumps(latest, indent=2) + "\n", secrets))
     progress.update("system facts (sinfo, scontrol, nvidia-smi)")
     files.atomic_write(root / "system.json", redact.redact_text(
-        json.dumps(system_facts(cfg), indent=2) + "\n", secrets))
+        json.dumps(system_facts(cfg, latest), indent=2) + "\n", secrets))
     progress.update("analyzing the logs and writing the report")
     state = stage_analysis(root)
     return {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
