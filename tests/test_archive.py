@@ -444,12 +444,20 @@ def test_without_matplotlib_the_archive_has_analysis_but_no_report(tmp_path):
 @pytest.mark.parametrize(("output", "message"), [
     (".", "is a directory; name the archive file"),
     ("no/such/dir/a.tar.gz", "no/such/dir is not a directory"),
+    ("", "--output is empty"),
+    ("a\nb.tar.gz", "--output=a\\nb.tar.gz contains control character(s) \\n"),
 ])
-def test_bad_output_is_one_line(tmp_path, output, message):
+@pytest.mark.parametrize("command", ["archive", "report"])
+def test_bad_output_is_one_line(tmp_path, output, message, command):
+    if command == "report" and output in (".", "no/such/dir/a.tar.gz"):
+        pytest.skip("for report, a directory to write into (created when missing)")
     root = fakeinstall.make_install(tmp_path / "llmb")
-    proc = llmb_run(["archive", "--output", output], root)
+    fakeinstall.make_run(root, "1")
+    before = sorted(p.name for p in root.iterdir())
+    proc = llmb_run([command, "--output", output], root)
     assert proc.returncode == 1 and proc.stdout == ""
     assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in root.iterdir()) == before
 
 
 def test_default_output_goes_to_the_install_and_leaves_no_staging(tmp_path):

@@ -128,12 +128,28 @@ def analyze_runs(run_dirs: Mapping[str, str | Path]) -> RunAnalysis:
             return RunAnalysis(error=str(exc))
 
 
+def checked_output(output: str | None) -> str | None:
+    """--output as given (None: the default), or RunError for an empty one or one with
+    control characters (a newline in a file name breaks every listing of it)."""
+    from llmb.runconfig import RunError
+
+    if output is None:
+        return None
+    if not output.strip():
+        raise RunError("--output is empty; give a path or leave the flag out for the default")
+    try:
+        return values.require_printable("--output", output)
+    except values.BadValue as exc:
+        raise RunError(str(exc)) from None
+
+
 def cmd_report(cfg: Any, output: str | None) -> int:
     """`llmb-run report`: the analyzer's report (`--report=DIR`) over every run of the install:
     DIR/index.html (self-contained), DIR/report.md and DIR/plots/; prints where, and the
     analyzer's summary line."""
     from llmb.runconfig import RunError
 
+    output = checked_output(output)
     tree = cfg.workloads_dir
     if not tree.is_dir():
         raise RunError(f"no runs yet: {tree} does not exist")

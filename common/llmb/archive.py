@@ -285,6 +285,7 @@ def list_files(root: Path) -> dict[str, dict[str, Any]]:
 
 
 def output_path(cfg: ClusterConfig, output: str | None) -> Path:
+    output = analysis.checked_output(output)
     out = Path(output) if output else cfg.install / \
         f"llmb-archive-{time.strftime('%Y%m%d-%H%M%S')}.tar.gz"
     if out.is_dir():
