@@ -233,8 +233,11 @@ setup_image() {
     trap 'exit 130' INT
     trap 'exit 143' TERM
     setup_log "importing ${uri} to ${target}"
-    # In the background so that a signal is handled at once, not after the import.
-    enroot import "${arch_args[@]}" --output "${SETUP_TMP_IMAGE}" "${uri}" &
+    # In the background so that a signal is handled at once, not after the import. Through
+    # llmb.progress: a live line on a terminal, plain lines in a batch job's output; it passes
+    # a TERM on to enroot and waits for it.
+    PYTHONPATH="${SETUP_REPO}/common" "${python}" -m llmb.progress "llmb-setup: image import" -- \
+        enroot import "${arch_args[@]}" --output "${SETUP_TMP_IMAGE}" "${uri}" &
     SETUP_IMPORT_PID=$!
     if ! wait "${SETUP_IMPORT_PID}"; then
         SETUP_IMPORT_PID=""

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llmb import values
+
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # <repo>/common
 TIMEOUT_S = 1800
 
@@ -32,14 +34,16 @@ class AnalyzerError(RuntimeError):
     """The analyzer could not run or gave no JSON; str() is one line."""
 
 
-def run(args: list[str], timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess[str]:
-    """`python -m llmb.analyze ARGS` with this package on the path."""
+def run(args: list[str], timeout: float = TIMEOUT_S, cwd: Path | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    """`python -m llmb.analyze ARGS` (in cwd) with this package on the path."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(PACKAGE_DIR), os.environ.get("PYTHONPATH")) if p)}
     try:
         return subprocess.run([sys.executable, "-m", "llmb.analyze", *args], env=env,
                               capture_output=True, text=True, errors="replace",
-                              timeout=timeout, check=False)
+                              timeout=timeout, check=False, cwd=cwd,
+                              stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise AnalyzerError(f"the analyzer did not finish within {timeout:.0f} s") from None
 
@@ -49,9 +53,10 @@ def last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def analyze_json(directory: Path | str, extra: list[str] | None = None) -> dict[str, Any]:
+def analyze_json(directory: Path | str, extra: list[str] | None = None,
+                 cwd: Path | None = None) -> dict[str, Any]:
     """The analyzer's JSON for a directory (exit 1, no successful run, still has JSON)."""
-    proc = run(["--format=json", *(extra or []), str(directory)])
+    proc = run(["--format=json", *(extra or []), str(directory)], cwd=cwd)
     try:
         data = json.loads(proc.stdout)
     except json.JSONDecodeError:
@@ -123,10 +128,28 @@ def analyze_runs(run_dirs: Mapping[str, str | Path]) -> RunAnalysis:
             return RunAnalysis(error=str(exc))
 
 
-def cmd_report(cfg: Any, output: str | None) -> int:
-    """`llmb-run report`: the analyzer's report (`--report=DIR`) over every run of the install."""
+def checked_output(output: str | None) -> str | None:
+    """--output as given (None: the default), or RunError for an empty one or one with
+    control characters (a newline in a file name breaks every listing of it)."""
     from llmb.runconfig import RunError
 
+    if output is None:
+        return None
+    if not output.strip():
+        raise RunError("--output is empty; give a path or leave the flag out for the default")
+    try:
+        return values.require_printable("--output", output)
+    except values.BadValue as exc:
+        raise RunError(str(exc)) from None
+
+
+def cmd_report(cfg: Any, output: str | None) -> int:
+    """`llmb-run report`: the analyzer's report (`--report=DIR`) over every run of the install:
+    DIR/index.html (self-contained), DIR/report.md and DIR/plots/; prints where, and the
+    analyzer's summary line."""
+    from llmb.runconfig import RunError
+
+    output = checked_output(output)
     tree = cfg.workloads_dir
     if not tree.is_dir():
         raise RunError(f"no runs yet: {tree} does not exist")
@@ -136,14 +159,19 @@ def cmd_report(cfg: Any, output: str | None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         before = index.stat().st_mtime_ns if index.exists() else None
     except OSError as exc:
-        raise RunError(f"cannot create {out}: {exc.strerror}") from None
+        raise RunError(f"--output {values.shown(out)}: cannot create it: "
+                       f"{exc.strerror}") from None
     proc = run([f"--report={out}", "--format=json", str(tree)])
     if not index.is_file() or index.stat().st_mtime_ns == before:
         why = last_line(proc.stderr) or f"exit {proc.returncode}"
-        raise RunError(f"the analyzer wrote no report into {out}: {why}")
-    if proc.returncode != 0 and last_line(proc.stderr):
-        print(f"llmb-run: note: {last_line(proc.stderr)}", file=sys.stderr)
-    print(f"report: {index}")
+        raise RunError(f"the analyzer wrote no report into {values.shown(out)}: {why}")
+    print(f"report: {values.shown(index)}")
     if (out / "report.md").is_file():
-        print(f"report: {out / 'report.md'}")
+        print(f"report: {values.shown(out / 'report.md')}")
+    try:
+        from llmb import report
+
+        print(report.summary_line(json.loads(proc.stdout)["summary"]))
+    except (ValueError, KeyError, TypeError):
+        pass
     return 0

@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from llmb import catalog, files, images
+from llmb import catalog, files, images, progress
 
 
 @dataclass
@@ -86,10 +86,13 @@ class Step:
 
 def _check_call(argv: list[str], env: Mapping[str, str] | None, what: str,
                 quiet: bool = False) -> None:
-    out = subprocess.DEVNULL if quiet else None
-    proc = subprocess.run(argv, env=env, check=False, stdout=out, stderr=out)
-    if proc.returncode != 0:
-        raise StepError(f"{what} failed (exit {proc.returncode}): {shlex.join(argv)}")
+    if quiet:
+        returncode = subprocess.run(argv, env=env, check=False, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL).returncode
+    else:  # a live progress line on a terminal, the command's own lines otherwise
+        returncode = progress.run_command(argv, env, what)
+    if returncode != 0:
+        raise StepError(f"{what} failed (exit {returncode}): {shlex.join(argv)}")
 
 
 def _same_file(path: Path, text: str, mode: int) -> bool:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llmb import analysis, slurm, values
+from llmb import analysis, progress, slurm, values
 from llmb.progress import Progress
 from llmb.runconfig import PROG, ClusterConfig, RunError
 
@@ -251,6 +251,7 @@ def _follow(cfg: ClusterConfig, rec: dict[str, Any], batch: bool, poll_s: float,
     next_check = 0.0
     announced = False
     try:
+        wait_for_log(cfg, rec, batch, poll_s)  # llmb.progress: a live line while it is pending
         while True:
             for path in job_logs(rec, batch):
                 _copy(path, readers.setdefault(path, _Reader()), out)
@@ -273,3 +274,22 @@ def _follow(cfg: ClusterConfig, rec: dict[str, Any], batch: bool, poll_s: float,
             time.sleep(poll_s)
     except KeyboardInterrupt:
         return 130
+
+
+def wait_for_log(cfg: ClusterConfig, rec: dict[str, Any], batch: bool, poll_s: float) -> None:
+    """Until the job has a log or has ended: its state as progress (llmb.progress.wait)."""
+    job = rec["job_id"]
+    asked = {"next": 0.0, "status": ""}
+
+    def status() -> str | None:
+        if job_logs(rec, batch):
+            return None
+        if time.monotonic() >= asked["next"]:  # Slurm is asked every POLL_S at most
+            asked["next"] = time.monotonic() + max(poll_s, POLL_S)
+            info = states(cfg, [rec])[job]
+            if info.state not in ACTIVE_STATES:
+                return None
+            asked["status"] = f"{summary([info])}; waiting for its log"
+        return asked["status"]
+
+    progress.wait(f"{PROG}: job {job}", status, poll_s)

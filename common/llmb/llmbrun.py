@@ -199,9 +199,9 @@ def dispatch(args: argparse.Namespace) -> int:
     if command == "rerun" and not args.jobs and not args.failed:
         raise UsageError("rerun needs JOB ids or --failed (every failed run not rerun yet)")
     if command == "verify-archive":  # needs no install: archives travel
-        from llmb import archive
+        from llmb import archivecheck
 
-        return archive.cmd_verify(Path(args.file))
+        return archivecheck.cmd_verify(Path(args.file))
     cfg = find_config(args.config, os.environ)
     if command == "list":
         return cmd_list(cfg)

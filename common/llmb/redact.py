@@ -6,6 +6,12 @@ together: by name (a variable called *TOKEN*, *SECRET*, *PASSWD*, *CREDENTIAL*, 
 value (the values of such variables are masked wherever they appear, whatever the text calls
 them). Values shorter than MIN_VALUE_LEN are not masked by value: `HF_TOKEN=true` must not turn
 every "true" into stars (the fronts refuse such a token up front).
+
+Free text (a log, a job script, a JSON or YAML file going into the results archive) gets
+`redact_text`: known values, credential-shaped strings (Hugging Face, NGC, GitHub, AWS, Slack
+tokens; a URL's password; an Authorization header) and the value of every secret-named
+assignment (`HF_TOKEN=...`, `"app_secret": "..."`, `password: ...`) are masked; `clear_secrets`
+says what would be (for checking an archive someone else made).
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ MASK = "********"
 MIN_VALUE_LEN = 8
 # Matched anywhere in the upper-cased name.
 _SECRET_NAME = re.compile(
-    r"TOKEN|SECRET|PASS(?:WORD|WD|PHRASE)?|PASSWD|PWD|CREDENTIAL|PRIVATE|AUTH|COOKIE|KEY|"
+    r"TOKEN(?!IZ)|SECRET|PASS(?:WORD|WD|PHRASE)?|PASSWD|PWD|CREDENTIAL|PRIVATE|AUTH|COOKIE|KEY|"
     r"SESSION|SIGNATURE|CERT")
-# Common variables whose names match but which hold no secret.
+# TOKENIZER (TOKENIZERS_PARALLELISM, a tokenizer's name) is no secret. Common variables whose
+# names match but which hold no secret:
 _NOT_SECRET = {"PWD", "OLDPWD", "SSH_AUTH_SOCK", "KEYTIMEOUT"}
 
 
@@ -51,3 +58,70 @@ def public_env(env: Mapping[str, object], values: Iterable[str] = ()) -> dict[st
     """env without its secret-named entries, and with known secret values masked in the rest."""
     known = set(values)
     return {str(k): redact(str(v), known) for k, v in env.items() if not is_secret_name(str(k))}
+
+
+# --- secrets in free text (logs, job scripts, JSON/YAML), for the results archive ------------
+
+# Strings shaped like a credential, whatever the text calls them.
+_TOKEN_SHAPES = re.compile(
+    r"\bhf_[A-Za-z0-9]{20,}\b"  # Hugging Face access token
+    r"|\bnvapi-[A-Za-z0-9_-]{20,}"  # NGC / build.nvidia.com API key
+    r"|\bgh[pousr]_[A-Za-z0-9]{30,}\b|\bgithub_pat_[A-Za-z0-9_]{30,}\b"  # GitHub tokens
+    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key id
+    r"|\bxox[abprs]-[A-Za-z0-9-]{10,}")  # Slack token
+# user:password@ in a URL; an Authorization header's credentials.
+_URL_PASSWORD = re.compile(r"(?P<keep>[a-z][a-z0-9+.-]*://[^/\s:@]+:)(?P<secret>[^/\s@]+)(?=@)",
+                           re.I)
+_AUTH_HEADER = re.compile(r"(?P<keep>\bauthorization\s*[:=]\s*[\"']?(?:bearer|basic|token)\s+)"
+                          r"(?P<secret>[^\s\"',;]+)", re.I)
+# NAME=value, NAME: value, "name": "value", name = 'value' (shell, env, YAML, JSON, INI).
+_ASSIGNMENT = re.compile(
+    r"""(?<![\w.])(?P<name>[A-Za-z_][\w.-]*)(?P<sep>["']?[ \t]*[=:][ \t]*)"""
+    r"""(?P<value>"(?:[^"\\\n]|\\.)*"|'[^'\n]*'|[^\s"',;|{}\[\]]+)""")
+# Values of a secret-named key that are not a secret: empty, a boolean, null, a number, a
+# shell reference, an Authorization header's scheme, the mask itself.
+_HARMLESS = re.compile(r"(?:|true|false|yes|no|on|off|null|none|nil|bearer|basic|"
+                       r"[-+]?[0-9][0-9.e+-]*|\$\{?\w+\}?|" + re.escape(MASK) + r")", re.I)
+
+
+_ANY_SECRET_NAME = re.compile(_SECRET_NAME.pattern, re.I)  # cheap test before the assignments
+
+
+def _secret_assignment(m: re.Match[str]) -> bool:
+    value = m.group("value")
+    inner = value[1:-1] if value[:1] in "\"'" and len(value) > 1 else value
+    return is_secret_name(m.group("name")) and not _HARMLESS.fullmatch(inner.strip())
+
+
+def redact_text(text: str, values: Iterable[str] = ()) -> str:
+    """text with every known secret value (`redact`), every credential-shaped string and the
+    value of every secret-named assignment masked. Quotes and separators are kept, so JSON
+    stays JSON and a job script stays a job script."""
+    text = redact(text, values)
+    text = _TOKEN_SHAPES.sub(MASK, text)
+    text = _URL_PASSWORD.sub(lambda m: m.group("keep") + MASK, text)
+    text = _AUTH_HEADER.sub(lambda m: m.group("keep") + MASK, text)
+    if not _ANY_SECRET_NAME.search(text):
+        return text
+
+    def mask(m: re.Match[str]) -> str:
+        if not _secret_assignment(m):
+            return m.group(0)
+        value = m.group("value")
+        quote = value[0] if value[0] in "\"'" else ""
+        return f"{m.group('name')}{m.group('sep')}{quote}{MASK}{quote}"
+
+    return _ASSIGNMENT.sub(mask, text)
+
+
+def clear_secrets(text: str) -> list[str]:
+    """What `redact_text` would mask in text, named (never the value): the names of
+    secret-named assignments in clear, and the kinds of credential-shaped strings."""
+    found = [m.group("name") for m in _ASSIGNMENT.finditer(text) if _secret_assignment(m)] \
+        if _ANY_SECRET_NAME.search(text) else []
+    if _TOKEN_SHAPES.search(text):
+        found.append("a token-shaped string")
+    if any(m.group("secret") != MASK for pattern in (_URL_PASSWORD, _AUTH_HEADER)
+           for m in pattern.finditer(text)):
+        found.append("a password in a URL or an Authorization header")
+    return found

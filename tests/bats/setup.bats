@@ -62,8 +62,10 @@ setup() {
     # TERM, what scancel sends (a background job of a script ignores SIGINT; Ctrl-C in a
     # terminal takes the same path through the trap).
     kill -TERM "${pid}"
-    run wait "${pid}"
-    [ "${status}" -ne 0 ]
+    # not `run wait`: run's subshell cannot wait for this shell's child and would not wait
+    local rc=0
+    wait "${pid}" || rc=$?
+    [ "${rc}" -eq 143 ]
     [ ! -e "${IMAGE}" ]
     [ -z "$(ls -A "${LLMB_INSTALL}/images")" ]
 }
