@@ -143,13 +143,13 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO / "common")}
     proc = subprocess.Popen([sys.executable, "-m", "llmb.analyze", str(tmp_path / "runs")],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120  # a hang guard, not a speed bound
     while time.monotonic() < deadline:  # interrupt once it is reading the log
         fds = os.listdir(f"/proc/{proc.pid}/fd")
         if any(os.path.realpath(f"/proc/{proc.pid}/fd/{fd}") == str(big) for fd in fds):
             break
         time.sleep(0.01)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130
     assert err == "parse_train_timing.sh: interrupted\n" and out == ""
