@@ -269,3 +269,38 @@ def test_a_missing_directory_among_several(tmp_path: Path) -> None:
     proc = cli(str(VERDICTS), str(tmp_path / "gone"))
     assert proc.returncode == 1 and "gone does not exist" in proc.stderr
     assert proc.stdout == ""
+
+
+def _job_logs(folder: Path, job: int, last: int, batch: str) -> None:
+    """A run's log (steps 0..last of 49, NeMo's lines) and its job's batch output."""
+    from llmb import nemolog
+
+    folder.mkdir(parents=True)
+    lines = [nemolog.step_line(iteration=i, last_iteration=49, lr=1e-4, global_batch_size=128,
+                               global_step=i, reduced_train_loss=9.0, train_step_timing=1.5,
+                               tflops_per_gpu=400.0, consumed_samples=128 * (i + 1))
+             for i in range(last + 1)]
+    (folder / f"log-acct.exp_{job}_0.out").write_text("\n".join(lines) + "\n")
+    (folder / f"sbatch_acct-acct.exp_{job}.out").write_text(batch)
+
+
+def test_srun_lines_in_the_batch_output_name_a_failed_runs_nodes(tmp_path: Path) -> None:
+    """srun writes its own errors into the job's sbatch output, not into the tasks' log: a
+    failed run takes its reason and suspect nodes from there; a successful run and another
+    job's batch output are left alone."""
+    srun = ("srun: error: node2: tasks 8-15: Exited with exit code 1\n"
+            "srun: error: node1: task 0: Killed\n")
+    _job_logs(tmp_path / "failed", 41, 20, srun)
+    _job_logs(tmp_path / "done", 42, 49, srun)
+    _job_logs(tmp_path / "other", 43, 20, "")
+    (tmp_path / "other" / "sbatch_acct-acct.exp_44.out").write_text(srun)
+    proc = cli("--format=json", str(tmp_path))
+    results = {r["experiment"]: r for r in json.loads(proc.stdout)["results"]}
+    failed = results["failed"]
+    # node1's task was killed by srun after node2's exited: the exit names the suspect
+    assert failed["status"] == "Failed" and failed["suspect_nodes"] == ["node2"]
+    assert "node2: tasks 8-15: Exited with exit code 1" in failed["reason"]
+    assert results["done"]["status"] == "Success" and results["done"]["reason"] is None
+    assert results["done"]["suspect_nodes"] == []
+    assert results["other"]["suspect_nodes"] == []
+    assert "nothing after the last step line says why" in results["other"]["reason"]

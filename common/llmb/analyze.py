@@ -68,7 +68,8 @@ options:
   --baseline=DIR    compare each configuration with the same one in an earlier run tree
   -h, --help        show this help and exit
 
-Skipped without being read: sbatch_*.out and NCCL-trace runs (_nccltrace, or manifest).
+Skipped as runs: sbatch_*.out (a failed run's reason and suspect nodes also take what srun
+wrote into its job's sbatch output) and NCCL-trace runs (_nccltrace, or manifest).
 Exit status: 0 when at least one run succeeded; 1 when none did, a DIR does not exist or holds
 no log, or the report cannot be written; 2 for a bad option; 3 when --check fails;
 130 when interrupted.
@@ -316,6 +317,8 @@ def analyze(roots: str | list[str], gpu_type: str | None = None,
                 warnings.append({"path": display(os.path.relpath(manifest[0], base)),
                                  "warning": warning})
             result = runs.analyze_log(path, rel, scan, ident, identifier, window)
+            if result["status"] == "Failed" and runs.add_batch_output(path, scan):
+                result = runs.analyze_log(path, rel, scan, ident, identifier, window)
         except ModuleNotFoundError:
             raise
         except Exception as exc:  # one bad log must never stop the report

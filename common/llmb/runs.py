@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from typing import Any
 
 from llmb import failures, perf, timing
@@ -170,3 +171,30 @@ def _restarts(scan: timing.LogScan) -> str:
     if scan.before_restart:
         text += f", after {scan.before_restart.summary()}"
     return text
+
+
+_JOB_LOG = re.compile(r"_(\d+)_\d+\.out$")  # nemo-run's log-<name>_<job>_<n>.out
+
+
+def add_batch_output(path: str, scan: timing.LogScan) -> bool:
+    """Add to a failed run's findings what its job's batch output says (sbatch_<name>_<job>.out
+    next to the log): srun and slurmstepd write their own lines there, not into the tasks'
+    log (`srun: error: node7: tasks 0-7: Exited with exit code 1`, `srun: error: Node failure
+    on node7`), and those lines name the suspect nodes. True when anything was added."""
+    found = _JOB_LOG.search(os.path.basename(path))
+    if found is None:
+        return False
+    folder = os.path.dirname(path) or "."
+    suffix = f"_{found.group(1)}.out"
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith("sbatch_") and n.endswith(suffix)]
+        batches = [timing.scan_log(os.path.join(folder, n)) for n in sorted(names)]
+    except OSError:
+        return False
+    added = False
+    for batch in batches:
+        for findings in (batch.before_restart, batch.findings):
+            if findings:
+                scan.findings.merge(findings)
+                added = True
+    return added
