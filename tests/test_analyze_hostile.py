@@ -141,8 +141,11 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path) -> None:
     with open(big, "wb") as f:  # sparse: reading it takes a while, storing it nothing
         f.truncate(64 << 30)
     env = {**os.environ, "PYTHONPATH": str(REPO / "common")}
+    # A background job without job control (nohup, `cmd &` in a script) starts with SIGINT
+    # ignored, and Python keeps it so: give the analyzer the default a terminal would.
     proc = subprocess.Popen([sys.executable, "-m", "llmb.analyze", str(tmp_path / "runs")],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120  # a hang guard, not a speed bound
     while time.monotonic() < deadline:  # interrupt once it is reading the log
         fds = os.listdir(f"/proc/{proc.pid}/fd")
