@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from llmb import nemolog, perf, smoke
+from llmb import nemolog, perf, smoke, smokemodel
 
 COMMON = Path(__file__).resolve().parents[1] / "common"
 RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -94,17 +94,17 @@ def test_module_imports_without_torch() -> None:
     assert done.stdout.strip() == "ok", done.stderr
 
 
-@pytest.mark.parametrize("family", sorted(smoke.TINY_SHAPES))
+@pytest.mark.parametrize("family", sorted(smokemodel.TINY_SHAPES))
 def test_tiny_shapes_have_the_metadata_keys_perf_needs(family: str) -> None:
-    shape = smoke.TINY_SHAPES[family]
+    shape = smokemodel.TINY_SHAPES[family]
     assert set(shape) == set(perf.SHAPE_KEYS[family])
-    assert perf.model_flops(family, shape, smoke.TINY_SEQ_LENGTH) > 0
+    assert perf.model_flops(family, shape, smokemodel.TINY_SEQ_LENGTH) > 0
     assert shape["hidden_size"] <= 128 and shape["vocab_size"] <= 1024
     assert shape["num_attention_heads"] % shape["num_query_groups"] == 0
 
 
 def test_nemotronh_pattern_matches_its_layer_counts() -> None:
-    shape, pattern = smoke.TINY_SHAPES["nemotronh"], smoke.NEMOTRONH_PATTERN
+    shape, pattern = smokemodel.TINY_SHAPES["nemotronh"], smokemodel.NEMOTRONH_PATTERN
     assert len(pattern) == shape["num_layers"]
     assert pattern.count("M") == shape["mamba_layers"]
     assert pattern.count("*") == shape["attention_layers"]
@@ -187,7 +187,7 @@ def test_single_process_run_prints_nemo_step_lines(
     assert [s["global_step"] for s in steps] == list(range(12))
     assert {s["gbs"] for s in steps} == {1}
     assert [s["consumed"] for s in steps] == [i + 1 for i in range(12)]
-    flops = perf.model_flops("llama", smoke.TINY_SHAPES["llama"], smoke.TINY_SEQ_LENGTH)
+    flops = perf.model_flops("llama", smokemodel.TINY_SHAPES["llama"], smokemodel.TINY_SEQ_LENGTH)
     for s in steps:
         assert s["time"] > 0 and s["lr"] > 0 and 0 < s["loss"] < 20
         # TFLOPS_per_GPU is the shared formula on the tiny shape (both printed to 4 digits).
@@ -195,7 +195,7 @@ def test_single_process_run_prints_nemo_step_lines(
     assert not (tmp_path / ".smoke_rendezvous").exists()
 
 
-@pytest.mark.parametrize("family", sorted(smoke.TINY_SHAPES))
+@pytest.mark.parametrize("family", sorted(smokemodel.TINY_SHAPES))
 def test_each_family_builds_and_trains(
     tmp_path: Path, no_launcher: None, torch: Any, capsys: pytest.CaptureFixture[str],
     family: str,
@@ -208,18 +208,20 @@ def test_each_family_builds_and_trains(
 
 def test_the_model_is_shaped_after_the_family(torch: Any) -> None:
     def kinds(family: str) -> set[str]:
-        model = smoke.build_model(family, smoke.TINY_SHAPES[family], smoke.TINY_SEQ_LENGTH)
+        shape = smokemodel.TINY_SHAPES[family]
+        model = smokemodel.build_model(family, shape, smokemodel.TINY_SEQ_LENGTH)
         return {type(m).__name__ for m in model.modules()}
 
     assert {"RMSNorm", "Attention", "MLP"} <= kinds("llama")
     assert "LayerNorm" in kinds("nemotron4") and "RMSNorm" not in kinds("nemotron4")
     assert "MambaLikeMixer" in kinds("nemotronh")
-    model = smoke.build_model("llama", smoke.TINY_SHAPES["llama"], smoke.TINY_SEQ_LENGTH)
+    shape = smokemodel.TINY_SHAPES["llama"]
+    model = smokemodel.build_model("llama", shape, smokemodel.TINY_SEQ_LENGTH)
     mlp = next(m for m in model.modules() if type(m).__name__ == "MLP")
     assert mlp.gated  # SwiGLU
-    tokens = torch.zeros(2, smoke.TINY_SEQ_LENGTH, dtype=torch.long)
-    vocab = smoke.TINY_SHAPES["llama"]["vocab_size"]
-    assert model(tokens).shape == (2, smoke.TINY_SEQ_LENGTH, vocab)
+    tokens = torch.zeros(2, smokemodel.TINY_SEQ_LENGTH, dtype=torch.long)
+    vocab = smokemodel.TINY_SHAPES["llama"]["vocab_size"]
+    assert model(tokens).shape == (2, smokemodel.TINY_SEQ_LENGTH, vocab)
 
 
 def test_checkpoint_save_then_load(
@@ -251,13 +253,13 @@ def test_checkpoint_save_then_load(
 
 
 def test_load_restores_the_saved_weights(tmp_path: Path, torch: Any) -> None:
-    shape, seq = smoke.TINY_SHAPES["nemotronh"], smoke.TINY_SEQ_LENGTH
+    shape, seq = smokemodel.TINY_SHAPES["nemotronh"], smokemodel.TINY_SEQ_LENGTH
     identity = {"family": "nemotronh", "shape": shape, "seq_length": seq}
     torch.manual_seed(1)
-    saved = smoke.build_model("nemotronh", shape, seq)
+    saved = smokemodel.build_model("nemotronh", shape, seq)
     smoke.save_checkpoint(tmp_path, saved, torch.optim.AdamW(saved.parameters()), identity, 7, 70)
     torch.manual_seed(2)
-    fresh = smoke.build_model("nemotronh", shape, seq)
+    fresh = smokemodel.build_model("nemotronh", shape, seq)
     optimizer = torch.optim.AdamW(fresh.parameters())
     assert smoke.load_checkpoint(tmp_path, fresh, optimizer, identity) == (7, 70)
     for (name, a), (_, b) in zip(
