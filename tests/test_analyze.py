@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from analyzercli import run_analyzer
 from llmb import analyze, catalog, identify, perf
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,9 +36,7 @@ def window(odd: float, even: float, first: int = 11, last: int = 44) -> list[flo
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "common"), "PYTHONIOENCODING": "utf-8"}
-    return subprocess.run([sys.executable, "-m", "llmb.analyze", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=60)
+    return run_analyzer(args, cwd, timeout=60, env={"PYTHONIOENCODING": "utf-8"})
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from analyzercli import run_analyzer
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD = (REPO / "tests" / "fixtures" / "logs" / "verdicts"
@@ -76,9 +77,7 @@ def snapshot(root: Path) -> set[str]:
 
 
 def cli(args: list[str], cwd: Path, **kw: object) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "common")}
-    return subprocess.run([sys.executable, "-m", "llmb.analyze", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120, **kw)
+    return run_analyzer(args, cwd, **kw)
 
 
 @pytest.mark.parametrize(("args", "code", "words"), CASES,

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from analyzercli import run_analyzer
 
 REPO = Path(__file__).resolve().parents[1]
 LOGS = REPO / "tests" / "fixtures" / "logs"
@@ -28,9 +29,7 @@ WIDTH = 1400
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "common")}
-    return subprocess.run([sys.executable, "-m", "llmb.analyze", *args], env=env,
-                          capture_output=True, text=True, timeout=300)
+    return run_analyzer(args, timeout=300)
 
 
 @pytest.fixture(scope="module")

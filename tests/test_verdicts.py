@@ -7,15 +7,14 @@ the comparison with a baseline tree. The JSON fields are the interface llmb-run 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from analyzercli import run_analyzer
 
 REPO = Path(__file__).resolve().parents[1]
 LOGS = REPO / "tests" / "fixtures" / "logs"
@@ -35,9 +34,7 @@ COMPARISON_FIELDS = {"config_key", "baseline_time_median", "time_median", "delta
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO / "common")}
-    return subprocess.run([sys.executable, "-m", "llmb.analyze", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return run_analyzer(args, cwd)
 
 
 @pytest.fixture(scope="module")
