@@ -31,6 +31,14 @@ setup() {
     eval "$(bash "${CLUSTER}" env)"
 }
 
+teardown() {
+    # the private cluster of the pid-file test, should that test fail half-way
+    if [[ -n "${PRIVATE_SLURM_STATE:-}" ]]; then
+        LLMB_SLURM_STATE="${PRIVATE_SLURM_STATE}" LLMB_SLURM_PORT_BASE=17917 \
+            LLMB_SLURM_SYSTEM_CONF=0 bash "${CLUSTER}" down --purge >/dev/null 2>&1 || true
+    fi
+}
+
 @test "cluster is up: node1 and node2 idle with 8 GPUs each" {
     run bash "${CLUSTER}" status
     [ "${status}" -eq 0 ]
@@ -69,6 +77,39 @@ setup() {
     # ranks 0..15, each once; local ids 0..7 on nodes 0 and 1
     [ "$(awk '{print $3}' "${out}" | sort -n | uniq | tr '\n' ' ')" == "0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 " ]
     [ "$(awk '{print $5}' "${out}" | sort | uniq -c | awk '{print $1}' | tr '\n' ' ')" == "8 8 " ]
+}
+
+# The daemons of the cluster whose state dir is $1, found by SLURM_CONF in their
+# environment (what cluster.sh itself goes by), as "COMM PID" lines.
+daemons_of() {
+    local conf="$1/etc/slurm.conf" env_file pid comm
+    for env_file in /proc/[0-9]*/environ; do
+        pid="${env_file#/proc/}"
+        pid="${pid%/environ}"
+        comm="$(cat "/proc/${pid}/comm" 2>/dev/null)" || continue
+        case "${comm}" in munged | slurmctld | slurmd | slurmstepd) ;; *) continue ;; esac
+        if tr '\0' '\n' <"${env_file}" 2>/dev/null | grep -qxF "SLURM_CONF=${conf}"; then
+            echo "${comm} ${pid}"
+        fi
+    done
+}
+
+@test "down stops a cluster's daemons even when their pid files are gone" {
+    # a private cluster (own state dir and ports, /etc untouched): the shared one keeps running
+    local state="${BATS_FILE_TMPDIR}/private-slurm"
+    PRIVATE_SLURM_STATE="${state}"
+    export LLMB_SLURM_STATE="${state}" LLMB_SLURM_PORT_BASE=17917 LLMB_SLURM_SYSTEM_CONF=0
+    run bash "${CLUSTER}" up
+    echo "${output}"
+    [ "${status}" -eq 0 ]
+    [ "$(daemons_of "${state}" | wc -l)" -eq 4 ]  # munged, slurmctld, 2 x slurmd
+    rm -f "${state}"/run/*.pid
+    run bash "${CLUSTER}" down --purge
+    echo "${output}"
+    [ "${status}" -eq 0 ]
+    run daemons_of "${state}"
+    [ -z "${output}" ]
+    [ ! -e "${state}" ]
 }
 
 @test "a non-root caller is told to skip (exit 77)" {

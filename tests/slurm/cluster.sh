@@ -80,18 +80,26 @@ daemon_pidfiles() {
     done
 }
 
-# slurmstepd processes started by our slurmd (found by SLURM_CONF in their
-# environment, which they inherit from our slurmd) and all their descendants.
-our_step_pids() {
-    local pid env_file stepds=() all=() frontier=() next=() child ppid stat
+# PIDs of the processes named $1 that belong to this cluster: found by
+# SLURM_CONF=${CONF} in their environment, which every daemon inherits from
+# this script and every slurmstepd from our slurmd. Unlike a pid file, this
+# also finds a daemon whose pid file was lost or overwritten (two racing `up`s).
+ours_named() {
+    local comm="$1" env_file pid
     for env_file in /proc/[0-9]*/environ; do
         pid="${env_file#/proc/}"
         pid="${pid%/environ}"
-        [[ "$(cat "/proc/${pid}/comm" 2>/dev/null)" == slurmstepd ]] || continue
+        [[ "$(cat "/proc/${pid}/comm" 2>/dev/null)" == "${comm}" ]] || continue
         if tr '\0' '\n' <"${env_file}" 2>/dev/null | grep -qxF "SLURM_CONF=${CONF}"; then
-            stepds+=("${pid}")
+            echo "${pid}"
         fi
     done
+}
+
+# Our slurmstepd processes and all their descendants.
+our_step_pids() {
+    local pid stepds=() all=() frontier=() next=() child ppid stat
+    mapfile -t stepds < <(ours_named slurmstepd)
     ((${#stepds[@]})) || return 0
     all=("${stepds[@]}")
     frontier=("${stepds[@]}")
@@ -388,20 +396,14 @@ cancel_jobs() {
 }
 
 stop_daemons() {
-    local file comm pid slurmds=() ctld=() munge=() steps=()
-    while read -r file comm; do
-        pid="$(pid_from_file "${file}" "${comm}")"
-        [[ -n "${pid}" ]] || continue
-        case "${comm}" in
-            slurmd) slurmds+=("${pid}") ;;
-            slurmctld) ctld+=("${pid}") ;;
-            munged) munge+=("${pid}") ;;
-        esac
-    done < <(daemon_pidfiles)
+    local slurmds=() ctld=() munge=() steps=()
+    mapfile -t slurmds < <(ours_named slurmd)
     terminate 10 "${slurmds[@]}"
     mapfile -t steps < <(our_step_pids)
     terminate 5 "${steps[@]}"
+    mapfile -t ctld < <(ours_named slurmctld)
     terminate 10 "${ctld[@]}"
+    mapfile -t munge < <(ours_named munged)
     terminate 10 "${munge[@]}"
     rm -f "${STATE}"/run/*.pid
 }
@@ -440,10 +442,10 @@ cmd_down() {
         usage
         exit "${EXIT_USAGE}"
     fi
-    if [[ -d "${STATE}" ]]; then
-        cancel_jobs
-        stop_daemons
-    fi
+    # daemons are found by their environment, so this works even where the state
+    # dir is already gone (deleted with a test's temporary directory)
+    cancel_jobs
+    stop_daemons
     unlink_system_conf
     if ((purge)); then
         rm -rf -- "${STATE}"
