@@ -32,7 +32,6 @@ import hashlib
 import json
 import os
 import platform
-import re
 import shutil
 import subprocess
 import tarfile
@@ -150,30 +149,15 @@ def system_facts(cfg: ClusterConfig, preflight: dict[str, Any] | None = None
                                                      time.gmtime(st.st_mtime))
         facts["workloads"][name] = entry
     if cfg.cluster_type == "slurm":
-        facts["cluster"] = slurm_facts()
+        facts["cluster"] = slurm.cluster_facts()
     facts["gpus_on_this_node"] = _output(["nvidia-smi", "--query-gpu=name,driver_version,"
                                           "memory.total", "--format=csv,noheader"], lines=True)
     facts["gpus_in_jobs"] = gpu_facts_from_preflight(preflight)
     return facts
 
 
-def slurm_facts() -> dict[str, Any]:
-    """What sinfo and scontrol say about the cluster (None where a command is missing)."""
-    c: dict[str, Any] = {"version": _output(["sinfo", "--version"])}
-    c["partitions"] = _output(["sinfo", "-h", "-o", "%P|%a|%l|%D|%G|%f|%N"], lines=True)
-    c["nodes"] = [dict(re.findall(r"\b(NodeName|CPUTot|RealMemory|Gres|State|Arch|OS|"
-                                  r"AvailableFeatures|Partitions)=(\S+)", line))
-                  for line in _output(["scontrol", "show", "nodes", "-o"], lines=True) or []]
-    config = _output(["scontrol", "show", "config"], lines=True) or []
-    keep = ("ClusterName", "SLURM_VERSION", "SelectType", "SelectTypeParameters", "MpiDefault",
-            "GresTypes", "ProctrackType", "TaskPlugin", "TopologyPlugin",
-            "AccountingStorageType", "MinJobAge", "PrologFlags", "SwitchType")
-    c["config"] = {k.strip(): v.strip() for k, _, v in (ln.partition("=") for ln in config)
-                   if k.strip() in keep}
-    return c
-
-
 def _output(argv: list[str], lines: bool = False) -> Any:
+    """A local command's output (nvidia-smi, a venv's python), None where it cannot answer."""
     if shutil.which(argv[0]) is None:
         return None
     try:

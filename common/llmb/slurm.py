@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 from dataclasses import dataclass
+from typing import Any
 
 TIMEOUT_S = 20
 TERMINAL_STATES = {
@@ -53,9 +54,12 @@ def _run(argv: list[str], both: bool = False) -> str:
     if shutil.which(argv[0]) is None:
         raise SlurmUnavailable(f"{argv[0]} is not installed")
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False)
+        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace",
+                              timeout=TIMEOUT_S, check=False, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise SlurmUnavailable(f"{argv[0]} did not answer within {TIMEOUT_S} s") from None
+    except OSError as exc:
+        raise SlurmUnavailable(f"{argv[0]} could not run: {exc.strerror or exc}") from None
     if proc.returncode != 0:
         why = (proc.stderr or proc.stdout).strip().splitlines()
         raise SlurmUnavailable(f"{argv[0]} failed: {why[0] if why else f'exit {proc.returncode}'}")
@@ -241,3 +245,38 @@ def has_option(command: str, option: str) -> bool:
 
 def version() -> str:
     return _run(["sinfo", "--version"]).strip()
+
+
+# --- facts for a results archive --------------------------------------------------------------
+
+CONFIG_KEPT = ("ClusterName", "SLURM_VERSION", "SelectType", "SelectTypeParameters", "MpiDefault",
+               "GresTypes", "ProctrackType", "TaskPlugin", "TopologyPlugin",
+               "AccountingStorageType", "MinJobAge", "PrologFlags", "SwitchType")
+NODE_KEPT = re.compile(r"\b(NodeName|CPUTot|RealMemory|Gres|State|Arch|OS|AvailableFeatures|"
+                       r"Partitions)=(\S+)")
+
+
+def _lines(argv: list[str]) -> list[str] | None:
+    try:
+        return [ln for ln in _run(argv).splitlines() if ln.strip()]
+    except SlurmUnavailable:
+        return None
+
+
+def cluster_facts() -> dict[str, Any]:
+    """What sinfo and scontrol say about the cluster (None where a command is missing or
+    fails): version, partitions, each node's shape and the scheduler settings that matter to
+    a benchmark."""
+    try:
+        release: str | None = version()
+    except SlurmUnavailable:
+        release = None
+    config = _lines(["scontrol", "show", "config"]) or []
+    return {
+        "version": release,
+        "partitions": _lines(["sinfo", "-h", "-o", "%P|%a|%l|%D|%G|%f|%N"]),
+        "nodes": [dict(NODE_KEPT.findall(line))
+                  for line in _lines(["scontrol", "show", "nodes", "-o"]) or []],
+        "config": {k.strip(): v.strip() for k, _, v in (ln.partition("=") for ln in config)
+                   if k.strip() in CONFIG_KEPT},
+    }
