@@ -249,8 +249,9 @@ def _follow_output(pipe, tail: collections.deque[str], progress: Progress) -> No
             if line:
                 tail.append(line)
                 progress.update(line)
-    if one_line(pending.decode(errors="replace")):
-        tail.append(one_line(pending.decode(errors="replace")))
+    last = one_line(pending.decode(errors="replace"))  # a last line without a newline
+    if last:
+        tail.append(last)
 
 
 USAGE = "usage: python3 -m llmb.progress LABEL -- COMMAND [ARG...]"
