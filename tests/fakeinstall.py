@@ -1,55 +1,40 @@
 """An llmb install on disk as the installer and real runs leave it, for llmb-run's tests.
 
-`make_install(root)` writes cluster_config.yaml (schema 1, as the installer does), the 0600
-token file and an image file; `make_run(...)` writes one run directory in the experiments
-layout of launch.py: the manifest built by llmb.launch from a real request, a job script shaped
-like the one nemo-run writes (the job's real environment from llmb.jobenv plus the install's
-`env:` entries), a NeMo training log (step lines from llmb.nemolog, step times near the
-published reference and TFLOPS consistent with them) and the batch output, plus what a real run
-also leaves (an nsys report, a checkpoint, NeMo's own log copy under code/, nemo-run's state
-with a serialized executor) so that archive tests can check what is left out; and
-`submit_record(...)` the history record llmb-run would append.
+`make_install(root)` is tests/runinstall.py's install (cluster_config.yaml, the 0600 token
+file) with a token-shaped token and an image file; `make_run(...)` writes one run directory in
+the experiments layout of launch.py: the manifest built by llmb.launch from a real request, a
+job script shaped like the one nemo-run writes (the job's real environment from llmb.jobenv
+plus the install's `env:` entries), a NeMo training log (step lines from llmb.nemolog, step
+times near the published reference and TFLOPS consistent with them) and the batch output, plus
+what a real run also leaves (an nsys report, a checkpoint, NeMo's own log copy under code/,
+nemo-run's state with a serialized executor) so that archive tests can check what is left out;
+and `submit_record(...)` the history record llmb-run would append.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any
 
+import runinstall
 import yaml
 from llmb import catalog, jobenv, launch, nemolog, perf, request
 
-REPO = Path(__file__).resolve().parents[1]
 HF_TOKEN = "hf_FakeTokenForTestsOnly0123456789abcd"
 IMAGE = "nvidia+nemo+25.04.01.sqsh"
 REFERENCE_PCT = 98.0  # a run's step time is the reference / 0.98: passes at 5 % tolerance
 
 
 def make_install(root: Path, gres: str | None = "gpu:8",
-                 workloads: tuple[str, ...] = ("pretrain_llama3.1", "pretrain_nemotron4"),
+                 workloads: tuple[str, ...] = runinstall.WORKLOADS,
                  env: dict[str, Any] | None = None) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    token = root / ".hf_token"
-    token.write_text(HF_TOKEN + "\n")
-    token.chmod(0o600)
-    (root / "images").mkdir(exist_ok=True)
-    (root / "images" / IMAGE).write_bytes(b"hsqs" + b"\0" * 60)
-    conf = {
-        "schema": 1,
-        "llmb": {"repo": str(REPO), "install_path": str(root)},
-        "launcher": {"cluster_type": "slurm", "gpu_type": "h100",
-                     "slurm": {"account": "acct", "partition": "batch",
-                               "cpu_partition": "batch", "gres": gres},
-                     "hf_token_file": str(token), "env": env or {}},
-        "workloads": {w: {"recipe": catalog.find_recipe(w).name, "venv": sys.prefix,
-                          "venv_kind": "venv", "image": str(root / "images" / IMAGE)}
-                      for w in workloads},
-    }
-    (root / "cluster_config.yaml").write_text(yaml.safe_dump(conf))
-    return root
+    """runinstall's install with HF_TOKEN as its token and an image file every workload uses."""
+    image = root / "images" / IMAGE
+    image.parent.mkdir(parents=True, exist_ok=True)
+    image.write_bytes(b"hsqs" + b"\0" * 60)
+    return runinstall.make_install(root, token=HF_TOKEN, image=str(image), gres=gres,
+                                   workloads=workloads, env=env)
 
 
 def install_env(root: Path) -> dict[str, str]:
@@ -161,12 +146,3 @@ def submit_record(job_id: str, run_dir: Path, workload: str = "pretrain_llama3.1
               "time": "2025-04-11T14:48:45Z"}
     record.update(extra)
     return record
-
-
-def llmb_run_env(**extra: str) -> dict[str, str]:
-    """A clean environment for running installer/llmb-run as a user would."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("LLMB_INSTALL", "HF_TOKEN", "STAGE_PATH") and
-           not k.startswith(("SBATCH_", "LLMB_"))}
-    env.update({"LLMB_PYTHON": sys.executable, **extra})
-    return env

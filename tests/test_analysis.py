@@ -11,16 +11,14 @@ from pathlib import Path
 
 import fakeinstall
 import pytest
+import runinstall
 from llmb import analysis
 
 REPO = Path(__file__).resolve().parents[1]
-LLMB_RUN = REPO / "installer" / "llmb-run"
 
 
 def llmb_run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(LLMB_RUN), *args], cwd=cwd,
-                          env=fakeinstall.llmb_run_env(**env), capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL)
+    return runinstall.run(args, cwd, timeout=300, **env)
 
 
 @pytest.fixture(scope="module")

@@ -16,11 +16,10 @@ from pathlib import Path
 
 import fakeinstall
 import pytest
+import runinstall
 from llmb import archive, archivecheck, redact
 from llmb.history import FILE_NAME as HISTORY
 
-REPO = Path(__file__).resolve().parents[1]
-LLMB_RUN = REPO / "installer" / "llmb-run"
 CFG_SECRET = "wandb-0123456789abcdef"  # WANDB_API_KEY in cluster_config.yaml's env
 ENV_SECRET = "correct horse battery staple"  # MY_DB_PASSWORD in the archiving shell
 STRANGER = "hf_" + "Zz9" * 12  # an HF token nobody told us about: masked by its shape
@@ -28,9 +27,7 @@ SECRETS = (fakeinstall.HF_TOKEN, CFG_SECRET, ENV_SECRET, STRANGER, "nemo-run-ser
 
 
 def llmb_run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["bash", str(LLMB_RUN), *args], cwd=cwd,
-                          env=fakeinstall.llmb_run_env(**env), capture_output=True, text=True,
-                          timeout=300, stdin=subprocess.DEVNULL)
+    return runinstall.run(args, cwd, timeout=300, **env)
 
 
 def make_install(root: Path) -> Path:

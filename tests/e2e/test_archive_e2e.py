@@ -18,6 +18,7 @@ from pathlib import Path
 
 import fakeinstall
 import pytest
+import runinstall
 import yaml
 
 pytestmark = pytest.mark.e2e
@@ -34,12 +35,10 @@ def ran(tmp_path_factory, slurm_cluster) -> tuple[Path, dict[str, str], str]:
     root = fakeinstall.make_install(tmp_path_factory.mktemp("archive-e2e") / "llmb",
                                     workloads=("pretrain_llama3.1",))
     conf = yaml.safe_load((root / "cluster_config.yaml").read_text())
-    conf["launcher"]["slurm"].update(account="testacct", partition="batch",
-                                     cpu_partition="batch")
+    conf["launcher"]["slurm"].update(account="testacct")
     (root / "cluster_config.yaml").write_text(yaml.safe_dump(conf))
     venv_bin = Path(sys.executable).parent
-    env = {k: v for k, v in fakeinstall.llmb_run_env().items() if not k.startswith("SLURM_")}
-    env.update(slurm_cluster)
+    env = runinstall.llmb_run_env(**slurm_cluster)
     env.update(PATH=f"{E2E_BIN}:{venv_bin}:{env.get('PATH', '/usr/bin:/bin')}",
                TIME_LIMIT="00:15:00")
     submit = llmb_run(["single", "-w", "pretrain_llama3.1", "-s", "8b", "--dtype", "fp8",

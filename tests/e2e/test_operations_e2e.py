@@ -13,7 +13,6 @@ Jobs are the smoke workload (SMOKE_TEST: a tiny real torch run) on one node of 8
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -21,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+import runinstall
 import yaml
 
 pytestmark = pytest.mark.e2e
@@ -33,17 +33,10 @@ SMOKE = ["-w", "pretrain_llama3.1", "-s", "8b", "--dtype", "fp8", "--scale", "8"
 
 
 def write_config(root: Path, name: str = "cluster_config.yaml", gres: str | None = None) -> Path:
-    image = root / "images" / "nvidia+nemo+25.04.01.sqsh"
-    token = root / ".hf_token"
-    conf = {
-        "schema": 1,
-        "llmb": {"repo": str(REPO), "install_path": str(root)},
-        "launcher": {"cluster_type": "slurm", "gpu_type": "h100",
-                     "slurm": {"account": "testacct", "partition": "batch", "gres": gres},
-                     "hf_token_file": str(token), "env": {"TIME_LIMIT": "00:10:00"}},
-        "workloads": {"pretrain_llama3.1": {"venv": sys.prefix, "venv_kind": "venv",
-                                            "image": str(image)}},
-    }
+    conf = runinstall.cluster_config(
+        root, image=str(root / "images" / "nvidia+nemo+25.04.01.sqsh"),
+        env={"TIME_LIMIT": "00:10:00"}, gres=gres, workloads=("pretrain_llama3.1",),
+        account="testacct")
     path = root / name
     path.write_text(yaml.safe_dump(conf))
     return path
@@ -58,12 +51,8 @@ def site(tmp_path_factory, slurm_cluster) -> tuple[Path, dict[str, str]]:
     token.write_text("hf_e2e_not_a_real_token\n")
     token.chmod(0o600)
     write_config(root)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("SLURM_", "SBATCH_", "LLMB_")) and k not in ("HF_TOKEN",
-                                                                         "STAGE_PATH")}
-    env.update(slurm_cluster)
-    env.update(PATH=f"{E2E_BIN}:{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}",
-               LLMB_PYTHON=sys.executable)
+    env = runinstall.llmb_run_env(**slurm_cluster)
+    env.update(PATH=f"{E2E_BIN}:{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}")
     return root, env
 
 
