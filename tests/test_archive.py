@@ -439,7 +439,8 @@ def test_without_matplotlib_the_archive_has_analysis_but_no_report(tmp_path):
 
 
 BOTH = [("", "--output is empty"),
-        ("a\nb.tar.gz", "--output=a\\nb.tar.gz contains control character(s) \\n")]
+        ("a\nb.tar.gz", "--output=a\\nb.tar.gz contains control character(s) \\n"),
+        ("9" * 300 + ".tar.gz", "File name too long")]
 ARCHIVE_ONLY = [(".", "is a directory; name the archive file"),  # report writes into a dir
                 ("no/such/dir/a.tar.gz", "no/such/dir is not a directory")]
 

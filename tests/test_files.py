@@ -64,3 +64,5 @@ def test_path_problem_says_what_is_wrong(tmp_path: Path) -> None:
     assert files.path_problem(a_file / "below") == "does not exist"
     assert files.path_problem(loop) == "is a symbolic link loop"
     assert files.path_problem(dangling) == "is a dangling symbolic link"
+    too_long = tmp_path / ("x" * 300)  # the OS refuses to look: said, never raised
+    assert files.path_problem(too_long) == "cannot be read (File name too long)"

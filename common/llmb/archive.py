@@ -272,9 +272,12 @@ def output_path(cfg: ClusterConfig, output: str | None) -> Path:
     output = analysis.checked_output(output)
     out = Path(output) if output else cfg.install / \
         f"llmb-archive-{time.strftime('%Y%m%d-%H%M%S')}.tar.gz"
-    if out.is_dir():
+    problem = files.path_problem(out, "file")  # never raises: a name too long, a loop, ...
+    if problem == "is a directory, not a file":
         raise RunError(f"--output {values.shown(out)} is a directory; name the archive file, "
                        f"e.g. {values.shown(out / 'results.tar.gz')}")
+    if problem not in (None, "does not exist"):
+        raise RunError(f"--output {values.shown(out)} {problem}")
     if not out.parent.is_dir():
         raise RunError(f"--output {values.shown(out)}: {values.shown(out.parent)} is not a "
                        "directory")

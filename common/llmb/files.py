@@ -62,7 +62,7 @@ def path_problem(path: str | os.PathLike[str], want: str = "directory") -> str |
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return "is a symbolic link loop"
-        if p.is_symlink():
+        if os.path.islink(p):  # never raises (Path.is_symlink does, on a name too long)
             return "is a dangling symbolic link"
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
             return "does not exist"

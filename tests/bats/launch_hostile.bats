@@ -100,6 +100,10 @@ refused() {
     ln -s loop "$BATS_TEST_TMPDIR/loop"
     refused 2 "LOAD_CHECKPOINT_PATH=$BATS_TEST_TMPDIR/loop is a symbolic link loop" \
         LOAD_CHECKPOINT_PATH="$BATS_TEST_TMPDIR/loop"
+    local long
+    long="$BATS_TEST_TMPDIR/$(printf 'x%.0s' {1..300})"  # longer than a file name may be
+    refused 2 "LOAD_CHECKPOINT_PATH=$long cannot be read (File name too long)" \
+        LOAD_CHECKPOINT_PATH="$long"
 }
 
 @test "a token that cannot be one is refused and never shown" {
