@@ -365,6 +365,13 @@ def test_verify_of_a_missing_file(tmp_path):
     proc = verify(tmp_path / "nope.tar.gz")
     assert proc.returncode == 1
     assert proc.stderr == f"llmb-run: verify-archive {tmp_path}/nope.tar.gz: no such file\n"
+    long = tmp_path / ("9" * 300 + ".tar.gz")
+    proc = verify(long)
+    assert proc.returncode == 1
+    assert proc.stderr == (f"llmb-run: verify-archive {long}: cannot be read "
+                           "(File name too long)\n")
+    proc = verify(Path("/dev/null"))
+    assert proc.stderr == "llmb-run: verify-archive /dev/null: is not a file\n"
 
 
 def test_safe_members_refuses_an_archive_that_claims_too_much(monkeypatch, tmp_path):

@@ -29,7 +29,7 @@ import zlib
 from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
-from llmb import analysis, redact, values
+from llmb import analysis, files, redact, values
 from llmb.archive import INDEX, MANIFEST, ROOT, sha256
 from llmb.runconfig import PROG, RunError
 
@@ -236,9 +236,13 @@ def verify_tree(root: Path) -> tuple[list[str], dict[str, Any]]:
 def cmd_verify(path: Path, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     shown = values.shown(path)
-    if not path.is_file():
-        raise RunError(f"verify-archive {shown}: " + ("is not a file" if path.exists()
-                                                       else "no such file"))
+    problem = files.path_problem(path, "file")  # never raises (a name too long, a loop)
+    if problem == "does not exist":
+        problem = "no such file"
+    elif problem is None and not path.is_file():
+        problem = "is not a file"  # a device or a fifo
+    if problem:
+        raise RunError(f"verify-archive {shown}: {problem}")
     try:
         with tarfile.open(path, "r:*") as tar, \
                 tempfile.TemporaryDirectory(prefix="llmb-verify-") as tmp:
