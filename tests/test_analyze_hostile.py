@@ -47,6 +47,7 @@ CASES = [
     (["--report=rep\nort", "{runs}"], 2, ["--report=rep\\nort", "control character"]),
     (["--report={file}", "{runs}"], 2, ["--report=", "exists and is not a directory"]),
     (["--report={file}/sub", "{runs}"], 2, ["--report=", "is not a directory"]),
+    (["--report={tmp}/" + "x" * 300, "{runs}"], 2, ["--report=", "(File name too long)"]),
     (["--baseline=", "{runs}"], 2, ["--baseline needs a directory"]),
     (["--baseline={tmp}/nope", "{runs}"], 2, ["--baseline=", "does not exist"]),
     (["--baseline={file}", "{runs}"], 2, ["--baseline=", "is not a directory"]),

@@ -131,8 +131,11 @@ def _path_option(name: str, value: str) -> str:
 def check_report_dir(value: str) -> None:
     """The report directory can be created or written; nothing is created here."""
     path = Path(os.path.abspath(value))
-    if path.exists() and not path.is_dir():
+    problem = path_problem(path)  # never raises: a name too long, no permission to look, ...
+    if problem == "is a file, not a directory":
         raise _bad("--report", value, "it exists and is not a directory")
+    if problem not in (None, "does not exist"):
+        raise _bad("--report", value, f"it {problem}")
     probe = path
     while not probe.exists():
         probe = probe.parent
