@@ -106,6 +106,12 @@ def creatable_problem(path: Path) -> str | None:
     if not existing.is_dir():
         return f"{existing} is a file, not a directory"
     try:
+        name_max = os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    if any(len(os.fsencode(part)) > name_max for part in path.relative_to(existing).parts):
+        return f"a name in it is longer than the file system allows ({name_max} bytes)"
+    try:
         readonly = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
     except OSError:
         readonly = False

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llmb import catalog, placement, values
+from llmb import catalog, files, placement, values
 from llmb.history import FILE_NAME as HISTORY_FILE
 from llmb.history import History
 
@@ -134,8 +134,11 @@ def find_config(explicit: str | None, environ: Mapping[str, str]) -> ClusterConf
     if not explicit and environ.get("LLMB_INSTALL"):
         candidates.append(Path(environ["LLMB_INSTALL"]) / CONFIG_FILE)
     for path in candidates:
-        if path.is_file():
+        problem = files.path_problem(path, "file")  # never raises (a name too long, ...)
+        if problem is None and path.is_file():
             return ClusterConfig(path, check_config(read_yaml(path, str(path)), path))
+        if explicit and problem and problem.startswith("cannot be read"):
+            raise RunError(f"--config {values.shown(path)} {problem}")
     where = " or ".join(values.shown(p) for p in candidates)
     raise RunError(f"no {CONFIG_FILE} found ({where}); cd to your install directory, set "
                    "LLMB_INSTALL, or run installer/install.sh")

@@ -77,6 +77,7 @@ base() {
     base 'install_path: /proc/llmb' | refused 'install_path=/proc/llmb cannot be used:' --dry-run
     : >"${BATS_TEST_TMPDIR}/a-file"
     base "install_path: ${BATS_TEST_TMPDIR}/a-file/llmb" | refused "${BATS_TEST_TMPDIR}/a-file is a file, not a directory" --dry-run
+    base "install_path: ${BATS_TEST_TMPDIR}/$(printf 'x%.0s' {1..300})" | refused 'cannot be used: a name in it is longer than the file system allows (255 bytes)' --dry-run
     base 'slurm: {account: "a\n#SBATCH --wrap=id", partition: p}' | refused 'slurm.account=a\n#SBATCH --wrap=id contains control character(s) \n'
     base 'slurm: {account: a, partition: "p;id"}' | refused 'slurm.partition=p;id contains ;'
     base 'slurm: {account: a, partition: p, gres: "8"}' | refused 'slurm.gres=8 is not a GPU GRES request'

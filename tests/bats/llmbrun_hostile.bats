@@ -146,6 +146,9 @@ SINGLE=(single -w pretrain_nemotron4 -s 15b --dtype fp8 --scale 16)
     refused 1 "launcher.gpu_type=h1000 is not a GPU type" "${SINGLE[@]}"
     printf '\xff\xfe' >>"${INSTALL}/cluster_config.yaml"
     refused 1 "cluster_config.yaml is not UTF-8 text" list
+    local long
+    long="${INSTALL}/$(printf 'x%.0s' {1..300}).yaml"  # longer than a file name may be
+    refused 1 "--config ${long} cannot be read (File name too long)" --config "${long}" list
 }
 
 @test "status, preflight, rerun, jobs log: flags and job ids" {
