@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Analyze benchmark logs: step time, TFLOPS, tokens/s, MFU and % of the published reference.
 # usage: parse_train_timing.sh [--format=table|csv|json] [--full-names] [--gpu-type=TYPE] [DIR]
-# A thin front: the work is done by the Python module llmb.analyze (standard library + pyyaml).
+# A thin front: the work is done by the Python module llmb.analysis.cli (standard library + pyyaml).
 # LLMB_PYTHON picks the interpreter (default python3, e.g. the workload venv's).
 set -euo pipefail
 
@@ -17,7 +17,7 @@ main() {
     fi
     # A python without pyyaml is reported by the module itself, in one line with the fix.
     export LLMB_ANALYZE_PROG="parse_train_timing.sh"
-    PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" exec "$python" -m llmb.analyze "$@"
+    PYTHONPATH="$here${PYTHONPATH:+:$PYTHONPATH}" exec "$python" -m llmb.analysis.cli "$@"
 }
 
 main "$@"

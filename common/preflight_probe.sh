@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The in-job half of `llmb-run preflight` (common/llmb/preflight.py): run by srun once per node,
+# The in-job half of `llmb-run preflight` (common/llmb/llmbrun/preflight.py): run by srun once per node,
 # inside the container when an image is configured. It only looks; it changes nothing.
 # Prints facts, one per line, for the login-node half to judge:
 #   LLMB_PROBE <node> <key> <value>

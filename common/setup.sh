@@ -73,13 +73,13 @@ setup_check_env() {
 }
 
 # setup_install_dir: LLMB_INSTALL made absolute and created. On Slurm and Run:ai the launchers
-# put run directories under it, which nemo-run hands to a shell: llmb.jobsafe says which
+# put run directories under it, which nemo-run hands to a shell: llmb.shared.shellsafe says which
 # characters it may hold (the same rule launch.sh applies), before anything is created.
 setup_install_dir() {
     local dir="${LLMB_INSTALL}" err
     [[ "${dir}" == /* ]] || dir="${PWD}/${dir}"
     if [[ "${CLUSTER_TYPE:-slurm}" != local ]]; then
-        PYTHONPATH="${SETUP_REPO}/common" "${LLMB_PYTHON:-python3}" -m llmb.jobsafe job-path \
+        PYTHONPATH="${SETUP_REPO}/common" "${LLMB_PYTHON:-python3}" -m llmb.shared.shellsafe job-path \
             LLMB_INSTALL "${dir}" || exit 1
     fi
     if [[ -e "${dir}" && ! -d "${dir}" ]]; then
@@ -204,8 +204,8 @@ setup_image() {
         || llmb_die "enroot is not installed on $(hostname); run the image step on a node with enroot (sbatch setup.sh, or srun ... with LLMB_SETUP_STEPS=image), or set CLUSTER_TYPE=runai"
     python="$(setup_python "${workload}")"
     local answer
-    # llmb.images prints its own one-line error (e.g. an unknown GPU_TYPE).
-    answer="$(PYTHONPATH="${SETUP_REPO}/common" "${python}" -m llmb.images "${recipe}" "${GPU_TYPE:-}")" \
+    # llmb.recipes.images prints its own one-line error (e.g. an unknown GPU_TYPE).
+    answer="$(PYTHONPATH="${SETUP_REPO}/common" "${python}" -m llmb.recipes.images "${recipe}" "${GPU_TYPE:-}")" \
         || exit 1
     mapfile -t info <<<"${answer}"
     uri="${info[0]}" file="${info[1]}" arch="${info[2]}" estimate="${info[3]}"
@@ -234,9 +234,9 @@ setup_image() {
     trap 'exit 143' TERM
     setup_log "importing ${uri} to ${target}"
     # In the background so that a signal is handled at once, not after the import. Through
-    # llmb.progress: a live line on a terminal, plain lines in a batch job's output; it passes
+    # llmb.shared.progress: a live line on a terminal, plain lines in a batch job's output; it passes
     # a TERM on to enroot and waits for it.
-    PYTHONPATH="${SETUP_REPO}/common" "${python}" -m llmb.progress "llmb-setup: image import" -- \
+    PYTHONPATH="${SETUP_REPO}/common" "${python}" -m llmb.shared.progress "llmb-setup: image import" -- \
         enroot import "${arch_args[@]}" --output "${SETUP_TMP_IMAGE}" "${uri}" &
     SETUP_IMPORT_PID=$!
     if ! wait "${SETUP_IMPORT_PID}"; then
@@ -266,7 +266,7 @@ setup_main() {
     # the venv step has made PyYAML available.
     python="$(setup_python "${recipe}")"
     workload="$(PYTHONPATH="${SETUP_REPO}/common" "${python}" -c \
-        'import sys; from llmb import catalog; print(catalog.find_recipe(sys.argv[1]).workload)' \
+        'import sys; from llmb.recipes import catalog; print(catalog.find_recipe(sys.argv[1]).workload)' \
         "${recipe}")"
     setup_layout "${workload}"
     for step in "${SETUP_STEPS[@]}"; do

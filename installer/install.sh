@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The llmb installer (front): interactive, or headless with --config FILE; --dry-run prints the
-# plan. The work is done by common/llmb/installer.py; see installer/README.md.
+# plan. The work is done by common/llmb/install/cli.py; see installer/README.md.
 # LLMB_PYTHON picks the Python that runs it (it needs PyYAML; default python3).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -12,4 +12,4 @@ fi
 LLMB_PYTHON="$(command -v "${python}")"
 export LLMB_PYTHON
 export PYTHONPATH="${repo}/common${PYTHONPATH:+:${PYTHONPATH}}"
-exec "${LLMB_PYTHON}" -m llmb.installer "$@"
+exec "${LLMB_PYTHON}" -m llmb.install.cli "$@"

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from llmb import catalog
+from llmb.recipes import catalog
 
 MetadataMutation = Callable[[dict[str, Any]], object]
 

@@ -25,7 +25,7 @@ unset STAGE_PATH LLMB_WORKLOAD
 export LLMB_INSTALL="${DEMO_DIR}/llmb-install"
 mkdir -p "$LLMB_INSTALL"
 workload="$("${VENV}/bin/python" -c 'import sys; sys.path.insert(0, sys.argv[1] + "/common")
-from llmb import catalog; print(catalog.find_recipe(sys.argv[2]).workload)' "$REPO" "$RECIPE")"
+from llmb.recipes import catalog; print(catalog.find_recipe(sys.argv[2]).workload)' "$REPO" "$RECIPE")"
 experiments="${LLMB_INSTALL}/workloads/${workload}/experiments"
 
 say "Running the ${RECIPE} smoke benchmark locally: 2 processes, ${MAX_STEPS:-50} steps"

@@ -3,7 +3,8 @@
     <entrypoint>                          login node: read the launch env (SPEC §3), validate,
                                           build the nemo-run job, submit or DRY_RUN
     <entrypoint> train --manifest PATH    in the container: run the job the manifest describes
-                                          (llmb.smoke when options.smoke_test, else llmb.train)
+                                          (llmb.container.smoke when options.smoke_test,
+                                          else llmb.container.train)
     <entrypoint> train --manifest PATH --print-config
                                           in the container: print the NeMo recipe that job
                                           would train, as nemo-run YAML; train nothing
@@ -47,7 +48,8 @@ def main(recipe_dir: Path | str, argv: list[str]) -> int:
 
 
 def login(recipe_dir: Path) -> int:
-    from llmb import catalog, request
+    from llmb.launch import request
+    from llmb.recipes import catalog
 
     try:
         recipe = catalog.load_recipe(recipe_dir)
@@ -58,10 +60,10 @@ def login(recipe_dir: Path) -> int:
     # installed (the dev venv has it for the smoke workload): 1-2 s of start-up for nothing.
     # Ranks are separate processes (srun/torchrun) and are not affected.
     sys.modules.setdefault("torch", None)  # type: ignore[arg-type]
-    from llmb import launch  # nemo-run is imported only from here on
+    from llmb.launch import experiment  # nemo-run is imported only from here on
 
     try:
-        return launch.launch(req)
+        return experiment.launch(req)
     except KeyboardInterrupt:
         return _error("interrupted", 130)
     except Exception as err:  # one line for people; the traceback helps nobody here
@@ -91,10 +93,10 @@ def train(argv: list[str]) -> int:
         return _error(f"manifest {args.manifest} is a SMOKE_TEST run: it trains a tiny PyTorch "
                       "model, no NeMo recipe; --print-config needs a benchmark manifest")
     if smoke_test:
-        from llmb import smoke
+        from llmb.container import smoke
 
         return int(smoke.run(manifest))
-    from llmb import train as nemo_train
+    from llmb.container import train as nemo_train
 
     if args.print_config:
         return int(nemo_train.print_config(manifest))

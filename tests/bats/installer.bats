@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# installer/install.sh (the bash front): its own errors and the hand-off to llmb.installer.
+# installer/install.sh (the bash front): its own errors and the hand-off to llmb.install.cli.
 # Hostile values are literal text (SC2016); the table's helper runs `run` and reads its
 # results in the same test (SC2030/SC2031 cannot see that).
 # shellcheck disable=SC2016,SC2030,SC2031

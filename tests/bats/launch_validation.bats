@@ -13,7 +13,7 @@ RECIPES=(llama3.1/launch.sh nemotron/launch.sh nemotronh/launch.sh)
 
 # each_recipe MESSAGE VAR=VALUE...: fails_with for the next recipe in turn (HF_TOKEN set for
 # llama3.1). The validation itself is one Python module, checked path by path for every recipe
-# in tests/test_request.py; round robin here keeps this suite fast while every launch.sh sees
+# in tests/launch/test_request.py; round robin here keeps this suite fast while every launch.sh sees
 # most paths. EVERY_RECIPE=1 runs each check against all three.
 NEXT=0
 each_recipe() {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# common/parse_train_timing.sh: the bash front of llmb.analyze. Formats, exit codes 0/1/2/3 with
+# common/parse_train_timing.sh: the bash front of llmb.analysis.cli. Formats, exit codes 0/1/2/3 with
 # one-line errors, the default directory, other working directories, links, the message when
 # the chosen python has no pyyaml, --check, --report and a whole install's experiments.
 

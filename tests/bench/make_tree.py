@@ -29,7 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "common"))
 
-from llmb import catalog, nemolog  # noqa: E402
+from llmb.container import nemolog  # noqa: E402
+from llmb.recipes import catalog  # noqa: E402
 
 RUNS = 100
 RUN_MB = 5

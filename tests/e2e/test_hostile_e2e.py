@@ -14,8 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from test_slurm_e2e import describe, job_log, launch, wait_for
-from test_slurm_e2e import install as e2e_install  # noqa: F401  (its fixture, as e2e_install)
+from launchjobs import describe, job_log, launch, wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -32,8 +31,7 @@ def pwned(*roots: Path) -> list[Path]:
     return [p for root in roots for p in root.rglob("pwned")]
 
 
-def test_a_command_in_a_value_never_reaches_sbatch(e2e_install, tmp_path):  # noqa: F811
-    install = e2e_install
+def test_a_command_in_a_value_never_reaches_sbatch(install, tmp_path):
     sandbox = tmp_path / "cwd"
     sandbox.mkdir()
     before = jobs(install)
@@ -48,9 +46,8 @@ def test_a_command_in_a_value_never_reaches_sbatch(e2e_install, tmp_path):  # no
     assert not pwned(tmp_path) and not list(sandbox.iterdir())
 
 
-def test_allowed_shell_characters_are_quoted_through_slurm(e2e_install, tmp_path):  # noqa: F811
+def test_allowed_shell_characters_are_quoted_through_slurm(install, tmp_path):
     """launch() submits from /, so a command that ran in the batch script would make /pwned."""
-    install = e2e_install
     assert not Path("/pwned").exists()
     image = tmp_path / "img $(touch pwned).sqsh"
     image.write_bytes(b"")

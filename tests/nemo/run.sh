@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# make test-nemo: check the in-container half (common/llmb/train.py, nemorecipe.py) against the
+# make test-nemo: check the in-container half (common/llmb/container/train.py, nemorecipe.py) against the
 # NeMo the benchmark image ships (nemo-toolkit 2.3.1, nemo-run 0.4.0), without a GPU.
 #
 # Creates or updates the .venv-nemo venv at the repository root (about 3 GB and 5 minutes the
 # first time; skipped while common/requirements/nemo.txt is unchanged; LLMB_NEMO_VENV=DIR uses
 # another place, e.g. one venv for several checkouts), then runs pytest on tests/nemo: every
-# published row's recipe, the fidelity table (tests/upstream_jobs.py) and the goldens of
+# published row's recipe, the fidelity table (tests/helpers/upstream_jobs.py) and the goldens of
 # `train --print-config`. Arguments go to pytest (e.g. -k llama, -x). LLMB_UPDATE_GOLDEN=1
 # rewrites the goldens under tests/nemo/golden. CI (.ci/run) runs it after `make test`.
 set -euo pipefail

@@ -1,11 +1,11 @@
 """Fidelity: every published row's configured NeMo recipe is the upstream job (make test-nemo).
 
 For every published row of every recipe, in every run variant upstream distinguishes (plain,
-checkpoint save, checkpoint load, Run:ai where upstream has a Run:ai job), llmb.train builds
-the NeMo 2.3.1 recipe it would train; the performance-relevant fields of that configured recipe
-and the job's environment must equal tests/upstream_jobs.py, the table of what NVIDIA's
-published jobs set (each value cited by repository, tag or commit and path), except where the
-table lists a deliberate deviation, whose value is checked instead.
+checkpoint save, checkpoint load, Run:ai where upstream has a Run:ai job), llmb.container.train
+builds the NeMo 2.3.1 recipe it would train; the performance-relevant fields of that configured
+recipe and the job's environment must equal tests/helpers/upstream_jobs.py, the table of what
+NVIDIA's published jobs set (each value cited by repository, tag or commit and path), except where
+the table lists a deliberate deviation, whose value is checked instead.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 import upstream_jobs
-from llmb import catalog, jobenv, train
-from test_recipes import name_of
-from test_train_unit import CASES, make_manifest
+from llmb.container import train
+from llmb.launch import jobenv
+from llmb.recipes import catalog
+from trainmanifests import CASES, make_manifest, name_of
 
 
 def _attention_backend(config: Any) -> str:

@@ -2,9 +2,9 @@
 
 For every published row of every recipe (dtype and GPU variants included) and every run option
 (profile with and without GPU metrics, NCCL trace, checkpoint save, checkpoint load), build the
-NeMo recipe llmb.train would train and check the trainer, strategy, data, model, precision,
-communication overlap, callbacks, logging and resume settings on the configured objects, build
-the pieces that can be built without a GPU, and compare a few serialized recipes with goldens
+NeMo recipe llmb.container.train would train and check the trainer, strategy, data, model,
+precision, communication overlap, callbacks, logging and resume settings on the configured objects,
+build the pieces that can be built without a GPU, and compare a few serialized recipes with goldens
 (LLMB_UPDATE_GOLDEN=1 rewrites them). Building the model itself needs Transformer Engine, so the
 model config is checked as configured (including Megatron's pipeline layer split rules).
 """
@@ -15,26 +15,13 @@ import json
 import os
 import subprocess
 import sys
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
-from llmb import catalog, train
-from test_train_unit import CASES, OPTION_VARIANTS, find, make_manifest
-
-
-def _have_nemo() -> bool:
-    # Not find_spec("nemo"): this very folder, tests/nemo, looks like a namespace package.
-    try:
-        return bool(metadata.version("nemo_toolkit"))
-    except metadata.PackageNotFoundError:
-        return False
-
-
-if not _have_nemo():
-    pytest.skip("needs nemo-toolkit 2.3.1: run `make test-nemo` (it builds .venv-nemo)",
-                allow_module_level=True)
+from llmb.container import train
+from llmb.recipes import catalog
+from trainmanifests import CASES, OPTION_VARIANTS, find, make_manifest, name_of
 
 GOLDEN = Path(__file__).parent / "golden"
 # Model config class per NeMo recipe (what the recipe's model() factory configures).
@@ -43,10 +30,6 @@ MODEL_CONFIG = {
     "llama31_405b": "Llama31Config405B", "nemotron4_15b": "Nemotron4Config15B",
     "nemotron4_340b": "Nemotron4Config340B", "nemotronh_56b": "NemotronHConfig56B",
 }
-
-
-def name_of(cfg: Any) -> str:
-    return cfg.__fn_or_cls__.__name__
 
 
 def callbacks_by_name(recipe: Any) -> dict[str, Any]:
@@ -231,8 +214,8 @@ def test_cpu_buildable_parts_build(nemo_llm: Any, variant: str) -> None:
 
 
 def test_recipe_facts_llmb_relies_on(nemo_llm: Any) -> None:
-    """What NeMo 2.3.1's recipes bring with and without performance mode (llmb.train's plan
-    names these callbacks and reuses their configs)."""
+    """What NeMo 2.3.1's recipes bring with and without performance mode (llmb.container.train's
+    plan names these callbacks and reuses their configs)."""
     for nemo_recipe in MODEL_CONFIG:
         recipe = getattr(nemo_llm, nemo_recipe).pretrain_recipe(performance_mode=True)
         cbs = callbacks_by_name(recipe)
@@ -333,8 +316,8 @@ def golden_path(case: tuple) -> Path:
 
 @pytest.mark.parametrize("case", GOLDEN_CASES, ids=lambda c: "-".join(map(str, c)))
 def test_print_config_matches_golden(nemo_llm: Any, case: tuple, capsys) -> None:
-    """What `train --manifest PATH --print-config` prints (llmb.train.print_config, the same
-    code the CLI runs) is the golden; LLMB_UPDATE_GOLDEN=1 regenerates the goldens from it."""
+    """What `train --manifest PATH --print-config` prints (llmb.container.train.print_config, the
+    same code the CLI runs) is the golden; LLMB_UPDATE_GOLDEN=1 regenerates the goldens from it."""
     *key, variant = case
     r, cfg = find(*key)
     assert train.print_config(make_manifest(r, cfg, **OPTION_VARIANTS[variant])) == 0

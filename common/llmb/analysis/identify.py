@@ -1,0 +1,311 @@
+"""Which configuration a log belongs to: its run manifest, else its experiment name.
+
+A run manifest (llmb_manifest.json, written by launch.sh next to the logs) is read from the
+log's directory or up to two parents; every field the analysis uses is checked, and a manifest
+that is malformed is reported once (a warning naming the field) and the run is identified by
+its name instead. Names follow both styles of the seeds:
+`<workload>_<size>_<dtype>_gpus<N>_tp.._gbs<G>` and `<workload>_<size>_<dtype>_<N>`.
+The catalog (pyyaml) is imported only when there is a log to identify.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llmb.shared.values import shown
+
+DEFAULT_GPU = "h100"
+MANIFEST = "llmb_manifest.json"
+MANIFEST_LEVELS = 3  # the log's directory and up to two parents
+MANIFEST_MAX_BYTES = 1 << 20  # a manifest is a few KB; a larger file is not one
+SCALINGS = ("weak", "strong")
+
+
+class ManifestError(ValueError):
+    """A manifest field the analysis cannot use; str(error) names it."""
+
+
+def display(path: str) -> str:
+    """A path as text that any encoder accepts (undecodable bytes become U+FFFD)."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+class Manifests:
+    """llmb_manifest.json files near the logs, read once per directory."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, tuple[str, dict[str, Any] | str] | None] = {}
+
+    def read(self, directory: str) -> tuple[str, dict[str, Any] | str] | None:
+        """(path, data) of the manifest in directory, data a one-line problem when it cannot
+        be read as a JSON object; None when there is none."""
+        if directory not in self._cache:
+            path = os.path.join(directory, MANIFEST)
+            found: tuple[str, dict[str, Any] | str] | None = None
+            try:
+                with open(path, "rb") as f:
+                    raw = f.read(MANIFEST_MAX_BYTES + 1)
+            except FileNotFoundError:
+                raw = None
+            except OSError as exc:
+                found = (path, f"cannot read: {exc.strerror}")
+                raw = None
+            if raw is not None:
+                found = (path, _parse(raw))
+            self._cache[directory] = found
+        return self._cache[directory]
+
+    def near(self, log_path: str) -> tuple[str, dict[str, Any] | str] | None:
+        directory = os.path.dirname(os.path.abspath(log_path))
+        for _ in range(MANIFEST_LEVELS):
+            if (found := self.read(directory)) is not None:
+                return found
+            parent = os.path.dirname(directory)
+            if parent == directory:
+                break
+            directory = parent
+        return None
+
+
+def _parse(raw: bytes) -> dict[str, Any] | str:
+    if len(raw) > MANIFEST_MAX_BYTES:
+        return f"larger than {MANIFEST_MAX_BYTES} bytes: not a run manifest"
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        return f"not valid JSON ({str(exc).splitlines()[0][:80] if str(exc) else 'too deep'})"
+    return data if isinstance(data, dict) else "not a JSON object"
+
+
+def nccl_traced(manifest: dict[str, Any] | str | None) -> bool:
+    options = manifest.get("options") if isinstance(manifest, dict) else None
+    return isinstance(options, dict) and options.get("nccl_trace") is True
+
+
+# --- names ------------------------------------------------------------------------------------
+
+_NEW_NAME = re.compile(
+    r"(?P<size>\d+(?:\.\d+)?[bm])_(?P<dtype>[a-z0-9]+)_gpus(?P<gpus>\d{1,9})_tp\d+_pp\d+_cp\d+"
+    r"_vp(?:\d+|none)_mbs\d+_gbs(?P<gbs>\d{1,12})(?P<tags>(?:_[a-z][a-z0-9]*)*)"
+    r"(?P<suffix>(?:_\d+)*)", re.I)
+_OLD_NAME = re.compile(
+    r"(?P<size>\d+(?:\.\d+)?[bm])_(?P<dtype>[a-z0-9]+)_(?P<gpus>\d{1,9})"
+    r"(?P<tags>(?:_[a-z][a-z0-9]*)*)(?P<suffix>(?:_\d+)*)", re.I)
+
+
+@dataclass(frozen=True)
+class NameInfo:
+    experiment: str
+    workload: str
+    model_size: str
+    dtype: str
+    num_gpus: int
+    gbs: int | None
+    tags: tuple[str, ...]
+
+
+def parse_name(name: str, workloads: list[str]) -> NameInfo | None:
+    """Both naming styles: <workload>_<size>_<dtype>_gpus<N>_tp.._gbs<G> (new) and
+    <workload>_<size>_<dtype>_<N> (old; GBS from the published row at that scale).
+
+    A trailing _<digits> (job id, timestamp, restart) may follow; `pretraining_` is accepted for
+    `pretrain_` (seed 000 writes both).
+    """
+    for workload in sorted(workloads, key=len, reverse=True):
+        for prefix in (workload, workload.replace("pretrain_", "pretraining_", 1)):
+            if not name.startswith(prefix + "_"):
+                continue
+            rest = name[len(prefix) + 1:]
+            m = _NEW_NAME.fullmatch(rest) or _OLD_NAME.fullmatch(rest)
+            if not m or int(m.group("gpus")) < 1:
+                continue
+            gbs = m.groupdict().get("gbs")
+            tags = tuple(t for t in m.group("tags").lower().split("_") if t)
+            return NameInfo(
+                experiment=name[: len(name) - len(m.group("suffix"))], workload=workload,
+                model_size=m.group("size").lower(), dtype=m.group("dtype").lower(),
+                num_gpus=int(m.group("gpus")), gbs=int(gbs) if gbs else None, tags=tags)
+    return None
+
+
+def name_candidates(rel: str, root: str) -> list[str]:
+    """Where an experiment name may be: the first component under DIR, the log's parent
+    directories (nearest first), DIR itself and its parent, then the log's own name."""
+    parts = Path(rel).parts
+    dirs = list(parts[:-1])
+    out = dirs[:1] + dirs[::-1]
+    root_abs = Path(os.path.abspath(root))
+    out += [root_abs.name, root_abs.parent.name]
+    stem = parts[-1].removesuffix(".out")
+    out.append(stem.removeprefix("log-"))
+    return list(dict.fromkeys(p for p in out if p))
+
+
+# --- manifest fields --------------------------------------------------------------------------
+
+def _count(data: dict[str, Any], key: str, where: str = "", required: bool = True) -> int | None:
+    """A positive whole number (JSON integer, or a string of digits); None when absent and
+    not required."""
+    value = data.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() \
+            and len(value.strip()) <= 18:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ManifestError(f"{where}{key} is {shown(json.dumps(value))[:60]}, "
+                            "not a positive whole number")
+    return value
+
+
+def _text(data: dict[str, Any], key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise ManifestError(f"{key} is {shown(json.dumps(value))[:60]}, not a name")
+    return value.strip().lower()
+
+
+def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise ManifestError(f"{key} is not a mapping")
+    return value
+
+
+class Identifier:
+    """Turns a manifest or an experiment name into the run's catalog identity."""
+
+    def __init__(self, gpu_type: str | None) -> None:
+        from llmb.recipes import catalog  # pyyaml: only once there is a log to identify
+
+        self.catalog = catalog
+        self.gpu_type = gpu_type or DEFAULT_GPU
+        try:
+            self.recipes = {r.workload: r for r in catalog.all_recipes()}
+        except catalog.CatalogError as exc:  # a broken metadata.yaml: analyze, do not identify
+            self.recipes = {}
+            self.error: str | None = str(exc)
+        else:
+            self.error = None
+        self._by_name = {r.name: r for r in self.recipes.values()}
+        self._manifests: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
+
+    def recipe(self, key: object) -> Any:
+        return self.recipes.get(str(key)) or self._by_name.get(str(key))
+
+    def from_manifest(self, path: str, m: dict[str, Any] | str
+                      ) -> tuple[dict[str, Any] | None, str | None]:
+        """(identity or None, a one-line problem or None); worked out once per manifest."""
+        if path not in self._manifests:
+            try:
+                if isinstance(m, str):
+                    raise ManifestError(m)
+                self._manifests[path] = (self._manifest_identity(m), None)
+            except ManifestError as exc:
+                self._manifests[path] = (None, f"{exc}; identified by name instead")
+        return self._manifests[path]
+
+    def _manifest_identity(self, m: dict[str, Any]) -> dict[str, Any]:
+        recipe = self.recipe(m.get("workload")) or self.recipe(m.get("recipe"))
+        if recipe is None:
+            raise ManifestError(f"workload {shown(m.get('workload'))[:60]} is not a known "
+                                f"recipe ({', '.join(self.recipes) or 'no catalog'})")
+        par = _section(m, "parallelism")
+        opts = _section(m, "options")
+        scaling = m.get("scaling")
+        if scaling not in (None, *SCALINGS):
+            raise ManifestError(f"scaling is {shown(scaling)[:40]}, not weak or strong")
+        smoke = opts.get("smoke_test", False)
+        if not isinstance(smoke, bool):
+            raise ManifestError("options.smoke_test is not true or false")
+        gpu = m.get("gpu_type")
+        max_steps = _count(opts, "max_steps", "options.", required=False)
+        ident = {
+            "recipe": recipe, "experiment": m.get("experiment") if isinstance(
+                m.get("experiment"), str) else None,
+            "model_size": _text(m, "model_size"), "dtype": _text(m, "dtype"),
+            "gpu_type": _text(m, "gpu_type") if gpu is not None else self.gpu_type,
+            "num_gpus": _count(m, "num_gpus"), "gbs": _count(par, "gbs", "parallelism."),
+            "scaling": scaling,
+            "num_layers": _count(par, "num_layers", "parallelism.", required=False),
+            "seq_length": _count(m, "seq_length", required=False) or recipe.seq_length,
+            "by": "manifest",
+            "final_index": max_steps - 1 if max_steps else None,
+            # A smoke test trains a tiny stand-in model: nothing about the real model's
+            # FLOPs, MFU or reference applies to its step times.
+            "smoke": smoke,
+        }
+        ident["reference"] = None if smoke else self._reference(recipe, ident)
+        return ident
+
+    def from_name(self, info: NameInfo) -> dict[str, Any]:
+        recipe = self.recipes[info.workload]
+        gpu = self.gpu_type
+        weak = self._resolve(recipe, info, gpu, "weak")
+        gbs = info.gbs if info.gbs is not None else (weak.gbs if weak else None)
+        scaling = None
+        if weak is not None and gbs is not None:
+            scaling = "weak" if gbs == weak.gbs else "strong"
+        elif (strong := self._resolve(recipe, info, gpu, "strong")) is not None:
+            scaling = "strong" if strong.gbs == gbs else None
+        layout = self._resolve(recipe, info, gpu, scaling or "weak")
+        ident = {
+            "recipe": recipe, "experiment": info.experiment, "model_size": info.model_size,
+            "dtype": info.dtype, "gpu_type": gpu, "num_gpus": info.num_gpus, "gbs": gbs,
+            "scaling": scaling, "num_layers": layout.num_layers if layout else None,
+            "seq_length": recipe.seq_length, "by": "name", "final_index": None, "smoke": False,
+        }
+        ident["reference"] = self._reference(recipe, ident)
+        return ident
+
+    def _resolve(self, recipe: Any, info: NameInfo, gpu: str, scaling: str) -> Any:
+        try:
+            return recipe.resolve(info.model_size, info.dtype, gpu, info.num_gpus, scaling,
+                                  allow_unpublished=True)
+        except self.catalog.CatalogError:
+            return None
+
+    def _reference(self, recipe: Any, ident: dict[str, Any]) -> Any:
+        """The published step time, only when this run is the published row (same GBS)."""
+        if ident["scaling"] not in SCALINGS:
+            return None
+        try:
+            cfg = recipe.resolve(ident["model_size"], ident["dtype"], ident["gpu_type"],
+                                 ident["num_gpus"], ident["scaling"])
+        except self.catalog.CatalogError:
+            return None
+        if cfg.gbs != ident["gbs"]:
+            return None
+        return recipe.reference(ident["model_size"], ident["dtype"], ident["gpu_type"],
+                                ident["num_gpus"], ident["scaling"])
+
+    def model_flops(self, ident: dict[str, Any]) -> float | None:
+        recipe = ident["recipe"]
+        if ident["model_size"] not in recipe.sizes:
+            return None
+        return recipe.model_flops(ident["model_size"], ident["num_layers"])
+
+    def peak_tflops(self, ident: dict[str, Any], gpu_type: str | None = None) -> float | None:
+        try:
+            peak = self.catalog.get_gpu_type(gpu_type or ident["gpu_type"]).peak_tflops
+        except self.catalog.CatalogError:
+            return None
+        value = peak.get(ident["dtype"])
+        return float(value) if value else None
+
+    def identify(self, manifest: tuple[str, dict[str, Any] | str] | None, rel: str,
+                 root: str) -> tuple[dict[str, Any] | None, str | None]:
+        """The run's identity (manifest first, then the names around the log) and a warning
+        about its manifest, if any."""
+        ident, warning = self.from_manifest(*manifest) if manifest else (None, None)
+        if ident is None and self.recipes:
+            for candidate in name_candidates(rel, root):
+                info = parse_name(candidate, list(self.recipes))
+                if info is not None:
+                    return self.from_name(info), warning
+        return ident, warning

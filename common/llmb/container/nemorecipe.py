@@ -1,0 +1,166 @@
+"""The NeMo 2 pre-train recipe of a plan (llmb.container.train.plan), and its nemo-run YAML.
+
+Runs in the container (nemo-toolkit 2.3.1, nemo-run 0.4.0) or in `make test-nemo`'s venv, never
+on the login node: every NeMo, nemo_run, fiddle and torch import is inside a function.
+
+- `build_recipe(plan)`: `nemo.collections.llm.<recipe>.pretrain_recipe(...)` with every setting
+  of the plan applied, not yet run.
+- `config_yaml(recipe)`: the recipe as nemo-run YAML, what `train --print-config` prints and
+  what tests/nemo/golden holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+class UnknownName(LookupError):
+    """A recipe or userbuffer layout this NeMo does not have (one line for people)."""
+
+
+def _lookup(module: Any, name: str, what: str) -> Any:
+    found = getattr(module, name, None) if not name.startswith("_") else None
+    if found is None:
+        raise UnknownName(f"{what} {name!r} is not in {module.__name__} of this NeMo")
+    return found
+
+
+def _tokenizer_config(tok: Mapping[str, Any]):  # -> run.Config
+    import nemo_run as run
+
+    if tok["library"] == "huggingface":
+        from nemo.collections.common.tokenizers.huggingface import AutoTokenizer
+
+        return run.Config(AutoTokenizer, pretrained_model_name=tok["model_name"], use_fast=True)
+    from nemo.collections.nlp.modules.common.tokenizer_utils import get_nmt_tokenizer
+
+    return run.Config(get_nmt_tokenizer, library=tok["library"], model_name=tok["model_name"],
+                      vocab_size=tok["vocab_size"])
+
+
+def _userbuffers_config(name: str):  # -> run.Config
+    """NeMo's userbuffer layout `name`; the layouts are dataclass instances, and as fiddle
+    configs they serialize."""
+    import fiddle as fdl
+    import fiddle._src.experimental.dataclasses as fdl_dc
+    import nemo_run as run
+    from nemo.collections.llm.recipes.tp_overlap_configs import userbuffers
+
+    layout = _lookup(userbuffers, name, "userbuffer layout")
+    return fdl.cast(run.Config, fdl_dc.convert_dataclasses_to_configs(layout))
+
+
+def _find(callbacks: list, cls: type) -> list[int]:
+    return [i for i, c in enumerate(callbacks) if getattr(c, "__fn_or_cls__", None) is cls]
+
+
+def _apply(target: Any, values: Mapping[str, Any]) -> None:
+    for key, value in values.items():
+        setattr(target, key, value)
+
+
+def _callbacks(recipe: Any, p: Mapping[str, Any]) -> list:
+    """Exactly the callbacks the plan names, in its order; the recipe's own configs reused.
+
+    ModelCheckpoint only ever through the logger (Nemotron-H's recipe puts one on the trainer).
+    """
+    import nemo_run as run
+    from nemo.lightning.pytorch.callbacks import GarbageCollectionCallback, NsysCallback
+    from nemo.lightning.pytorch.callbacks.flops_callback import FLOPsMeasurementCallback
+    from nemo.lightning.pytorch.callbacks.megatron_comm_overlap import MegatronCommOverlapCallback
+    from nemo.utils.exp_manager import TimingCallback
+
+    existing = list(recipe.trainer.callbacks or [])
+
+    def reuse(cls: type, **defaults: Any):
+        found = _find(existing, cls)
+        return existing[found[0]] if found else run.Config(cls, **defaults)
+
+    def comm_overlap():
+        comm = reuse(MegatronCommOverlapCallback)
+        for key, value in p["comm_overlap"].items():
+            if key == "tp_comm_overlap_cfg":
+                value = _userbuffers_config(value) if value else None
+            setattr(comm, key, value)
+        return comm
+
+    built = {
+        "TimingCallback": lambda: reuse(TimingCallback),
+        "GarbageCollectionCallback": lambda: _configured(reuse(GarbageCollectionCallback),
+                                                         p["gc"]),
+        "MegatronCommOverlapCallback": comm_overlap,
+        "FLOPsMeasurementCallback": lambda: run.Config(
+            FLOPsMeasurementCallback, model_config=recipe.model.config, data_config=recipe.data,
+            model_name=p["flops_model_name"]),
+        "NsysCallback": lambda: run.Config(
+            NsysCallback, start_step=p["nsys"]["start_step"], end_step=p["nsys"]["end_step"],
+            ranks=list(p["nsys"]["ranks"]), gen_shape=p["nsys"]["gen_shape"]),
+    }
+    return [built[name]() for name in p["callbacks"]]
+
+
+def _configured(config: Any, values: Mapping[str, Any]) -> Any:
+    _apply(config, values)
+    return config
+
+
+def build_recipe(p: Mapping[str, Any]):  # -> nemo_run.Partial
+    """The NeMo 2 pre-train recipe with every setting of the plan `p` applied."""
+    import nemo_run as run
+    import torch
+    from nemo import lightning as nl
+    from nemo.collections import llm
+    from nemo.collections.llm.recipes.precision import mixed_precision
+    from nemo.lightning.pytorch.strategies.utils import RestoreConfig
+
+    recipe = _lookup(llm, p["nemo_recipe"], "recipe").pretrain_recipe(**p["recipe_args"])
+    trainer, strategy = recipe.trainer, recipe.trainer.strategy
+
+    _apply(trainer, p["trainer"])
+    for key, value in p["strategy"].items():
+        if key == "pipeline_dtype":
+            value = getattr(torch, value) if value else strategy.pipeline_dtype
+        setattr(strategy, key, value)
+    _apply(strategy.ddp, p["ddp"])
+
+    prec = dict(p["precision"])
+    plugin = getattr(mixed_precision, prec.pop("plugin"))()
+    _apply(plugin, prec)
+    trainer.plugins = plugin
+
+    _apply(recipe.model.config, p["model"])
+    data = dict(p["data"])
+    recipe.data.tokenizer = _tokenizer_config(data.pop("tokenizer"))
+    recipe.model.tokenizer = recipe.data.tokenizer
+    _apply(recipe.data, data)
+    _apply(recipe.optim.config, p["optim"])
+    trainer.callbacks = _callbacks(recipe, p)
+
+    log = p["log"]
+    _apply(recipe.log, {k: log[k] for k in ("log_dir", "name", "use_datetime_version",
+                                            "tensorboard", "wandb")})
+    ckpt = p["checkpoint"]
+    if ckpt["save"]:
+        # monitor=None: no validation loss to rank by; NeMo names the checkpoint
+        # default--None=0.0000-epoch=0-consumed_samples=<N> (as in the seeds).
+        recipe.log.ckpt = run.Config(
+            nl.ModelCheckpoint, monitor=None, save_last=False, save_top_k=ckpt["save_top_k"],
+            every_n_train_steps=ckpt["every_n_train_steps"], save_on_train_epoch_end=False,
+            save_optim_on_train_end=True, always_save_context=False,
+            save_context_on_train_end=True, dirpath=ckpt["dir"])
+    else:
+        recipe.log.ckpt = None
+
+    res = p["resume"]
+    restore = run.Config(RestoreConfig, **res["restore"]) if res["restore"] else None
+    recipe.resume = run.Config(nl.AutoResume, resume_if_exists=res["resume_if_exists"],
+                               resume_ignore_no_checkpoint=True, restore_config=restore)
+    return recipe
+
+
+def config_yaml(recipe: Any) -> str:
+    """The recipe as nemo-run YAML (the container's nemo-run serializer)."""
+    from nemo_run.core.serialization.yaml import YamlSerializer
+
+    return YamlSerializer().serialize(recipe)

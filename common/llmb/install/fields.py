@@ -1,0 +1,178 @@
+"""The installer's fields, each checked before anything is written: type, characters, secrets.
+
+Each check takes the field's dotted name (`venv.pip_args`) and the raw YAML value and returns
+the value to use, or raises values.BadValue with one line naming the field, the value and what
+would work. A YAML file says `pip_args: --no-index` as easily as `pip_args: [--no-index]`;
+the string would be read one character at a time, so it is refused, not guessed at.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from llmb.shared import redact, shellsafe, values
+from llmb.shared.values import BadValue, shown
+
+ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+GRES_RE = re.compile(r"gpu(?::[A-Za-z0-9_.-]+)?:[1-9][0-9]{0,2}")
+
+
+def _type(value: object) -> str:
+    return {str: "a string", bool: "a boolean", int: "a number", float: "a number",
+            list: "a list", dict: "a mapping", type(None): "empty"}.get(type(value),
+                                                                      type(value).__name__)
+
+
+def string(name: str, value: object, example: str = "") -> str:
+    """A non-empty string without control characters (YAML numbers are taken as written)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        hint = f", e.g. {example}" if example else ""
+        raise BadValue(f"{name} must be a string{hint}; got {_type(value)} {shown(value)}")
+    text = str(value).strip()
+    if not text:
+        raise BadValue(f"{name} is empty")
+    return shellsafe.printable(name, text)
+
+
+def string_list(name: str, value: object, example: str) -> list[str]:
+    """A YAML list of strings; a bare string is refused (it is not a list of one)."""
+    if not isinstance(value, list):
+        raise BadValue(f"{name} must be a list, e.g. {example}; got {_type(value)} "
+                       f"{shown(value)}")
+    return [string(f"{name}[{i}]", item) for i, item in enumerate(value)]
+
+
+def boolean(name: str, value: object) -> bool:
+    return values.parse_bool(name, value, empty=None)
+
+
+def pip_args(name: str, value: object) -> list[str]:
+    """Extra pip arguments, one word each (setup.sh splits LLMB_PIP_ARGS on blanks)."""
+    args = string_list(name, value, "[--no-index, --find-links, /wheels]")
+    for i, arg in enumerate(args):
+        if any(c.isspace() for c in arg):
+            raise BadValue(f"{name}[{i}]={shown(arg)} contains a space; give each pip "
+                           "argument as its own list item, e.g. [--find-links, /wheels]")
+    return args
+
+
+def requirements(name: str, value: object, repo: Path) -> list[str]:
+    """Requirement files relative to the repository (setup.sh joins them with ':')."""
+    files = string_list(name, value, "[common/requirements/launch.txt]")
+    for i, req in enumerate(files):
+        if ":" in req:
+            raise BadValue(f"{name}[{i}]={shown(req)} contains ':', which separates the files "
+                           "handed to setup.sh; rename the file")
+        if not (repo / req).is_file():
+            raise BadValue(f"{name}: {shown(req)} does not exist under {repo}")
+    return files
+
+
+def gres(name: str, value: object) -> str | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    text = string(name, value, "gpu:8")
+    if not GRES_RE.fullmatch(text):
+        raise BadValue(f"{name}={shown(text)} is not a GPU GRES request; use gpu:N or "
+                       "gpu:TYPE:N (e.g. gpu:8), or null when the cluster needs none")
+    return text
+
+
+def install_path(name: str, value: str, cluster_type: str) -> str:
+    """The install root, absolute. On Slurm and Run:ai every launch puts run directories
+    under it, which nemo-run hands to a shell: jobsafe.job_path's characters only. It must
+    be creatable by this user; a dry run says so too."""
+    path = Path(os.path.expanduser(shellsafe.printable(name, value))).absolute()
+    if cluster_type in ("slurm", "runai"):
+        shellsafe.job_path(name, str(path))
+    problem = creatable_problem(path)
+    if problem:
+        raise BadValue(f"{name}={shown(path)} cannot be used: {problem}")
+    return str(path)
+
+
+def creatable_problem(path: Path) -> str | None:
+    """Why this user cannot create (or write into) directory `path`, or None. The first
+    existing ancestor gets a probe (an empty directory, removed at once)."""
+    existing = next((p for p in (path, *path.parents) if os.path.lexists(p)), None)
+    if existing is None:
+        return "no part of it exists"
+    if not existing.is_dir():
+        return f"{existing} is a file, not a directory"
+    try:
+        name_max = os.pathconf(existing, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    if any(len(os.fsencode(part)) > name_max for part in path.relative_to(existing).parts):
+        return f"a name in it is longer than the file system allows ({name_max} bytes)"
+    try:
+        readonly = bool(os.statvfs(existing).f_flag & os.ST_RDONLY)
+    except OSError:
+        readonly = False
+    if readonly:
+        return f"{existing} is on a read-only file system"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable by {getpass.getuser()}"
+    try:  # access() trusts the mode bits: root on /proc, NFS root squash, ACLs say otherwise
+        os.rmdir(tempfile.mkdtemp(prefix=".llmb-write-test-", dir=existing))
+    except OSError as exc:
+        return f"{existing} is not writable by {getpass.getuser()} ({exc.strerror})"
+    return None
+
+
+def env(name: str, value: object, known_secrets: Iterable[str]) -> dict[str, str]:
+    """Variables passed to every launch, stored in cluster_config.yaml: never a secret, by
+    name (redact.is_secret_name) or by value (any known secret value inside it)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise BadValue(f"{name} must be a mapping of variable names to values, e.g. "
+                       f"{{NCCL_DEBUG: WARN}}; got {_type(value)} {shown(value)}")
+    secrets = set(known_secrets)
+    out: dict[str, str] = {}
+    for key, raw in value.items():
+        key_s = str(key)
+        if not ENV_NAME_RE.fullmatch(key_s):
+            raise BadValue(f"{name}: {shown(key_s)} is not a variable name (letters, digits "
+                           "and _, not starting with a digit)")
+        if redact.is_secret_name(key_s):
+            raise BadValue(f"{name}.{key_s} looks like a secret (by its name) and "
+                           "cluster_config.yaml is no place for one; export "
+                           f"{key_s} in the shell that runs llmb-run instead")
+        if raw is None or isinstance(raw, (list, dict)):
+            raise BadValue(f"{name}.{key_s} must be a single value; got {_type(raw)}")
+        text = shellsafe.printable(f"{name}.{key_s}", str(raw).lower() if isinstance(raw, bool)
+                                 else str(raw))
+        if redact.redact(text, secrets) != text:
+            raise BadValue(f"{name}.{key_s} holds the value of a secret (HF_TOKEN or a "
+                           "*TOKEN*/*SECRET*/*PASSWORD* variable of this shell); it is not "
+                           f"stored in cluster_config.yaml: export {key_s} in the shell that "
+                           "runs llmb-run instead")
+        out[key_s] = text
+    return out
+
+
+def secret_values(environ: Mapping[str, str], token: str | None) -> set[str]:
+    """The secret values this installer knows: the token, and secret-named variables."""
+    return redact.secret_values(environ, [token])
+
+
+def check_map(name: str, data: Any) -> dict[str, Any]:
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise BadValue(f"{name} must be a mapping, got {_type(data)} {shown(data)}")
+    return data
+
+
+def unknown_keys(name: str, data: Mapping[str, Any], allowed: set[str]) -> None:
+    unknown = sorted(shown(k) for k in set(data) - allowed)
+    if unknown:
+        raise BadValue(f"{name} has unknown key(s) {', '.join(unknown)}; allowed: "
+                       f"{', '.join(sorted(allowed))}")

@@ -1,0 +1,495 @@
+"""A launch request: the environment of SPEC §3, validated and normalised.
+
+`from_env(recipe, env)` turns the variables a user sets for `launch.sh` into a `Request`, or
+raises `RequestError` whose message is the ONE line printed on stderr: it names the variable,
+the bad value and what is allowed. Everything that can be checked before a job is built is
+checked here, so nothing is written or submitted for a bad request; this module never imports
+nemo-run (validation must answer in well under a second).
+
+Decisions (documented in the recipe READMEs too):
+- defaults: DTYPE, MODEL_SIZE and GPU_TYPE from metadata `defaults`; GPUS_PER_NODE from
+  common/gpus.yaml; CLUSTER_TYPE slurm; MAX_STEPS 50; PROFILE_START_STEP/STOP_STEP from
+  metadata `profile` (as each seed says: Llama 3.1 20/25, Nemotron-4 and Nemotron-H 45/50);
+  TIME_LIMIT from metadata `sizes.<size>.time_limit`.
+- effective steps (manifest options.max_steps): checkpoint load -> 1, NCCL trace -> 5,
+  profile -> PROFILE_STOP_STEP, else MAX_STEPS.
+- a checkpoint load runs a single step, so it cannot be combined with profiling or NCCL tracing.
+- CLUSTER_TYPE=local runs every process on this machine: GPUS_PER_NODE is JOB_TOTAL_GPUS.
+- HF_TOKEN is never stored in the request's printable fields or the manifest; the job
+  inherits it from the submitting environment.
+- hostile values (llmb.shared.shellsafe says what each may hold and why): a control character in any
+  variable read here, shell or Slurm characters in the paths and names nemo-run hands to a shell
+  or writes into the job script, ',' or ':' in a mounted path, non-ASCII digits, leading zeros
+  and counts above MAX_COUNT, a relative image file, a token that cannot be one, more local
+  processes than this machine can run: each refused in one line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from llmb.launch.placement import Placement, PlacementError, for_launch
+from llmb.recipes import catalog, images
+from llmb.shared import files, shellsafe, values
+from llmb.shared.values import shown
+
+DEFAULT_MAX_STEPS = 50
+DEFAULT_PROFILE_START = 45
+DEFAULT_PROFILE_STOP = 50
+NCCL_TRACE_STEPS = 5
+CHECKPOINT_LOAD_STEPS = 1
+
+# CatalogError.field -> the variable a launch.sh user sets.
+FIELD_VARS = {
+    "model_size": "MODEL_SIZE",
+    "dtype": "DTYPE",
+    "gpu_type": "GPU_TYPE",
+    "num_gpus": "JOB_TOTAL_GPUS",
+    "scaling": "STRONG_SCALING",
+    "gpus_per_node": "GPUS_PER_NODE",
+}
+RUNAI_VARS = ("CUSTOM_MOUNT", "BASE_URL", "APP_ID", "APP_SECRET", "PROJECT_NAME", "PVC_DIR")
+# Every variable from_env reads. None may hold a control character: each lands in the job
+# script, the manifest or a message line. The secret ones are never shown.
+LAUNCH_VARS = ("LLMB_INSTALL", "LLMB_WORKLOAD", "STAGE_PATH", "DRY_RUN", "SMOKE_TEST",
+               "CLUSTER_TYPE", "MODEL_SIZE", "DTYPE", "GPU_TYPE", "STRONG_SCALING",
+               "JOB_TOTAL_GPUS", "GPUS_PER_NODE", "LLMB_ALLOW_UNVALIDATED_SCALE", "MAX_STEPS",
+               "ENABLE_PROFILE", "ENABLE_GPU_METRICS", "ENABLE_NCCLTRACE", "PROFILE_START_STEP",
+               "PROFILE_STOP_STEP", "ENABLE_CHECKPOINT", "LOAD_CHECKPOINT_PATH", "TIME_LIMIT",
+               "HF_TOKEN", "RUN_CONF_IMAGE", "SBATCH_ACCOUNT", "SBATCH_PARTITION",
+               "SBATCH_GPUS_PER_NODE", *RUNAI_VARS)
+SECRET_VARS = ("HF_TOKEN", "APP_SECRET")
+# The most of anything counted (steps, GPUs): a 23-digit MAX_STEPS is a typo, not a run.
+MAX_COUNT = 1_000_000
+MAX_GPUS_PER_NODE = 64
+# Kubernetes names (Run:ai mount and claim names): DNS-1123 labels.
+K8S_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+class RequestError(ValueError):
+    """A bad launch request; str(error) is the one line shown to the user (without 'llmb: ')."""
+
+
+@dataclass(frozen=True)
+class RunaiSettings:
+    mount_name: str
+    mount_path: str
+    claim_name: str
+    base_url: str
+    app_id: str
+    project_name: str
+    pvc_dir: str
+    # The secret is kept out of repr() so no traceback or debug print shows it.
+    app_secret: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Request:
+    recipe: catalog.Recipe = field(repr=False)
+    config: catalog.Config
+    cluster_type: str
+    llmb_install: Path
+    llmb_workload: Path
+    image: str
+    time_limit: str
+    max_steps: int  # the EFFECTIVE number of steps the job runs
+    profile: bool = False
+    profile_start_step: int = DEFAULT_PROFILE_START
+    profile_stop_step: int = DEFAULT_PROFILE_STOP
+    gpu_metrics: bool = False
+    nccl_trace: bool = False
+    checkpoint_save: bool = False
+    checkpoint_load_path: Path | None = None
+    smoke_test: bool = False
+    dry_run: bool = False
+    account: str | None = None
+    partition: str | None = None
+    gres_gpus: int | None = None  # SBATCH_GPUS_PER_NODE: request GPUs as --gres=gpu:N
+    runai: RunaiSettings | None = None
+    warnings: tuple[str, ...] = ()
+    placement: Placement = field(default_factory=Placement)  # LLMB_NODELIST, ... (Slurm)
+
+    @property
+    def experiment_name(self) -> str:
+        return self.config.experiment_name + ("_nccltrace" if self.nccl_trace else "")
+
+    @property
+    def experiments_dir(self) -> Path:
+        return self.llmb_workload / "experiments"
+
+
+def _get(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name)
+    return None if value is None or value.strip() == "" else value.strip()
+
+
+def parse_bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
+    """An unset variable is `default`, a blank one false (llmb.shared.values says what a boolean
+    is)."""
+    value = env.get(name)
+    if value is None:
+        return default
+    try:
+        return values.parse_bool(name, value)
+    except values.BadValue as err:
+        raise RequestError(str(err)) from None
+
+
+def parse_positive_int(env: Mapping[str, str], name: str, default: int | None = None,
+                       what: str = "a positive integer", maximum: int = MAX_COUNT) -> int:
+    """A positive integer written plainly: ASCII digits, no sign, no leading zero (010 is
+    not silently 10, nor 8), at most `maximum`."""
+    value = _get(env, name)
+    if value is None:
+        if default is None:
+            raise RequestError(f"{name} is not set; set it to {what}")
+        return default
+    if not re.fullmatch(r"[1-9][0-9]*", value):
+        plain = re.fullmatch(r"\+?0*([1-9][0-9]*)", value)
+        hint = f"; write it as {plain.group(1)}" if plain else ""
+        raise RequestError(f"{name}={shown(value)} is not {what}{hint}")
+    if len(value) > len(str(maximum)) or int(value) > maximum:
+        raise RequestError(f"{name}={value} is too large; at most {maximum}")
+    return int(value)
+
+
+def _checked(check: Callable[..., str], *args: object) -> str:
+    """A llmb.shared.shellsafe check whose refusal becomes this module's one-line RequestError."""
+    try:
+        return check(*args)
+    except values.BadValue as err:
+        raise RequestError(str(err)) from None
+
+
+def _install_paths(recipe: catalog.Recipe, env: Mapping[str, str],
+                   cluster_type: str) -> tuple[Path, Path]:
+    """LLMB_INSTALL and LLMB_WORKLOAD, absolute. Where nemo-run hands the run directory to a
+    shell (slurm, runai) they hold only the characters jobsafe.job_path allows; an existing
+    path must be a directory (a file there would otherwise be blamed on the image)."""
+    install = _get(env, "LLMB_INSTALL")
+    if install is None:
+        raise RequestError("LLMB_INSTALL is not set; set it to your install root")
+    workload = _get(env, "LLMB_WORKLOAD")
+    llmb_install = Path(install).absolute()
+    llmb_workload = (Path(workload).absolute() if workload
+                     else llmb_install / "workloads" / recipe.workload)
+    for name, path in (("LLMB_INSTALL", llmb_install),
+                       ("LLMB_WORKLOAD", llmb_workload if workload else None)):
+        if path is None:
+            continue
+        if cluster_type != "local":
+            _checked(shellsafe.job_path, name, str(path))
+        problem = files.path_problem(path)
+        if problem and problem != "does not exist":
+            raise RequestError(f"{name}={shown(path)} {problem}; set it to a directory")
+    return llmb_install, llmb_workload
+
+
+def _local_processes(num_gpus: int, smoke_test: bool) -> None:
+    """CLUSTER_TYPE=local starts JOB_TOTAL_GPUS processes here: no more than it can run."""
+    limit, what = shellsafe.local_process_limit(smoke_test)
+    if num_gpus > limit:
+        raise RequestError(f"JOB_TOTAL_GPUS={num_gpus} is more processes than this machine can "
+                           f"run: CLUSTER_TYPE=local starts one per GPU, at most {limit} here "
+                           f"({what})")
+
+
+def _image(env: Mapping[str, str], cluster_type: str) -> str | None:
+    """RUN_CONF_IMAGE as pyxis (slurm) or Run:ai takes it, or None when unset."""
+    value = _get(env, "RUN_CONF_IMAGE")
+    if value is None:
+        return None
+    image = _checked(shellsafe.container_image, "RUN_CONF_IMAGE", value)
+    if shellsafe.looks_like_file(value):
+        if cluster_type == "runai":
+            raise RequestError(f"RUN_CONF_IMAGE={shown(value)} is a file; Run:ai pulls the "
+                               "image from a registry: use a reference such as "
+                               "nvcr.io/nvidia/nemo:25.04.01")
+        return image
+    ref = images.Image.parse(image)
+    return ref.pyxis if cluster_type == "slurm" else ref.reference
+
+
+def parse_choice(env: Mapping[str, str], name: str, default: str, allowed: list[str],
+                 owner: str) -> str:
+    value = (_get(env, name) or default).lower()
+    if value not in allowed:
+        raise RequestError(f"{name}={shown(value)} is not supported by {owner}; "
+                           f"allowed: {', '.join(allowed)}")
+    return value
+
+
+def _catalog_error(err: catalog.CatalogError, recipe: catalog.Recipe,
+                   values: Mapping[str, object]) -> RequestError:
+    """Rewrite a CatalogError in the variables the user set."""
+    var = FIELD_VARS.get(err.field or "")
+    if var is None:
+        return RequestError(str(err))
+    value = values.get(var, err.value)
+    allowed = ", ".join(map(str, err.allowed))
+    what = (f"{recipe.name} {values['MODEL_SIZE']} {values['DTYPE']} "
+            f"on {values['GPU_TYPE']}")
+    if err.field == "num_gpus":
+        per_node = values["GPUS_PER_NODE"]
+        if isinstance(value, int) and isinstance(per_node, int) and value % per_node:
+            return RequestError(
+                f"JOB_TOTAL_GPUS={value} is not a multiple of GPUS_PER_NODE={per_node} "
+                f"for {values['GPU_TYPE']}")
+        if allowed and "published" in str(err):
+            if values["SCALING"] == "strong":
+                what += " with strong scaling"
+            return RequestError(f"JOB_TOTAL_GPUS={value} is not a published scale for {what}"
+                                f"; published: {allowed}")
+        return RequestError(f"JOB_TOTAL_GPUS={value}: {err}")
+    if err.field == "scaling":
+        value = "true" if value == "strong" else "false"
+        modes = " and ".join(f"{m} scaling" for m in err.allowed)
+        return RequestError(f"STRONG_SCALING={value} is not published for "
+                            f"{recipe.name} {values['MODEL_SIZE']} {values['DTYPE']} on "
+                            f"{values['GPU_TYPE']}; published: {modes}")
+    if err.field == "gpus_per_node":
+        return RequestError(f"GPUS_PER_NODE={value} is not a positive integer")
+    context = {
+        "DTYPE": f"{recipe.name} {values['MODEL_SIZE']}",
+        "GPU_TYPE": f"{recipe.name} {values['MODEL_SIZE']} {values['DTYPE']}",
+        "MODEL_SIZE": recipe.name,
+    }[var]
+    return RequestError(f"{var}={value} is not supported by {context}; allowed: {allowed}")
+
+
+def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Request:
+    """Validate the launch environment for `recipe`; raise RequestError on the first problem."""
+    env = os.environ if env is None else env
+    warnings: list[str] = []
+    _checked(shellsafe.printable_env, env, LAUNCH_VARS, SECRET_VARS)
+
+    if "STAGE_PATH" in env:
+        raise RequestError(
+            f"STAGE_PATH={env['STAGE_PATH']} is no longer used; unset it and set LLMB_INSTALL "
+            "to your install root (images/, venvs/, workloads/ live under it)")
+    if _get(env, "LLMB_INSTALL") is None:
+        raise RequestError("LLMB_INSTALL is not set; set it to your install root")
+
+    dry_run = parse_bool(env, "DRY_RUN")
+    smoke_test = parse_bool(env, "SMOKE_TEST")
+    cluster_types = list(recipe.data["cluster_types"])
+    cluster_type = (_get(env, "CLUSTER_TYPE") or "slurm").lower()
+    if cluster_type not in catalog.CLUSTER_TYPES:
+        raise RequestError(f"CLUSTER_TYPE={shown(cluster_type)} is not known; allowed: "
+                           f"{', '.join(catalog.CLUSTER_TYPES)}")
+    if cluster_type not in cluster_types:
+        raise RequestError(f"CLUSTER_TYPE={cluster_type} is not supported by {recipe.name}; "
+                           f"allowed: {', '.join(cluster_types)}")
+    llmb_install, llmb_workload = _install_paths(recipe, env, cluster_type)
+
+    model_size = parse_choice(env, "MODEL_SIZE", recipe.defaults["model_size"], recipe.sizes,
+                              recipe.name)
+    dtype = parse_choice(env, "DTYPE", recipe.defaults["dtype"], recipe.dtypes, recipe.name)
+    gpu_type = parse_choice(env, "GPU_TYPE", recipe.defaults["gpu_type"], recipe.gpu_types,
+                            recipe.name)
+    strong = parse_bool(env, "STRONG_SCALING")
+    scaling = "strong" if strong else "weak"
+    num_gpus = parse_positive_int(env, "JOB_TOTAL_GPUS", what="a positive integer "
+                                  "(the total number of GPUs for the job)")
+    if cluster_type == "local":
+        per_node_set = _get(env, "GPUS_PER_NODE")
+        if per_node_set is not None and per_node_set != str(num_gpus):
+            raise RequestError(f"GPUS_PER_NODE={per_node_set} does not apply to "
+                               f"CLUSTER_TYPE=local, which runs all {num_gpus} processes on "
+                               "this machine; unset GPUS_PER_NODE")
+        gpus_per_node = num_gpus
+        if not dry_run:  # like the image check: the machine that runs it may differ
+            _local_processes(num_gpus, smoke_test)
+    else:
+        gpus_per_node = parse_positive_int(
+            env, "GPUS_PER_NODE", catalog.get_gpu_type(gpu_type).gpus_per_node,
+            maximum=MAX_GPUS_PER_NODE)
+
+    values = {"MODEL_SIZE": model_size, "DTYPE": dtype, "GPU_TYPE": gpu_type,
+              "JOB_TOTAL_GPUS": num_gpus, "GPUS_PER_NODE": gpus_per_node, "SCALING": scaling,
+              "STRONG_SCALING": scaling}
+    # LLMB_ALLOW_UNVALIDATED_SCALE=true (set by llmb-run): a scale ABOVE the largest published
+    # one runs with the nearest published layout (SPEC §7: a warning, not an error).
+    above_max = False
+    if parse_bool(env, "LLMB_ALLOW_UNVALIDATED_SCALE"):
+        try:
+            published_scales = recipe.scales(model_size, dtype, gpu_type, scaling)
+        except catalog.CatalogError:
+            published_scales = []
+        above_max = bool(published_scales) and num_gpus > max(published_scales)
+    try:
+        config = recipe.resolve(model_size, dtype, gpu_type, num_gpus, scaling,
+                                gpus_per_node=gpus_per_node,
+                                allow_unpublished=smoke_test or above_max)
+    except catalog.CatalogError as err:
+        raise _catalog_error(err, recipe, values) from None
+    if not config.published and above_max and not smoke_test:
+        warnings.append(
+            f"JOB_TOTAL_GPUS={num_gpus} is above the largest published scale for {recipe.name} "
+            f"{model_size} {dtype} on {gpu_type}: an unvalidated configuration (nearest "
+            "published layout), no reference applies")
+    elif not config.published:
+        published = recipe.scales(model_size, dtype, gpu_type, scaling)
+        warnings.append(
+            f"JOB_TOTAL_GPUS={num_gpus} is not a published scale for {recipe.name} "
+            f"{model_size} {dtype} on {gpu_type} (published: {', '.join(map(str, published))});"
+            " SMOKE_TEST runs it with the nearest published layout, no reference applies")
+
+    # --- steps, profiling, tracing, checkpoints ---------------------------------------------
+    max_steps = parse_positive_int(env, "MAX_STEPS", DEFAULT_MAX_STEPS)
+    profile = parse_bool(env, "ENABLE_PROFILE")
+    gpu_metrics = parse_bool(env, "ENABLE_GPU_METRICS")
+    nccl_trace = parse_bool(env, "ENABLE_NCCLTRACE")
+    default_start, default_stop = recipe.profile_steps
+    start = parse_positive_int(env, "PROFILE_START_STEP", default_start)
+    stop = parse_positive_int(env, "PROFILE_STOP_STEP", default_stop)
+    if profile and nccl_trace:
+        raise RequestError("ENABLE_PROFILE=true and ENABLE_NCCLTRACE=true cannot be combined; "
+                           "enable one of them per run")
+    if gpu_metrics and not profile:
+        raise RequestError("ENABLE_GPU_METRICS=true needs ENABLE_PROFILE=true "
+                           "(GPU metrics are collected by the nsys profile)")
+    if start >= stop:
+        raise RequestError(f"PROFILE_START_STEP={start} must be less than "
+                           f"PROFILE_STOP_STEP={stop}")
+
+    checkpoint_save = parse_bool(env, "ENABLE_CHECKPOINT")
+    load = _get(env, "LOAD_CHECKPOINT_PATH")
+    load_path = None
+    checkpoint = recipe.size(model_size)["checkpoint"]
+    if load is not None:
+        load_path = Path(os.path.expanduser(load)).absolute()
+        if cluster_type == "slurm":  # mounted into the container beside the workload
+            _checked(shellsafe.mount_path, "LOAD_CHECKPOINT_PATH", str(load_path))
+        problem = files.path_problem(load_path)
+        if problem:
+            raise RequestError(f"LOAD_CHECKPOINT_PATH={load} {problem}; point it at a "
+                               "checkpoint directory that holds weights/*.distcp")
+        if not any((load_path / "weights").glob("*.distcp")):
+            raise RequestError(f"LOAD_CHECKPOINT_PATH={load} holds no weights/*.distcp; point "
+                               "it at the directory one level above weights/")
+        if profile or nccl_trace:
+            raise RequestError("LOAD_CHECKPOINT_PATH runs a single step after loading; it "
+                               "cannot be combined with ENABLE_PROFILE or ENABLE_NCCLTRACE")
+        warnings.extend(_untested_scale(recipe, config, checkpoint, "load_min_scale", "loading"))
+    if checkpoint_save:
+        warnings.extend(_untested_scale(recipe, config, checkpoint, "save_min_scale", "saving"))
+
+    if load_path is not None:
+        steps = CHECKPOINT_LOAD_STEPS
+    elif nccl_trace:
+        steps = NCCL_TRACE_STEPS
+    elif profile:
+        steps = stop
+    else:
+        steps = max_steps
+
+    time_limit = _get(env, "TIME_LIMIT") or str(recipe.size(model_size)["time_limit"])
+    _checked(shellsafe.slurm_time, "TIME_LIMIT", time_limit)
+
+    # --- cluster specifics --------------------------------------------------------------------
+    if recipe.data.get("requires_hf_token") and not smoke_test:
+        if not _get(env, "HF_TOKEN"):
+            raise RequestError(f"HF_TOKEN is not set; {recipe.name} needs a Hugging Face token "
+                               "with access to the Llama 3.1 tokenizer (export HF_TOKEN=hf_...)")
+        _checked(shellsafe.hf_token, "HF_TOKEN", env["HF_TOKEN"])
+    image_override = _image(env, cluster_type)
+    account = partition = None
+    gres = None
+    runai = None
+    if cluster_type == "slurm":
+        account = _get(env, "SBATCH_ACCOUNT")
+        partition = _get(env, "SBATCH_PARTITION")
+        if account is None:
+            raise RequestError("SBATCH_ACCOUNT is not set; set it to the Slurm account to "
+                               "charge (sacctmgr show assoc user=$USER)")
+        if partition is None:
+            raise RequestError("SBATCH_PARTITION is not set; set it to the Slurm partition "
+                               "to run in (sinfo -s lists them)")
+        _checked(shellsafe.slurm_name, "SBATCH_ACCOUNT", account, "account")
+        _checked(shellsafe.slurm_name, "SBATCH_PARTITION", partition, "partition", True)
+        if _get(env, "SBATCH_GPUS_PER_NODE") is not None:
+            gres = parse_positive_int(env, "SBATCH_GPUS_PER_NODE", maximum=MAX_GPUS_PER_NODE)
+            if gres != config.gpus_per_node:
+                raise RequestError(
+                    f"SBATCH_GPUS_PER_NODE={gres} does not match the {config.gpus_per_node} "
+                    f"tasks per node (GPUS_PER_NODE={config.gpus_per_node} for {gpu_type}); "
+                    f"each task drives one GPU: set SBATCH_GPUS_PER_NODE="
+                    f"{config.gpus_per_node} or unset it")
+        _checked(shellsafe.mount_path, "the llmb repository", str(catalog.REPO_ROOT), True)
+        default_image = llmb_install / "images" / images.Image(recipe.image).file_name
+        image = image_override or str(default_image)
+        problem = files.path_problem(image, "file") if image.startswith("/") else None
+        if not dry_run and problem:
+            source = "RUN_CONF_IMAGE=" if image_override else "the container image "
+            raise RequestError(f"{source}{shown(image)} {problem}; run ./setup.sh (it imports "
+                               f"{recipe.image}) or set RUN_CONF_IMAGE")
+    elif cluster_type == "runai":
+        runai = _runai(env)
+        image = image_override or recipe.image
+    else:
+        image = "local"
+    try:
+        place = for_launch(env, cluster_type, config.nodes)
+    except PlacementError as err:
+        raise RequestError(str(err)) from None
+
+    return Request(
+        recipe=recipe, config=config, cluster_type=cluster_type, llmb_install=llmb_install,
+        llmb_workload=llmb_workload, image=image, time_limit=time_limit, max_steps=steps,
+        profile=profile, profile_start_step=start, profile_stop_step=stop,
+        gpu_metrics=gpu_metrics, nccl_trace=nccl_trace, checkpoint_save=checkpoint_save,
+        checkpoint_load_path=load_path, smoke_test=smoke_test, dry_run=dry_run,
+        account=account, partition=partition, gres_gpus=gres, runai=runai,
+        warnings=tuple(warnings), placement=place,
+    )
+
+
+def _untested_scale(recipe: catalog.Recipe, config: catalog.Config,
+                    checkpoint: Mapping[str, Mapping[str, int]], key: str,
+                    what: str) -> list[str]:
+    minimum = (checkpoint.get(key) or {}).get(config.gpu_type)
+    name = f"{recipe.name} {config.model_size} on {config.gpu_type}"
+    if minimum is None:
+        return [f"checkpoint {what} is not tested for {name}"]
+    if config.num_gpus < minimum:
+        return [f"checkpoint {what} at JOB_TOTAL_GPUS={config.num_gpus} is below the smallest "
+                f"tested scale for {name} ({minimum} GPUs); it may run out of memory"]
+    return []
+
+
+def _runai(env: Mapping[str, str]) -> RunaiSettings:
+    for name in RUNAI_VARS:
+        if _get(env, name) is None:
+            raise RequestError(f"{name} is not set; CLUSTER_TYPE=runai needs "
+                               f"{', '.join(RUNAI_VARS)}")
+    mount = str(_get(env, "CUSTOM_MOUNT"))
+    parts = mount.split(":")
+    if len(parts) != 3 or not all(parts) or not parts[1].startswith("/"):
+        raise RequestError(f"CUSTOM_MOUNT={shown(mount)} is not name:path:claimName "
+                           "(e.g. workspace:/workspace:my-pvc-claim)")
+    name, path, claim = parts
+    for what, label in (("name", name), ("claimName", claim)):
+        if not K8S_NAME_RE.fullmatch(label):
+            raise RequestError(f"CUSTOM_MOUNT={shown(mount)}: the {what} {shown(label)} is not a "
+                               "Kubernetes name (lower-case letters, digits and -)")
+    pvc_dir = _checked(shellsafe.job_path, "PVC_DIR", str(_get(env, "PVC_DIR")))
+    if not pvc_dir.startswith("/"):
+        raise RequestError(f"PVC_DIR={pvc_dir} is not an absolute path; it is a directory on "
+                           f"the mounted claim, e.g. {path.rstrip('/')}/nemo-run")
+    if os.path.commonpath([path, pvc_dir]) != path.rstrip("/") and path != "/":
+        raise RequestError(f"PVC_DIR={pvc_dir} is not under the CUSTOM_MOUNT path {path}; "
+                           "the experiment directory must live on the mounted claim")
+    base_url = str(_get(env, "BASE_URL")).rstrip("/")
+    if not re.match(r"^https?://[^\s/]+", base_url) or re.search(r"\s", base_url):
+        raise RequestError(f"BASE_URL={shown(base_url)} is not an http(s) URL, e.g. "
+                           "https://<runai-host>/api/v1")
+    return RunaiSettings(
+        mount_name=name, mount_path=path, claim_name=claim, base_url=base_url,
+        app_id=str(_get(env, "APP_ID")), project_name=str(_get(env, "PROJECT_NAME")),
+        pvc_dir=pvc_dir, app_secret=str(_get(env, "APP_SECRET")),
+    )

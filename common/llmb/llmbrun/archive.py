@@ -1,0 +1,338 @@
+"""`llmb-run archive`: an install's results packed for sharing (checked by
+llmb.llmbrun.verify_archive).
+
+An archive (`.tar.gz`, everything under `llmb-archive/`) holds:
+    runs/<workload>/experiments/<exp>/<run>/   each run's llmb_manifest.json, its job script
+                                              (<exp>_sbatch.sh) and the .out files of its job
+                                              dir (training logs, batch output): an
+                                              allow-list, nothing else
+    analysis.json                             the analyzer's JSON over runs/
+    report/                                   its HTML report, report.md and plots (when the
+                                              analyzer can write one: it needs matplotlib)
+    history.jsonl, preflight.json             llmb-run's history; the newest preflight report
+    system.json                               sinfo/scontrol facts, GPU and driver facts where
+                                              visible (nvidia-smi here; what the newest
+                                              preflight job saw on the compute nodes),
+                                              versions of llmb, nemo-run, the image
+    ARCHIVE.json                              the index: every file with its size and sha256,
+                                              the runs, what was left out and why
+Never in it: images, checkpoints, nsys reports, nemo-run's own state files (they hold a
+serialized executor, environment and all), NeMo's working directory, links. Every text that
+goes in is redacted (llmb.shared.redact.redact_text): the values of the install's secrets (the HF
+token file, secret-named variables of the environment and of cluster_config.yaml's env),
+credential-shaped strings and the value of every secret-named assignment.
+
+The archive is staged next to the output file (login nodes' /tmp is often small) and renamed
+into place only when complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from llmb.llmbrun import report as analysis
+from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
+from llmb.recipes import catalog
+from llmb.shared import files, redact, slurmquery, values
+from llmb.shared.progress import Progress
+
+FORMAT = 1
+ROOT = "llmb-archive"
+INDEX = "ARCHIVE.json"
+MANIFEST = "llmb_manifest.json"
+LEFT_OUT = {
+    "nsys_reports": "nsys profiles (large, and not needed to check the numbers)",
+    "checkpoints": "model checkpoints (large)",
+    "nemo_run_state": "nemo-run's own state (a serialized executor with its environment)",
+    "working_dir": "NeMo's working directory (code/: its own copies of the logs)",
+    "links": "symbolic links (they could point anywhere)",
+    "other": "files outside the allow-list",
+}
+EXAMPLES = 10  # paths of "other" files named in the index
+
+
+# --- what goes in -----------------------------------------------------------------------------
+
+def known_secrets(cfg: ClusterConfig) -> set[str]:
+    """Values to mask wherever they appear: the HF token file's content and the values of
+    secret-named variables of cluster_config.yaml's env and of this environment."""
+    extra: list[str | None] = []
+    token_file = cfg.launcher.get("hf_token_file")
+    if token_file:
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            extra.append(Path(token_file).read_text().strip())
+    return redact.secret_values({**os.environ, **cfg.env}, extra)
+
+
+def copy_redacted(src: Path, dst: Path, secrets: set[str]) -> None:
+    """Copy line by line (logs can be gigabytes), masking secrets; bytes that are not UTF-8
+    pass through unchanged."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    with src.open("rb") as fin, dst.open("wb") as fout:
+        for raw in fin:
+            line = raw.decode("utf-8", "surrogateescape")
+            fout.write(redact.redact_text(line, secrets).encode("utf-8", "surrogateescape"))
+
+
+def find_runs(workloads: Path) -> list[Path]:
+    """Run directories of every workload: those with a run manifest or a job log."""
+    found = {p.parent for p in workloads.glob(f"*/experiments/*/*/{MANIFEST}")}
+    found |= {p.parent.parent for p in workloads.glob("*/experiments/*/*/*/log-*.out")}
+    return sorted(d for d in found if d.is_dir() and not d.is_symlink())
+
+
+def classify(run_dir: Path, path: Path) -> str | None:
+    """None for a file that goes in, else the LEFT_OUT category it falls under."""
+    rel = path.relative_to(run_dir)
+    parts = rel.parts
+    if path.is_symlink():
+        return "links"
+    if "nsys_profile" in parts or path.suffix in (".nsys-rep", ".qdrep", ".sqlite", ".qdstrm"):
+        return "nsys_reports"
+    if "checkpoints" in parts or path.suffix == ".distcp":
+        return "checkpoints"
+    if len(parts) > 2 and parts[1] == "code":
+        return "working_dir"
+    if len(parts) == 1 and (rel.name == MANIFEST or rel.name.endswith("_sbatch.sh")):
+        return None
+    if len(parts) == 2 and rel.suffix == ".out":
+        return None
+    if len(parts) == 1:
+        return "nemo_run_state"
+    return "other"
+
+
+def gpu_facts_from_preflight(report: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the newest preflight job saw on the compute nodes (GPUs, driver): a login node
+    usually has no GPU to ask."""
+    checks = (report or {}).get("checks") or []
+    found = {str(c.get("name")): c.get("detail") for c in checks if isinstance(c, dict)
+             and str(c.get("name", "")).startswith(("gpus", "driver"))}
+    return {"preflight": report.get("created"), **found} if found and report else None
+
+
+def system_facts(cfg: ClusterConfig, preflight: dict[str, Any] | None = None
+                 ) -> dict[str, Any]:
+    from llmb.launch import experiment  # version helpers; nemo-run is not imported by them
+
+    facts: dict[str, Any] = {
+        "hostname": platform.node(), "platform": platform.platform(),
+        "python": platform.python_version(),
+        "llmb": {"version": experiment.llmb_version(), "git_commit": experiment.git_commit()},
+        "gpu_type": cfg.gpu_type, "cluster_type": cfg.cluster_type,
+        "slurm": {k: cfg.slurm.get(k) for k in ("account", "partition", "gres")}
+        if cfg.slurm else None,
+        "workloads": {}, "cluster": {}, "gpus_on_this_node": None, "gpus_in_jobs": None,
+    }
+    for name, w in cfg.workloads.items():
+        entry: dict[str, Any] = {"venv_kind": w.get("venv_kind")}
+        python = Path(str(w["venv"])) / "bin" / "python"
+        entry["nemo_run"] = _output([str(python), "-c", "import importlib.metadata as m; "
+                                     "print(m.version('nemo_run'))"])
+        with contextlib.suppress(catalog.CatalogError):
+            entry["image_reference"] = catalog.find_recipe(name).image
+        if w.get("image"):
+            image = Path(str(w["image"]))
+            entry["image_file"] = image.name
+            with contextlib.suppress(OSError):
+                st = image.stat()
+                entry["image_bytes"] = st.st_size
+                entry["image_mtime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                     time.gmtime(st.st_mtime))
+        facts["workloads"][name] = entry
+    if cfg.cluster_type == "slurm":
+        facts["cluster"] = slurmquery.cluster_facts()
+    facts["gpus_on_this_node"] = _output(["nvidia-smi", "--query-gpu=name,driver_version,"
+                                          "memory.total", "--format=csv,noheader"], lines=True)
+    facts["gpus_in_jobs"] = gpu_facts_from_preflight(preflight)
+    return facts
+
+
+def _output(argv: list[str], lines: bool = False) -> Any:
+    """A local command's output (nvidia-smi, a venv's python), None where it cannot answer."""
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace",
+                              timeout=slurmquery.TIMEOUT_S, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode != 0:
+        return None
+    text = proc.stdout.strip()
+    return [ln for ln in text.splitlines() if ln.strip()] if lines else text
+
+
+def sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+# --- staging ----------------------------------------------------------------------------------
+
+def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Progress
+               ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Copy each run's allow-listed files (redacted) under root/runs; the runs for the index
+    and what was left out, by category."""
+    workloads = cfg.workloads_dir
+    runs: list[dict[str, Any]] = []
+    left: dict[str, dict[str, Any]] = {}
+    found = find_runs(workloads) if workloads.is_dir() else []
+    for number, run_dir in enumerate(found, 1):
+        rel = run_dir.relative_to(workloads)
+        progress.update(f"run {number}/{len(found)}: {rel.parts[0]} {run_dir.name}")
+        entry: dict[str, Any] = {"run": f"runs/{rel.as_posix()}",
+                                 "manifest": (run_dir / MANIFEST).is_file(), "logs": [],
+                                 "job_script": None}
+        for path in sorted(p for p in run_dir.rglob("*") if p.is_file() or p.is_symlink()):
+            kind = classify(run_dir, path)
+            if kind is not None:
+                info = left.setdefault(kind, {"files": 0, "bytes": 0, "examples": []})
+                info["files"] += 1
+                with contextlib.suppress(OSError):
+                    info["bytes"] += path.lstat().st_size
+                if kind == "other" and len(info["examples"]) < EXAMPLES:
+                    info["examples"].append(path.relative_to(workloads).as_posix())
+                continue
+            target = root / "runs" / rel / path.relative_to(run_dir)
+            copy_redacted(path, target, secrets)
+            name = target.relative_to(root).as_posix()
+            if path.name.startswith("log-") and path.suffix == ".out":
+                entry["logs"].append(name)
+            elif path.name.endswith("_sbatch.sh"):
+                entry["job_script"] = name
+        runs.append(entry)
+    (root / "runs").mkdir(parents=True, exist_ok=True)
+    return runs, left
+
+
+def stage_analysis(root: Path) -> dict[str, Any]:
+    """analysis.json and report/ from the analyzer over the staged runs (one call when it can
+    write the report); the index's note on each."""
+    proc = analysis.run(["--report=report", "--format=json", "runs"], cwd=root)
+    state: dict[str, Any] = {"analysis_error": None,
+                             "report": {"status": "written", "detail": None}}
+    if not (root / "report" / "index.html").is_file():
+        shutil.rmtree(root / "report", ignore_errors=True)
+        state["report"] = {"status": "unavailable",
+                           "detail": analysis.last_line(proc.stderr) or
+                           f"exit {proc.returncode}"}
+        if not proc.stdout.strip():  # refused before analyzing (no matplotlib): JSON alone
+            proc = analysis.run(["--format=json", "runs"], cwd=root)
+    try:
+        data = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        state["analysis_error"] = analysis.last_line(proc.stderr) or f"exit {proc.returncode}"
+        return state
+    # the staging directory means nothing to a reader: name it as the archive does
+    data["analysis"].update(directory="runs", directories=["runs"])
+    files.atomic_write(root / "analysis.json", json.dumps(data, indent=2) + "\n")
+    return state
+
+
+def stage(cfg: ClusterConfig, root: Path, progress: Progress) -> dict[str, Any]:
+    """Lay the archive out under root; return the index (without its file list)."""
+    secrets = known_secrets(cfg)
+    runs, left = stage_runs(cfg, root, secrets, progress)
+    if cfg.history.path.is_file():
+        copy_redacted(cfg.history.path, root / "history.jsonl", secrets)
+    from llmb.llmbrun import preflight
+
+    latest = preflight.latest(cfg)
+    if latest is not None:
+        files.atomic_write(root / "preflight.json", redact.redact_text(
+            json.dumps(latest, indent=2) + "\n", secrets))
+    progress.update("system facts (sinfo, scontrol, nvidia-smi)")
+    files.atomic_write(root / "system.json", redact.redact_text(
+        json.dumps(system_facts(cfg, latest), indent=2) + "\n", secrets))
+    progress.update("analyzing the logs and writing the report")
+    state = stage_analysis(root)
+    return {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "made_by": f"{PROG} archive", "install": str(cfg.install), "runs": runs, **state,
+            "left_out": {k: {**v, "why": LEFT_OUT[k]} for k, v in left.items()}}
+
+
+def list_files(root: Path) -> dict[str, dict[str, Any]]:
+    return {p.relative_to(root).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256(p)}
+            for p in sorted(root.rglob("*")) if p.is_file() and p.name != INDEX}
+
+
+def output_path(cfg: ClusterConfig, output: str | None) -> Path:
+    output = analysis.checked_output(output)
+    out = Path(output) if output else cfg.install / \
+        f"llmb-archive-{time.strftime('%Y%m%d-%H%M%S')}.tar.gz"
+    problem = files.path_problem(out, "file")  # never raises: a name too long, a loop, ...
+    if problem == "is a directory, not a file":
+        raise RunError(f"--output {values.shown(out)} is a directory; name the archive file, "
+                       f"e.g. {values.shown(out / 'results.tar.gz')}")
+    if problem not in (None, "does not exist"):
+        raise RunError(f"--output {values.shown(out)} {problem}")
+    if not out.parent.is_dir():
+        raise RunError(f"--output {values.shown(out)}: {values.shown(out.parent)} is not a "
+                       "directory")
+    if not os.access(out.parent, os.W_OK):
+        raise RunError(f"--output {values.shown(out)}: {values.shown(out.parent)} is not "
+                       "writable")
+    return out
+
+
+def cmd_archive(cfg: ClusterConfig, output: str | None) -> int:
+    out = output_path(cfg, output)
+    with Progress(f"{PROG}: archive") as progress, \
+            tempfile.TemporaryDirectory(prefix=".llmb-archive-", dir=out.parent) as tmp:
+        root = Path(tmp) / ROOT
+        root.mkdir()
+        index = stage(cfg, root, progress)
+        index["files"] = list_files(root)
+        (root / INDEX).write_text(json.dumps(index, indent=2) + "\n")
+        progress.update(f"compressing {len(index['files'])} file(s) "
+                        f"({sum(f['bytes'] for f in index['files'].values()) / 1e6:.1f} MB)")
+        partial = Path(tmp) / "archive.tar.gz"
+        with tarfile.open(partial, "w:gz", compresslevel=6) as tar:
+            tar.add(root, arcname=ROOT, filter=_normalized)
+        os.replace(partial, out)
+        progress.finish(f"{out.stat().st_size / 1e6:.1f} MB written")
+    summarize(out, index)
+    return 0
+
+
+def summarize(out: Path, index: dict[str, Any]) -> None:
+    runs = index["runs"]
+    logs = sum(len(r["logs"]) for r in runs)
+    print(f"archive: {values.shown(out)} ({len(runs)} run(s), {logs} log(s), "
+          f"{len(index['files'])} file(s))")
+    for kind, info in index["left_out"].items():
+        print(f"  left out: {info['files']} file(s), {info['bytes'] / 1e6:.1f} MB of "
+              f"{LEFT_OUT[kind]}")
+    for run in runs:
+        if run["manifest"] and not run["logs"]:
+            print(f"  warning: {values.shown(run['run'])} has no training log (a job that "
+                  "has not started, or a failed submission); verify-archive reports it")
+        if not run["manifest"]:
+            print(f"  note: {values.shown(run['run'])} has no {MANIFEST} (a run made "
+                  "without llmb's launch)")
+    if index["analysis_error"]:
+        print(f"  no analysis.json: {index['analysis_error']}")
+    if index["report"]["status"] != "written":
+        print(f"  no HTML report: {index['report']['detail']}")
+
+
+def _normalized(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.mode = 0o755 if info.isdir() else 0o644
+    return info

@@ -1,0 +1,266 @@
+"""llmb-run's view of an install: cluster_config.yaml found, read and checked field by field.
+
+The installer writes the file (schema 1, installer/README.md); people edit it by hand. Every
+field llmb-run uses is checked when it is read, so a hand-edited variant (a missing section, a
+list where a mapping belongs, an unknown GPU type, a newline in an account, a file that is not
+UTF-8) stops with one line naming the file, the field and the value, never with a traceback
+later on. Also here: RunError (the one-line error of every llmb-run command) and the names
+llmb-run itself sets in a launch environment, which nothing else may override.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llmb.launch import placement
+from llmb.llmbrun.history import FILE_NAME as HISTORY_FILE
+from llmb.llmbrun.history import History
+from llmb.recipes import catalog
+from llmb.shared import files, values
+
+PROG = "llmb-run"
+CONFIG_FILE = "cluster_config.yaml"
+SCHEMA = 1
+CLUSTER_TYPES = ("slurm", "runai")
+VENV_KINDS = ("venv", "conda")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# Variables llmb-run sets (or validates) for every launch: an override through --env, a bulk
+# file's env or cluster_config.yaml's launcher.env would run something other than what was
+# validated and recorded (issue: history said 15b fp8 x16 while 340b bf16 x128 ran).
+RESERVED_ENV = {
+    "MODEL_SIZE": "-s/--size (bulk: size or sizes)",
+    "DTYPE": "--dtype (bulk: dtype or dtypes)",
+    "JOB_TOTAL_GPUS": "--scale (bulk: scale or scales)",
+    "GPU_TYPE": "cluster_config.yaml launcher.gpu_type",
+    "GPUS_PER_NODE": "the GPU type's own count (llmb-run validates scales with it)",
+    "CLUSTER_TYPE": "cluster_config.yaml launcher.cluster_type",
+    "STRONG_SCALING": "launch.sh directly (llmb-run runs the weak-scaling matrix)",
+    "ENABLE_PROFILE": "-p/--profile (bulk: profile: true)",
+    "DRY_RUN": "--dry-run",
+    "LLMB_ALLOW_UNVALIDATED_SCALE": "nothing: llmb-run sets it from the scale rules",
+    "LLMB_INSTALL": "the install of this cluster_config.yaml",
+    "LLMB_WORKLOAD": "the install of this cluster_config.yaml",
+    "STAGE_PATH": "nothing: it is no longer used",
+    "SBATCH_ACCOUNT": "cluster_config.yaml launcher.slurm.account",
+    "SBATCH_PARTITION": "cluster_config.yaml launcher.slurm.partition",
+    "SBATCH_GPUS_PER_NODE": "cluster_config.yaml launcher.slurm.gres",
+    "VIRTUAL_ENV": "the workload's venv in cluster_config.yaml",
+    "CONDA_PREFIX": "the workload's venv in cluster_config.yaml",
+    "LLMB_PYTHON": "the workload's venv in cluster_config.yaml",
+    "PATH": "the workload's venv in cluster_config.yaml",
+    "PYTHONHOME": "nothing",
+    "LLMB_NODELIST": "--nodelist", "LLMB_EXCLUDE": "--exclude",
+    "LLMB_RESERVATION": "--reservation", "LLMB_QOS": "--qos", "LLMB_SEGMENT": "--segment",
+    "LLMB_SLURM_ARGS": "--slurm-arg",
+}
+
+
+class RunError(Exception):
+    """One line for the user (printed as `llmb-run: <message>`); exit status 1."""
+
+    code = 1
+
+
+class UsageError(RunError):
+    """A command line that cannot be used (a flag's value); exit status 2."""
+
+    code = 2
+
+
+def read_yaml(path: Path, label: str) -> Any:
+    """A YAML file, or RunError with one line: unreadable, not UTF-8, or not YAML."""
+    try:
+        return catalog.read_yaml(path, label, RunError)
+    except UnicodeDecodeError as exc:
+        raise RunError(f"{label} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
+                       f"offset {exc.start}); save it as UTF-8") from None
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    path: Path
+    data: Mapping[str, Any]
+
+    @property
+    def install(self) -> Path:
+        return Path(self.data["llmb"]["install_path"])
+
+    @property
+    def repo(self) -> Path:
+        return Path(self.data["llmb"]["repo"])
+
+    @property
+    def launcher(self) -> Mapping[str, Any]:
+        return self.data["launcher"]
+
+    @property
+    def cluster_type(self) -> str:
+        return str(self.launcher.get("cluster_type") or "slurm")
+
+    @property
+    def gpu_type(self) -> str:
+        return str(self.launcher["gpu_type"])
+
+    @property
+    def gpus_per_node(self) -> int:
+        return catalog.get_gpu_type(self.gpu_type).gpus_per_node
+
+    @property
+    def slurm(self) -> Mapping[str, Any]:
+        return self.launcher.get("slurm") or {}
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        return self.launcher.get("env") or {}
+
+    @property
+    def workloads(self) -> Mapping[str, Mapping[str, Any]]:
+        return self.data.get("workloads") or {}
+
+    @property
+    def history(self) -> History:
+        return History(self.install / HISTORY_FILE)
+
+    @property
+    def workloads_dir(self) -> Path:
+        return self.install / "workloads"
+
+
+def find_config(explicit: str | None, environ: Mapping[str, str]) -> ClusterConfig:
+    candidates = [Path(explicit)] if explicit else [Path.cwd() / CONFIG_FILE]
+    if not explicit and environ.get("LLMB_INSTALL"):
+        candidates.append(Path(environ["LLMB_INSTALL"]) / CONFIG_FILE)
+    for path in candidates:
+        problem = files.path_problem(path, "file")  # never raises (a name too long, ...)
+        if problem is None and path.is_file():
+            return ClusterConfig(path, check_config(read_yaml(path, str(path)), path))
+        if explicit and problem and problem.startswith("cannot be read"):
+            raise RunError(f"--config {values.shown(path)} {problem}")
+    where = " or ".join(values.shown(p) for p in candidates)
+    raise RunError(f"no {CONFIG_FILE} found ({where}); cd to your install directory, set "
+                   "LLMB_INSTALL, or run installer/install.sh")
+
+
+# --- checking a (possibly hand-edited) cluster_config.yaml -------------------------------------
+
+def _bad(path: Path, field: str, value: Any, what: str) -> RunError:
+    return RunError(f"{path}: {field}={values.shown(_brief(value))} {what}; fix the file or "
+                    "rerun the installer")
+
+
+def _brief(value: Any) -> str:
+    text = repr(value) if not isinstance(value, str) else value
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _section(path: Path, data: Mapping[str, Any], key: str, where: str,
+             required: bool = True) -> dict[str, Any]:
+    value = data.get(key)
+    if value is None and not required:
+        return {}
+    if not isinstance(value, dict):
+        if value is None:
+            raise RunError(f"{path}: {where}{key} is missing; rerun the installer")
+        raise _bad(path, f"{where}{key}", value, "must be a mapping")
+    return value
+
+
+def _text(path: Path, data: Mapping[str, Any], key: str, where: str,
+          required: bool = True) -> str | None:
+    value = data.get(key)
+    if value is None:
+        if required:
+            raise RunError(f"{path}: {where}{key} is missing; rerun the installer")
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or \
+            str(value).strip() == "":
+        raise _bad(path, f"{where}{key}", value, "must be a non-empty text value")
+    text = str(value).strip()
+    if values.control_characters(text):
+        raise _bad(path, f"{where}{key}", text, "contains control characters")
+    return text
+
+
+def check_config(data: Any, path: Path) -> dict[str, Any]:
+    """The config with each field llmb-run uses checked (and defaults filled in)."""
+    if not isinstance(data, dict):
+        raise _bad(path, "the file", data, "must be a mapping with llmb, launcher, workloads")
+    schema = data.get("schema", SCHEMA)
+    if schema != SCHEMA:
+        raise _bad(path, "schema", schema, f"is not supported; this llmb-run reads schema "
+                   f"{SCHEMA}")
+    llmb = _section(path, data, "llmb", "")
+    launcher = _section(path, data, "launcher", "")
+    workloads = _section(path, data, "workloads", "")
+    for key in ("install_path", "repo"):
+        text = _text(path, llmb, key, "llmb.")
+        if not str(text).startswith("/"):
+            raise _bad(path, f"llmb.{key}", text, "must be an absolute path")
+        llmb[key] = text
+    ctype = (_text(path, launcher, "cluster_type", "launcher.", False) or "slurm").lower()
+    if ctype not in CLUSTER_TYPES:
+        raise _bad(path, "launcher.cluster_type", ctype, f"is not supported; allowed: "
+                   f"{', '.join(CLUSTER_TYPES)}")
+    launcher["cluster_type"] = ctype
+    gpu = str(_text(path, launcher, "gpu_type", "launcher.")).lower()
+    if gpu not in catalog.gpu_types():
+        raise _bad(path, "launcher.gpu_type", gpu, f"is not a GPU type; allowed: "
+                   f"{', '.join(catalog.gpu_types())}")
+    launcher["gpu_type"] = gpu
+    if ctype == "slurm":
+        slurm = _section(path, launcher, "slurm", "launcher.")
+        for key in ("account", "partition"):
+            slurm[key] = _text(path, slurm, key, "launcher.slurm.")
+        gres = _text(path, slurm, "gres", "launcher.slurm.", False)
+        if gres is not None and not re.fullmatch(r"gpu(:[A-Za-z0-9_.-]+)?:\d+", gres):
+            raise _bad(path, "launcher.slurm.gres", gres, "is not a GPU GRES; e.g. gpu:8, or "
+                       "null when the cluster needs none")
+        slurm["gres"] = gres
+    token = _text(path, launcher, "hf_token_file", "launcher.", False)
+    launcher["hf_token_file"] = token
+    env = _section(path, launcher, "env", "launcher.", False)
+    launcher["env"] = {name: check_env_value(f"{path}: launcher.env", name, value)
+                       for name, value in env.items()}
+    for name, entry in workloads.items():
+        where = f"workloads.{name}."
+        if not isinstance(entry, dict):
+            raise _bad(path, f"workloads.{name}", entry, "must be a mapping with venv, "
+                       "venv_kind, image")
+        entry["venv"] = _text(path, entry, "venv", where)
+        kind = (_text(path, entry, "venv_kind", where, False) or "venv").lower()
+        if kind not in VENV_KINDS:
+            raise _bad(path, f"{where}venv_kind", kind, f"is not supported; allowed: "
+                       f"{', '.join(VENV_KINDS)}")
+        entry["venv_kind"] = kind
+        entry["image"] = _text(path, entry, "image", where, False)
+    return data
+
+
+def check_env_value(prefix: str, name: Any, value: Any) -> str:
+    """One entry of an env mapping (cluster config, bulk file, --env): a variable name that
+    llmb-run does not set itself, and a scalar value without control characters. `prefix`
+    says where it was given (e.g. `--env`, `sweep.yaml: task 2: env`)."""
+    if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
+        raise RunError(f"{prefix}: {values.shown(name)} is not a variable name (letters, "
+                       "digits, _)")
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif value is None or not isinstance(value, (str, int, float)):
+        raise RunError(f"{prefix} {name}={values.shown(_brief(value))} must be a text or "
+                       "number value")
+    else:
+        text = str(value)
+    if name in RESERVED_ENV:
+        raise RunError(f"{prefix} {name}={values.shown(_brief(text))}: llmb-run sets {name} "
+                       f"itself (and records it in the history); use {RESERVED_ENV[name]}")
+    if name in placement.SBATCH_INPUT_VARS:
+        raise RunError(f"{prefix}: {placement.sbatch_environment_problem({name: text})}")
+    if values.control_characters(text):
+        raise RunError(f"{prefix} {name}={values.shown(text)} contains control character(s) "
+                       f"{' '.join(values.control_characters(text))}; remove them")
+    return text

@@ -1,0 +1,177 @@
+"""llmb-run's use of the analyzer, always through its command line (`python -m llmb.analysis.cli`).
+
+The analyzer is its own program with its own options and exit codes; llmb-run asks it for
+`--format=json` and, for `report`, `--report=DIR`. What llmb-run reads from the JSON:
+results[] (`filename`, `status` Success|Failed|Invalid, `time_mean`, `reason`, `suspect_nodes`,
+`config_key`) and configurations[] (`config_key`, `verdict`, `pct_of_reference`). Fields an
+older analyzer does not give are absent and shown as "-".
+
+Several runs are analyzed in ONE analyzer process: a temporary directory holds one link per
+job (named by the job id) to that job's run directory, so each result's path says which job
+it belongs to and the verdicts group the repeats among them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llmb.shared import values
+
+PACKAGE_DIR = Path(__file__).resolve().parents[2]  # <repo>/common
+TIMEOUT_S = 1800
+
+
+class AnalyzerError(RuntimeError):
+    """The analyzer could not run or gave no JSON; str() is one line."""
+
+
+def run(args: list[str], timeout: float = TIMEOUT_S, cwd: Path | None = None
+        ) -> subprocess.CompletedProcess[str]:
+    """`python -m llmb.analysis.cli ARGS` (in cwd) with this package on the path."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        p for p in (str(PACKAGE_DIR), os.environ.get("PYTHONPATH")) if p)}
+    try:
+        return subprocess.run([sys.executable, "-m", "llmb.analysis.cli", *args], env=env,
+                              capture_output=True, text=True, errors="replace",
+                              timeout=timeout, check=False, cwd=cwd,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise AnalyzerError(f"the analyzer did not finish within {timeout:.0f} s") from None
+
+
+def last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def analyze_json(directory: Path | str, extra: list[str] | None = None,
+                 cwd: Path | None = None) -> dict[str, Any]:
+    """The analyzer's JSON for a directory (exit 1, no successful run, still has JSON)."""
+    proc = run(["--format=json", *(extra or []), str(directory)], cwd=cwd)
+    try:
+        data = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise AnalyzerError(last_line(proc.stderr) or
+                            f"the analyzer gave no JSON (exit {proc.returncode})") from None
+    if not isinstance(data, dict):
+        raise AnalyzerError("the analyzer's JSON is not an object")
+    return data
+
+
+@dataclass
+class RunAnalysis:
+    """The analyzer's view of some jobs: results per job id, configurations by key."""
+
+    results: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    configurations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    error: str | None = None
+
+    def result(self, job_id: str) -> dict[str, Any] | None:
+        """The result of the job's own log (the last restart when it was requeued)."""
+        mine = [r for r in self.results.get(job_id, [])
+                if f"_{job_id}_" in str(r.get("filename", ""))]
+        pool = mine or self.results.get(job_id, [])
+        return sorted(pool, key=lambda r: str(r.get("filename")))[-1] if pool else None
+
+    def verdict(self, job_id: str) -> str | None:
+        result = self.result(job_id)
+        config = self.configurations.get(str(result.get("config_key"))) if result else None
+        return config.get("verdict") if config else None
+
+    def suspect_nodes(self, job_id: str) -> list[str]:
+        """Nodes the analyzer names in the job's failed or invalid results."""
+        nodes: list[str] = []
+        for r in self.results.get(job_id, []):
+            if r.get("status") != "Success" and isinstance(r.get("suspect_nodes"), list):
+                nodes.extend(str(n) for n in r["suspect_nodes"] if n)
+        return list(dict.fromkeys(nodes))
+
+
+def from_json(data: Mapping[str, Any], job_of: Mapping[str, str] | None = None) -> RunAnalysis:
+    """Group the analyzer's results by job: the first path component of each result's
+    filename is the link name (the job id), unless `job_of` maps filenames otherwise."""
+    out = RunAnalysis()
+    for r in data.get("results") or []:
+        if not isinstance(r, dict):
+            continue
+        name = str(r.get("filename", ""))
+        job = (job_of or {}).get(name) or name.split("/", 1)[0]
+        out.results.setdefault(job, []).append(r)
+    for c in data.get("configurations") or []:
+        if isinstance(c, dict) and c.get("config_key") is not None:
+            out.configurations[str(c["config_key"])] = c
+    return out
+
+
+def analyze_runs(run_dirs: Mapping[str, str | Path]) -> RunAnalysis:
+    """Analyze the run directories of these jobs (job id -> run dir) in one analyzer call."""
+    present = {job: Path(d) for job, d in run_dirs.items()
+               if d and re.fullmatch(r"[A-Za-z0-9_.+-]+", job) and job not in (".", "..")
+               and Path(d).is_dir()}
+    if not present:
+        return RunAnalysis()
+    with tempfile.TemporaryDirectory(prefix="llmb-run-analysis-") as tmp:
+        for job, run_dir in present.items():
+            (Path(tmp) / job).symlink_to(run_dir.resolve(), target_is_directory=True)
+        try:
+            return from_json(analyze_json(tmp))
+        except AnalyzerError as exc:
+            return RunAnalysis(error=str(exc))
+
+
+def checked_output(output: str | None) -> str | None:
+    """--output as given (None: the default), or RunError for an empty one or one with
+    control characters (a newline in a file name breaks every listing of it)."""
+    from llmb.llmbrun.clusterconfig import RunError
+
+    if output is None:
+        return None
+    if not output.strip():
+        raise RunError("--output is empty; give a path or leave the flag out for the default")
+    try:
+        return values.require_printable("--output", output)
+    except values.BadValue as exc:
+        raise RunError(str(exc)) from None
+
+
+def cmd_report(cfg: Any, output: str | None) -> int:
+    """`llmb-run report`: the analyzer's report (`--report=DIR`) over every run of the install:
+    DIR/index.html (self-contained), DIR/report.md and DIR/plots/; prints where, and the
+    analyzer's summary line."""
+    from llmb.llmbrun.clusterconfig import RunError
+
+    output = checked_output(output)
+    tree = cfg.workloads_dir
+    if not tree.is_dir():
+        raise RunError(f"no runs yet: {tree} does not exist")
+    out = Path(output) if output else cfg.install / "report"
+    index = out / "index.html"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        before = index.stat().st_mtime_ns if index.exists() else None
+    except OSError as exc:
+        raise RunError(f"--output {values.shown(out)}: cannot create it: "
+                       f"{exc.strerror}") from None
+    proc = run([f"--report={out}", "--format=json", str(tree)])
+    if not index.is_file() or index.stat().st_mtime_ns == before:
+        why = last_line(proc.stderr) or f"exit {proc.returncode}"
+        raise RunError(f"the analyzer wrote no report into {values.shown(out)}: {why}")
+    print(f"report: {values.shown(index)}")
+    if (out / "report.md").is_file():
+        print(f"report: {values.shown(out / 'report.md')}")
+    try:
+        from llmb.analysis import formats
+
+        print(formats.summary_line(json.loads(proc.stdout)["summary"]))
+    except (ValueError, KeyError, TypeError):
+        pass
+    return 0

@@ -1,0 +1,297 @@
+"""What became of the submitted jobs: `status`, `status --wait` and `jobs log`.
+
+State comes from Slurm (llmb.shared.slurmquery.job_infos: squeue, scontrol, sacct) and, once a job
+has reached a final state, from the history, where `status` records it (with the nodes it ran
+on) so that it survives Slurm forgetting the job. A job that no Slurm command knows any more
+is PURGED (finished longer than MinJobAge ago on a cluster without accounting, or the
+controller lost its state); its logs still tell how it ended. The outcome of every finished
+job (result, step time, verdict of its configuration, reason) comes from the analyzer, asked
+once for all the jobs shown.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import json
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from llmb.llmbrun import report
+from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
+from llmb.shared import progress, slurmquery, values
+from llmb.shared.progress import Progress
+
+ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
+                 "RESIZING", "SIGNALING", "STAGE_OUT", "REQUEUE_HOLD", "REQUEUE_FED"}
+POLL_S = 5.0
+TABLE = (("JOB", "job_id"), ("STATE", "state"), ("RESULT", "result"), ("VERDICT", "verdict"),
+         ("STEP_S", "time_mean"), ("WORKLOAD", "workload"), ("SIZE", "size"),
+         ("DTYPE", "dtype"), ("GPUS", "scale"), ("REP", "repeat"), ("NODES", "nodes"),
+         ("REASON", "reason"))
+
+
+def selected(cfg: ClusterConfig, show_all: bool, job_ids: list[str] | None = None
+             ) -> list[dict[str, Any]]:
+    """Submit records: the given jobs, every one (--all) or the last 20."""
+    try:
+        scan = cfg.history.scan()
+    except OSError as exc:
+        raise RunError(f"cannot read {cfg.history.path}: {exc.strerror}") from None
+    problem = scan.problem(cfg.history.path)
+    if problem:
+        print(f"{PROG}: warning: {problem}", file=sys.stderr)
+    subs = [r for r in scan.records if r.get("type") == "submit"]
+    for rec in subs:  # a hand-edited record: a run directory that is not a path is none
+        if not isinstance(rec.get("experiment_dir"), str):
+            rec["experiment_dir"] = None
+    if job_ids:
+        return only(cfg, subs, job_ids)
+    return subs if show_all else subs[-20:]
+
+
+def only(cfg: ClusterConfig, subs: list[dict[str, Any]], job_ids: list[str]
+         ) -> list[dict[str, Any]]:
+    """The submit records of these jobs; RunError naming the first job not recorded."""
+    known = {r["job_id"] for r in subs}
+    unknown = [j for j in job_ids if j not in known]
+    if unknown:
+        raise RunError(f"job {values.shown(unknown[0])} is not in {cfg.history.path}; "
+                       "`llmb-run status --all` lists the recorded jobs")
+    return [r for r in subs if r["job_id"] in set(job_ids)]
+
+
+def states(cfg: ClusterConfig, subs: list[dict[str, Any]]) -> dict[str, slurmquery.JobInfo]:
+    """Each job's state: remembered final states first, then Slurm; final ones are recorded."""
+    history = cfg.history
+    known = history.final_states()
+    out: dict[str, slurmquery.JobInfo] = {}
+    ask: dict[str, str] = {}
+    for rec in subs:
+        job = rec["job_id"]
+        if job in known:
+            k = known[job]
+            out[job] = slurmquery.JobInfo(job, str(k["state"]), nodes=k.get("nodes"),
+                                     source="history", detail=k.get("detail"))
+        else:
+            ask[job] = str(rec.get("experiment") or "")
+    if ask and cfg.cluster_type == "slurm":
+        for job, info in slurmquery.job_infos(list(ask), ask).items():
+            out[job] = info
+            if info.final and info.settled:
+                with contextlib.suppress(OSError):  # read-only history: asked again next time
+                    history.append({"type": "state", "job_id": job, "state": info.state,
+                                    "nodes": info.nodes, "detail": info.detail})
+    for job in ask:
+        out.setdefault(job, slurmquery.JobInfo(job, slurmquery.UNKNOWN,
+                                          detail=f"not a Slurm job ({cfg.cluster_type})"))
+    return out
+
+
+def status_rows(cfg: ClusterConfig, show_all: bool, job_ids: list[str] | None = None
+                ) -> list[dict[str, Any]]:
+    subs = selected(cfg, show_all, job_ids)
+    infos = states(cfg, subs)
+    done = {r["job_id"]: r.get("experiment_dir") for r in subs
+            if infos[r["job_id"]].state not in ACTIVE_STATES}
+    found = report.analyze_runs(done)
+    rows = []
+    for rec in subs:
+        job = rec["job_id"]
+        info = infos[job]
+        result = found.result(job) if job in done else None
+        reason = result.get("reason") if result else None
+        if not reason and info.state in ACTIVE_STATES and info.reason:
+            reason = f"Slurm: {info.reason}"
+        rows.append({
+            "job_id": job, "state": info.state, "state_detail": info.detail,
+            "result": result.get("status") if result else None,
+            "verdict": found.verdict(job) if result else None,
+            "reason": reason,
+            "suspect_nodes": result.get("suspect_nodes") if result else None,
+            "time_mean": result.get("time_mean") if result else None,
+            "pct_of_reference": result.get("pct_of_reference") if result else None,
+            "nodes": info.nodes, "workload": rec.get("workload"), "size": rec.get("size"),
+            "dtype": rec.get("dtype"), "scale": rec.get("scale"), "repeat": rec.get("repeat"),
+            "placement": rec.get("placement") or {}, "rerun_of": rec.get("rerun_of"),
+            "experiment_dir": rec.get("experiment_dir"), "submitted": rec.get("time"),
+        })
+    if done and found.error:
+        print(f"{PROG}: warning: the analyzer failed ({found.error}); results are not shown",
+              file=sys.stderr)
+    return rows
+
+
+def _cell(value: Any) -> str:
+    if value is None or value == "" or value == []:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return " ".join(str(value).split())
+
+
+def render_table(rows: list[dict[str, Any]]) -> str:
+    table = [tuple(h for h, _ in TABLE)]
+    table += [tuple(_cell(r.get(k)) for _, k in TABLE) for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(TABLE) - 1)]
+    return "".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=False))
+                   + "  " + row[-1] + "\n" for row in table)
+
+
+def cmd_status(cfg: ClusterConfig, show_all: bool, fmt: str, wait: bool = False,
+               job_ids: list[str] | None = None, timeout_s: float | None = None) -> int:
+    if wait:
+        wait_for(cfg, selected(cfg, show_all, job_ids), timeout_s)
+    rows = status_rows(cfg, show_all, job_ids)
+    if fmt == "json":
+        print(json.dumps({"jobs": rows}, indent=2))
+    elif not rows:
+        print(f"no submissions recorded in {cfg.history.path}")
+    else:
+        sys.stdout.write(render_table(rows))
+    return 0
+
+
+def wait_for(cfg: ClusterConfig, subs: list[dict[str, Any]], timeout_s: float | None = None,
+             poll_s: float = POLL_S, sleep: Callable[[float], None] = time.sleep) -> None:
+    """Block (with progress) until every job has left the active states."""
+    jobs = [r["job_id"] for r in subs]
+    if not jobs:
+        return
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    label = f"job {jobs[0]}" if len(jobs) == 1 else f"{len(jobs)} jobs"
+    with Progress(f"{PROG}: waiting for {label}") as progress:
+        while True:
+            infos = states(cfg, subs)
+            active = [i for i in infos.values() if i.state in ACTIVE_STATES]
+            if not active:
+                progress.finish("all ended" if len(jobs) > 1 else infos[jobs[0]].state)
+                return
+            progress.update(summary(list(infos.values())))
+            if deadline is not None and time.monotonic() > deadline:
+                progress.finish("timed out")
+                raise RunError(f"{len(active)} job(s) still active after {timeout_s:.0f} s: "
+                               + ", ".join(f"{i.job_id} {i.state}" for i in active[:5]))
+            sleep(poll_s)
+
+
+def summary(infos: list[slurmquery.JobInfo]) -> str:
+    """`RUNNING on node2`, or `2 RUNNING, 1 PENDING (Resources)` for several jobs."""
+    if len(infos) == 1:
+        i = infos[0]
+        where = f" on {i.nodes}" if i.nodes and i.state != "PENDING" else ""
+        why = f" ({i.reason})" if i.state == "PENDING" and i.reason else ""
+        return f"{i.state}{where}{why}"
+    counts: dict[str, int] = {}
+    for i in infos:
+        counts[i.state] = counts.get(i.state, 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+
+
+# --- jobs log ---------------------------------------------------------------------------------
+
+def job_logs(rec: dict[str, Any], batch: bool = False) -> list[Path]:
+    """The job's training logs (log-*_<job>_<restart>.out, by restart), or its batch output."""
+    run_dir = rec.get("experiment_dir")
+    if not run_dir or not Path(run_dir).is_dir():
+        return []
+    job = rec["job_id"]
+    pattern = f"sbatch_*_{job}.out" if batch else f"log-*_{job}_*.out"
+    found = [p for p in Path(run_dir).glob(f"*/{pattern}") if p.is_file()]
+
+    def restart(p: Path) -> int:
+        tail = p.stem.rsplit("_", 1)[-1]
+        return int(tail) if tail.isdigit() else 0
+
+    return sorted(found, key=lambda p: (restart(p), p.name))
+
+
+def cmd_log(cfg: ClusterConfig, job: str, follow: bool, batch: bool,
+            poll_s: float = 1.0, out=None) -> int:
+    out = out or sys.stdout
+    rec = selected(cfg, True, [job])[-1]  # a job id Slurm reused: the latest submission
+    what = "batch output" if batch else "log"
+    if not follow:
+        logs = job_logs(rec, batch)
+        if not logs:
+            info = states(cfg, [rec])[job]
+            raise RunError(f"job {job} has no {what} yet ({info.state}) under "
+                           f"{rec.get('experiment_dir') or 'its experiment directory'}")
+        for path in logs:
+            _copy(path, _Reader(), out)
+        return 0
+    return _follow(cfg, rec, batch, poll_s, out)
+
+
+class _Reader:
+    """Where printing a log got to: a byte offset and a UTF-8 decoder that keeps a character
+    split across two reads whole."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+
+
+def _copy(path: Path, reader: _Reader, out) -> None:
+    """Write what path holds past reader.offset to out."""
+    with path.open("rb") as fh:
+        fh.seek(reader.offset)
+        while chunk := fh.read(1 << 16):
+            out.write(reader.decoder.decode(chunk))
+            reader.offset += len(chunk)
+    out.flush()
+
+
+def _follow(cfg: ClusterConfig, rec: dict[str, Any], batch: bool, poll_s: float, out) -> int:
+    """Print the log as it grows until the job has ended (Ctrl-C stops following)."""
+    job = rec["job_id"]
+    readers: dict[Path, _Reader] = {}
+    next_check = 0.0
+    announced = False
+    try:
+        # llmb.shared.progress: a live line while it is pending
+        wait_for_log(cfg, rec, batch, poll_s)
+        while True:
+            for path in job_logs(rec, batch):
+                _copy(path, readers.setdefault(path, _Reader()), out)
+            if time.monotonic() >= next_check:
+                next_check = time.monotonic() + max(poll_s, POLL_S)
+                info = states(cfg, [rec])[job]
+                if info.state == slurmquery.UNKNOWN:
+                    print(f"{PROG}: stopped following job {job}: {info.detail}",
+                          file=sys.stderr)
+                    return 1
+                if info.state not in ACTIVE_STATES:
+                    for path in job_logs(rec, batch):  # what it wrote before it ended
+                        _copy(path, readers.setdefault(path, _Reader()), out)
+                    print(f"{PROG}: job {job} ended: {info.state}", file=sys.stderr)
+                    return 0
+                if not readers and not announced:
+                    print(f"{PROG}: job {job} is {summary([info])}; waiting for its log",
+                          file=sys.stderr)
+                    announced = True
+            time.sleep(poll_s)
+    except KeyboardInterrupt:
+        return 130
+
+
+def wait_for_log(cfg: ClusterConfig, rec: dict[str, Any], batch: bool, poll_s: float) -> None:
+    """Until the job has a log or has ended: its state as progress (llmb.shared.progress.wait)."""
+    job = rec["job_id"]
+    asked = {"next": 0.0, "status": ""}
+
+    def status() -> str | None:
+        if job_logs(rec, batch):
+            return None
+        if time.monotonic() >= asked["next"]:  # Slurm is asked every POLL_S at most
+            asked["next"] = time.monotonic() + max(poll_s, POLL_S)
+            info = states(cfg, [rec])[job]
+            if info.state not in ACTIVE_STATES:
+                return None
+            asked["status"] = f"{summary([info])}; waiting for its log"
+        return asked["status"]
+
+    progress.wait(f"{PROG}: job {job}", status, poll_s)

@@ -1,0 +1,197 @@
+"""Submitting validated tasks: each runs its recipe's launch.sh in the workload venv.
+
+`launch_env` builds the child's environment (venv activated, the request, the Slurm settings
+and HF token from cluster_config.yaml, the placement as LLMB_* variables, the task's checked
+overrides); `submit` runs launch.sh, echoes its output and returns the history record of what
+ran; `run_tasks` validates every task first, then submits them one by one. The record keeps
+no secret: env entries are filtered by name and every known secret value is masked
+(llmb.shared.redact), whatever field it appears in.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from llmb.launch import placement
+from llmb.llmbrun.clusterconfig import PROG, RESERVED_ENV, ClusterConfig, RunError
+from llmb.llmbrun.tasks import BOOL_ENV, LAUNCH_KNOBS, Task, smoke_of, validate_all
+from llmb.recipes import catalog
+from llmb.shared import redact, values
+
+SUBMIT_RE = re.compile(r"^llmb: submitted (\S+) as job (\S+)")
+EXPDIR_RE = re.compile(r"^llmb: experiment directory: (.+)$")
+
+
+def launch_env(cfg: ClusterConfig, task: Task, above_max: bool, dry_run: bool, smoke: bool,
+               base: Mapping[str, str]) -> dict[str, str]:
+    """The child's environment: the workload venv activated, the request, the overrides.
+
+    Every variable llmb-run decides (RESERVED_ENV) is set here or removed: an ENABLE_PROFILE or
+    STRONG_SCALING left in the calling shell must not change a run behind the history's back.
+    The booleans launch.sh reads are normalised to true/false whatever their source."""
+    w = cfg.workloads[task.workload]
+    venv = Path(w["venv"])
+    env = {k: v for k, v in base.items()
+           if k not in RESERVED_ENV and k not in placement.ENV_VARS}
+    env["VIRTUAL_ENV" if w.get("venv_kind", "venv") == "venv" else "CONDA_PREFIX"] = str(venv)
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{base.get('PATH', '')}"
+    env["LLMB_PYTHON"] = str(venv / "bin" / "python")
+    env.update({
+        "LLMB_INSTALL": str(cfg.install),
+        "CLUSTER_TYPE": cfg.cluster_type,
+        "GPU_TYPE": cfg.gpu_type,
+        "JOB_TOTAL_GPUS": str(task.scale),
+        "MODEL_SIZE": task.size,
+        "DTYPE": task.dtype,
+    })
+    if cfg.cluster_type == "slurm":
+        env["SBATCH_ACCOUNT"] = str(cfg.slurm["account"])
+        env["SBATCH_PARTITION"] = str(cfg.slurm["partition"])
+        if cfg.slurm.get("gres"):
+            env["SBATCH_GPUS_PER_NODE"] = str(cfg.gpus_per_node)
+    token_file = cfg.launcher.get("hf_token_file")
+    if token_file and "HF_TOKEN" not in base:
+        try:
+            env["HF_TOKEN"] = Path(token_file).read_text().strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            why = getattr(exc, "strerror", None) or "not UTF-8 text"
+            raise RunError(f"hf_token_file={values.shown(token_file)}: {why}") from None
+    env.update(cfg.env)
+    if task.profile:
+        env["ENABLE_PROFILE"] = "true"
+    if above_max:
+        env["LLMB_ALLOW_UNVALIDATED_SCALE"] = "true"
+    if smoke:
+        env["SMOKE_TEST"] = "true"
+    env.update(task.env)
+    env.update(task.placement.to_env())
+    if dry_run:
+        env["DRY_RUN"] = "true"
+    for name in BOOL_ENV:
+        if name in env:
+            where = ("--env or the bulk file" if name in task.env else
+                     f"{cfg.path} launcher.env" if name in cfg.env else "the environment")
+            try:
+                env[name] = "true" if values.parse_bool(name, env[name]) else "false"
+            except values.BadValue as exc:
+                raise RunError(f"{exc} (from {where})") from None
+    return env
+
+
+def _masked(value: Any, secrets: set[str]) -> Any:
+    """value with every known secret masked, in every string it holds."""
+    if isinstance(value, str):
+        return redact.redact(value, secrets)
+    if isinstance(value, dict):
+        return {k: _masked(v, secrets) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_masked(v, secrets) for v in value]
+    return value
+
+
+def history_record(cfg: ClusterConfig, task: Task, env: Mapping[str, str], job_id: str,
+                   experiment: str | None, exp_dir: str | None,
+                   rerun_of: str | None = None) -> dict[str, Any]:
+    """What ran, as the history keeps it: the launch settings in effect (LAUNCH_KNOBS from
+    any source, and the task's own overrides), no secret-named variable, no known secret
+    value anywhere in the record."""
+    secrets = redact.secret_values(env)
+    launched = {k: env[k] for k in LAUNCH_KNOBS if k in env}
+    launched.update({k: env.get(k, v) for k, v in task.env.items()})
+    record: dict[str, Any] = {
+        "type": "submit", "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "job_id": job_id, "experiment": experiment, "experiment_dir": exp_dir,
+        "workload": task.workload, "size": task.size, "dtype": task.dtype,
+        "scale": task.scale, "gpu_type": cfg.gpu_type,
+        "profile": env.get("ENABLE_PROFILE") == "true",
+        "repeat": task.repeat, "smoke": smoke_of(env),
+        "unvalidated": env.get("LLMB_ALLOW_UNVALIDATED_SCALE") == "true",
+        "env": redact.public_env(launched, secrets),
+        "placement": task.placement.record(),
+    }
+    if rerun_of is not None:
+        record["rerun_of"] = rerun_of
+    return _masked(record, secrets)
+
+
+def submit(cfg: ClusterConfig, task: Task, env: Mapping[str, str],
+           rerun_of: str | None = None) -> dict[str, Any] | None:
+    """Run launch.sh; echo its output; return the history record (None for a dry run)."""
+    recipe_dir = catalog.find_recipe(task.workload).directory
+    script = recipe_dir / "launch.sh"
+    proc = subprocess.Popen(["bash", str(script)], env=dict(env), cwd=str(recipe_dir),
+                            stdout=subprocess.PIPE, text=True, errors="replace")
+    job_id = experiment = exp_dir = None
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        sys.stdout.write(line)
+        if m := SUBMIT_RE.match(line):
+            experiment, job_id = m.group(1), m.group(2)
+        elif m := EXPDIR_RE.match(line.rstrip("\n")):
+            exp_dir = m.group(1)
+    rc = proc.wait()
+    if rc != 0:
+        raise RunError(f"{task.label()}: {script} failed (exit {rc}); see the line above")
+    if env.get("DRY_RUN") == "true":
+        return None
+    if job_id is None:
+        raise RunError(f"{task.label()}: {script} printed no job id ('llmb: submitted ... as "
+                       "job N'); nothing recorded")
+    return history_record(cfg, task, env, job_id, experiment, exp_dir, rerun_of)
+
+
+def report_errors(errors: list[str]) -> None:
+    """Every error on its own line; with more than one, a last line counting them."""
+    for e in errors:
+        print(f"{PROG}: {e}", file=sys.stderr)
+    if len(errors) > 1:
+        print(f"{PROG}: {len(errors)} errors; nothing was submitted", file=sys.stderr)
+
+
+def run_tasks(cfg: ClusterConfig, tasks: list[Task], dry_run: bool, smoke: bool,
+              rerun_of: list[str | None] | None = None) -> int:
+    """Validate every task, then submit each; 1 when any failed (the rest still run)."""
+    errors, warnings, above = validate_all(cfg, tasks)
+    for task in tasks:
+        if smoke and task.env.get("SMOKE_TEST") == "false":
+            errors.append(f"{task.label()}: --smoke contradicts the task's SMOKE_TEST=false")
+    for w in warnings:
+        print(f"{PROG}: warning: {w}", file=sys.stderr)
+    envs = []
+    for i, task in enumerate(tasks if not errors else []):
+        try:
+            envs.append(launch_env(cfg, task, i in above, dry_run, smoke, os.environ))
+        except RunError as exc:
+            errors.append(str(exc))
+            break
+    if errors:
+        report_errors(errors)
+        return 1
+    failed = 0
+    for i, (task, env) in enumerate(zip(tasks, envs, strict=True)):
+        print(f"{PROG}: [{i + 1}/{len(tasks)}] {task.label()}", flush=True)
+        try:
+            record = submit(cfg, task, env, rerun_of[i] if rerun_of else None)
+        except RunError as exc:
+            print(f"{PROG}: {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        if record is not None:
+            try:
+                cfg.history.append(record)
+            except OSError as exc:
+                print(f"{PROG}: job {record['job_id']} was submitted but {cfg.history.path} "
+                      f"cannot be written ({exc.strerror}); `status` will not list it",
+                      file=sys.stderr)
+                failed += 1
+    if failed:
+        print(f"{PROG}: {failed} of {len(tasks)} submission(s) failed", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,514 @@
+"""The recipe catalog: load each recipe's metadata.yaml, resolve a config, find its reference.
+
+A recipe folder (llama3.1/, nemotron/, nemotronh/) holds one metadata.yaml: identity, container
+image, supported matrix, parallelism for every published row, model shape for FLOPs, the NeMo
+job each row runs (`nemo`, see llmb.recipes.nemojob), the published step times and the stack that
+measured them (`sources`). This module is the only reader of those files.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from llmb.recipes import nemojob, perf
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+GPUS_FILE = REPO_ROOT / "common" / "gpus.yaml"
+
+# Seed documents in order of precedence: where two publish the same row, the newer one wins.
+SOURCE_PRECEDENCE = ("004", "000", "003", "001", "002")
+SCALINGS = ("weak", "strong")
+DTYPES = nemojob.DTYPES
+CLUSTER_TYPES = ("slurm", "runai", "local")
+
+TOP_KEYS = {
+    "recipe", "workload", "name", "family", "framework", "image", "seq_length", "entrypoint",
+    "requires_hf_token", "cluster_types", "defaults", "env", "sizes", "configs", "references",
+    "sources", "nemo", "profile",
+}
+TOP_OPTIONAL = {"logged_tflops"}
+SIZE_KEYS = {"nemo_recipe", "time_limit", "model", "checkpoint", "env"}
+SIZE_OPTIONAL = {"nemo"}
+CHECKPOINT_KEYS = {"size", "save_min_scale", "load_min_scale"}
+CONFIG_KEYS = {
+    "size", "gpu_types", "dtypes", "scaling", "scales", "tp", "pp", "cp", "vp", "ep", "mbs",
+    "source",
+}
+CONFIG_OPTIONAL = {"gbs", "gbs_per_gpu", "num_layers", "nemo"}
+REFERENCE_KEYS = {"size", "dtype", "gpu_type", "scaling", "source", "step_time"}
+# The stack a seed's numbers were measured with: upstream release (NVIDIA/dgxc-benchmarking
+# tag), container image, NeMo (commit, or NeMo-Launcher for the NeMo 1 releases).
+SOURCE_KEYS = {"upstream", "image", "nemo"}
+PROFILE_KEYS = {"start_step", "stop_step"}
+GPU_KEYS = {"gpus_per_node", "arch", "peak_tflops", "cuda_device_max_connections", "env"}
+GPU_OPTIONAL = {"segment_max_nodes"}
+
+
+class CatalogError(ValueError):
+    """A request the catalog cannot satisfy, or a metadata file that is wrong.
+
+    `field` names what was wrong in catalog terms (model_size, dtype, gpu_type, num_gpus,
+    scaling, gpus_per_node); callers map it to their own variable or flag name.
+    """
+
+    def __init__(self, message: str, field: str | None = None, value: object = None,
+                 allowed: Iterable[object] = ()) -> None:
+        super().__init__(message)
+        self.field = field
+        self.value = value
+        self.allowed = tuple(allowed)
+
+
+@dataclass(frozen=True)
+class GpuType:
+    name: str
+    gpus_per_node: int
+    arch: str
+    peak_tflops: Mapping[str, float]
+    cuda_device_max_connections: int
+    env: Mapping[str, str]
+    segment_max_nodes: int | None = None
+
+
+@dataclass(frozen=True)
+class Config:
+    """One fully resolved benchmark configuration."""
+
+    recipe: str
+    workload: str
+    model_size: str
+    dtype: str
+    gpu_type: str
+    num_gpus: int
+    gpus_per_node: int
+    scaling: str
+    tp: int
+    pp: int
+    cp: int
+    vp: int | None
+    ep: int | None
+    mbs: int
+    gbs: int
+    dp: int
+    ga: int
+    num_layers: int
+    seq_length: int
+    source: str
+    published: bool = True
+    # Index of the metadata `configs` entry the row comes from (its per-row NeMo settings).
+    entry: int = field(default=-1, compare=False, repr=False)
+
+    @property
+    def nodes(self) -> int:
+        return self.num_gpus // self.gpus_per_node
+
+    @property
+    def experiment_name(self) -> str:
+        return (
+            f"{self.workload}_{self.model_size}_{self.dtype}_gpus{self.num_gpus}"
+            f"_tp{self.tp}_pp{self.pp}_cp{self.cp}_vp{self.vp}_mbs{self.mbs}_gbs{self.gbs}"
+        )
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A published step time, the seed that publishes it and the stack that measured it."""
+
+    step_time: float
+    source: str
+    image: str | None = None  # e.g. nvcr.io/nvidia/nemo:25.02.01
+    nemo: str | None = None  # NeMo commit (or NeMo-Launcher)
+    upstream: str | None = None  # NVIDIA/dgxc-benchmarking release(s)
+
+    def describe(self) -> str:
+        """Where the number comes from, in one short phrase: `seed 003, nemo 25.02.01`."""
+        if not self.image:
+            return f"seed {self.source}"
+        name, _, tag = self.image.rpartition("/")[2].partition(":")
+        return f"seed {self.source}, {name} {tag}".rstrip()
+
+
+@dataclass(frozen=True)
+class Recipe:
+    directory: Path
+    data: Mapping[str, Any] = field(repr=False)
+
+    # --- identity -------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return str(self.data["recipe"])
+
+    @property
+    def workload(self) -> str:
+        return str(self.data["workload"])
+
+    @property
+    def family(self) -> str:
+        return str(self.data["family"])
+
+    @property
+    def seq_length(self) -> int:
+        return int(self.data["seq_length"])
+
+    @property
+    def image(self) -> str:
+        return str(self.data["image"])
+
+    @property
+    def logged_tflops(self) -> bool:
+        """False when NeMo's logged TFLOPS_per_GPU is not valid for this model (compute it)."""
+        return bool(self.data.get("logged_tflops", True))
+
+    @property
+    def defaults(self) -> Mapping[str, str]:
+        return self.data["defaults"]
+
+    @property
+    def profile_steps(self) -> tuple[int, int]:
+        """Default (PROFILE_START_STEP, PROFILE_STOP_STEP), as the recipe's seed says."""
+        return int(self.data["profile"]["start_step"]), int(self.data["profile"]["stop_step"])
+
+    def source(self, seed: str) -> Mapping[str, str]:
+        """The stack seed `seed` measured with (upstream tag, image, NeMo commit)."""
+        return self.data["sources"][seed]
+
+    def nemo_settings(self, config: Config) -> dict[str, Any]:
+        """The NeMo job of one row (llmb.recipes.nemojob): recipe-wide, size and configs-entry
+        settings merged in that order, by-dtype values resolved."""
+        layers = [self.data["nemo"], self.size(config.model_size).get("nemo") or {}]
+        if config.entry >= 0:
+            layers.append(self.data["configs"][config.entry].get("nemo") or {})
+        return nemojob.resolve(layers, config.dtype)
+
+    @property
+    def sizes(self) -> list[str]:
+        return list(self.data["sizes"])
+
+    def size(self, model_size: str) -> Mapping[str, Any]:
+        return self.data["sizes"][model_size]
+
+    # --- the supported matrix ---------------------------------------------------------------
+    @property
+    def dtypes(self) -> list[str]:
+        return _ordered(d for c in self.data["configs"] for d in c["dtypes"])
+
+    @property
+    def gpu_types(self) -> list[str]:
+        return _ordered(g for c in self.data["configs"] for g in c["gpu_types"])
+
+    def rows(self, model_size: str | None = None, dtype: str | None = None,
+             gpu_type: str | None = None, scaling: str | None = None) -> list[Config]:
+        """Every published configuration matching the filters, resolved."""
+        out = []
+        for entry in self.data["configs"]:
+            if model_size not in (None, entry["size"]) or scaling not in (None, entry["scaling"]):
+                continue
+            for g in entry["gpu_types"]:
+                for d in entry["dtypes"]:
+                    if gpu_type in (None, g) and dtype in (None, d):
+                        out.extend(self._build(entry, d, g, n, None, True) for n in entry["scales"])
+        return out
+
+    def scales(self, model_size: str, dtype: str, gpu_type: str,
+               scaling: str = "weak") -> list[int]:
+        return sorted(c.num_gpus for c in self.rows(model_size, dtype, gpu_type, scaling))
+
+    def resolve(self, model_size: str, dtype: str, gpu_type: str, num_gpus: int,
+                scaling: str = "weak", gpus_per_node: int | None = None,
+                allow_unpublished: bool = False) -> Config:
+        """The configuration for one request, or CatalogError naming what is not supported.
+
+        allow_unpublished extends the nearest published row's layout to a scale the seeds do
+        not list (smoke tests, sweeps past the largest scale); the result has published=False
+        and still must satisfy the DP/GA arithmetic.
+        """
+        self._check_choice("model_size", model_size, self.sizes)
+        self._check_choice("dtype", dtype, DTYPES)
+        self._check_choice("gpu_type", gpu_type, gpu_types())
+        self._check_choice("scaling", scaling, SCALINGS)
+        what = f"{self.name} {model_size}"
+        for fld, value, allowed in (
+            ("dtype", dtype, _ordered(d for c in self._entries(model_size) for d in c["dtypes"])),
+            ("gpu_type", gpu_type, _ordered(
+                g for c in self._entries(model_size, dtype) for g in c["gpu_types"])),
+            ("scaling", scaling, _ordered(
+                c["scaling"] for c in self._entries(model_size, dtype, gpu_type))),
+        ):
+            if value not in allowed:
+                raise CatalogError(
+                    f"{what} does not publish {fld} {value}; supported: {', '.join(allowed)}",
+                    fld, value, allowed)
+            what += f" {value}"
+        entries = self._entries(model_size, dtype, gpu_type, scaling)
+        published = sorted(n for e in entries for n in e["scales"])
+        per_node = (get_gpu_type(gpu_type).gpus_per_node if gpus_per_node is None
+                    else gpus_per_node)
+        if per_node < 1:
+            raise CatalogError(f"GPUs per node must be positive, not {per_node}",
+                               "gpus_per_node", per_node)
+        if num_gpus < 1 or num_gpus % per_node:
+            raise CatalogError(
+                f"{num_gpus} GPUs is not a positive multiple of {per_node} GPUs per node",
+                "num_gpus", num_gpus, published)
+        entry = next((e for e in entries if num_gpus in e["scales"]), None)
+        if entry is None:
+            if not allow_unpublished:
+                raise CatalogError(
+                    f"{num_gpus} GPUs is not a published scale for {what}; "
+                    f"published: {', '.join(map(str, published))}",
+                    "num_gpus", num_gpus, published)
+            entry = min(entries, key=lambda e: min(abs(n - num_gpus) for n in e["scales"]))
+        return self._build(entry, dtype, gpu_type, num_gpus, per_node, entry is not None
+                           and num_gpus in entry["scales"])
+
+    def reference(self, model_size: str, dtype: str, gpu_type: str, num_gpus: int,
+                  scaling: str = "weak") -> Reference | None:
+        """The published step time for this row, from the newest seed that has one."""
+        found = [
+            Reference(float(r["step_time"][num_gpus]), r["source"], **self.source(r["source"]))
+            for r in self.data["references"]
+            if (r["size"], r["dtype"], r["gpu_type"], r["scaling"])
+            == (model_size, dtype, gpu_type, scaling) and num_gpus in r["step_time"]
+        ]
+        found.sort(key=lambda r: SOURCE_PRECEDENCE.index(r.source))
+        return found[0] if found else None
+
+    def model_flops(self, model_size: str, num_layers: int | None = None) -> float:
+        """FLOPs per sample; num_layers overrides the depth (405b proxies)."""
+        shape = dict(self.size(model_size)["model"])
+        if num_layers is not None:
+            shape["num_layers"] = num_layers
+        return perf.model_flops(self.family, shape, self.seq_length)
+
+    # --- internals --------------------------------------------------------------------------
+    def _entries(self, model_size: str, dtype: str | None = None, gpu_type: str | None = None,
+                 scaling: str | None = None) -> list[Mapping[str, Any]]:
+        return [
+            c for c in self.data["configs"]
+            if c["size"] == model_size and dtype in (None, *c["dtypes"])
+            and gpu_type in (None, *c["gpu_types"]) and scaling in (None, c["scaling"])
+        ]
+
+    def _check_choice(self, fld: str, value: str, allowed: Iterable[str]) -> None:
+        allowed = list(allowed)
+        if value not in allowed:
+            raise CatalogError(f"{self.name} has no {fld} {value}; allowed: {', '.join(allowed)}",
+                               fld, value, allowed)
+
+    def _build(self, entry: Mapping[str, Any], dtype: str, gpu_type: str, num_gpus: int,
+               gpus_per_node: int | None, published: bool) -> Config:
+        tp, pp, cp, mbs = entry["tp"], entry["pp"], entry["cp"], entry["mbs"]
+        gbs_float = entry["gbs"] if "gbs" in entry else entry["gbs_per_gpu"] * num_gpus
+        where = f"{self.name} {entry['size']} {dtype} {gpu_type} at {num_gpus} GPUs"
+        if gbs_float != int(gbs_float) or gbs_float < 1:
+            raise CatalogError(f"{where}: global batch size {gbs_float} is not a whole number",
+                               "num_gpus", num_gpus)
+        gbs = int(gbs_float)
+        if num_gpus % (tp * pp * cp):
+            raise CatalogError(
+                f"{where}: {num_gpus} GPUs is not divisible by TP x PP x CP = {tp * pp * cp}",
+                "num_gpus", num_gpus)
+        dp = num_gpus // (tp * pp * cp)
+        if gbs % (mbs * dp):
+            raise CatalogError(
+                f"{where}: global batch size {gbs} is not divisible by MBS x DP = {mbs * dp}",
+                "num_gpus", num_gpus)
+        return Config(
+            recipe=self.name, workload=self.workload, model_size=entry["size"], dtype=dtype,
+            gpu_type=gpu_type, num_gpus=num_gpus,
+            gpus_per_node=gpus_per_node or get_gpu_type(gpu_type).gpus_per_node,
+            scaling=entry["scaling"], tp=tp, pp=pp, cp=cp, vp=entry["vp"], ep=entry["ep"],
+            mbs=mbs, gbs=gbs, dp=dp, ga=gbs // (mbs * dp),
+            num_layers=entry.get("num_layers", self.size(entry["size"])["model"]["num_layers"]),
+            seq_length=self.seq_length, source=entry["source"], published=published,
+            entry=self._index(entry),
+        )
+
+    def _index(self, entry: Mapping[str, Any]) -> int:
+        return next(i for i, e in enumerate(self.data["configs"]) if e is entry)
+
+
+def _ordered(items: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(items))
+
+
+# --- loading and validation -----------------------------------------------------------------
+
+def _check_keys(where: str, data: object, required: set[str], optional: set[str] = frozenset()
+                ) -> None:
+    if not isinstance(data, Mapping):
+        raise CatalogError(f"{where}: expected a mapping, got {type(data).__name__}")
+    missing = required - set(data)
+    unknown = set(data) - required - optional
+    if missing:
+        raise CatalogError(f"{where}: missing key(s) {', '.join(sorted(missing))}")
+    if unknown:
+        raise CatalogError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+
+
+def validate(data: Mapping[str, Any], where: str) -> None:
+    """Check a parsed metadata.yaml; raise CatalogError naming the first problem."""
+    _check_keys(where, data, TOP_KEYS, TOP_OPTIONAL)
+    if not isinstance(data.get("logged_tflops", True), bool):
+        raise CatalogError(f"{where}: logged_tflops must be true or false")
+    family = data["family"]
+    if family not in perf.SHAPE_KEYS:
+        raise CatalogError(f"{where}: family {family!r} is not one of {', '.join(perf.SHAPE_KEYS)}")
+    for ctype in data["cluster_types"]:
+        if ctype not in CLUSTER_TYPES:
+            raise CatalogError(f"{where}: cluster type {ctype!r} is not one of "
+                               f"{', '.join(CLUSTER_TYPES)}")
+    known_gpus = gpu_types()
+    _validate_job(data, where)
+    for name, size in data["sizes"].items():
+        at = f"{where}: sizes.{name}"
+        _check_keys(at, size, SIZE_KEYS, SIZE_OPTIONAL)
+        _check_keys(f"{at}.model", size["model"], set(perf.SHAPE_KEYS[family]))
+        _check_keys(f"{at}.checkpoint", size["checkpoint"], CHECKPOINT_KEYS)
+        _check_nemo(f"{at}.nemo", size.get("nemo") or {})
+    published: dict[tuple[object, ...], int] = {}  # (size, dtype, gpu, scaling, gpus) -> entry
+    for i, entry in enumerate(data["configs"]):
+        at = f"{where}: configs[{i}]"
+        _check_keys(at, entry, CONFIG_KEYS, CONFIG_OPTIONAL)
+        if ("gbs" in entry) == ("gbs_per_gpu" in entry):
+            raise CatalogError(f"{at}: give exactly one of gbs, gbs_per_gpu")
+        if entry["size"] not in data["sizes"]:
+            raise CatalogError(f"{at}: size {entry['size']} is not under sizes")
+        if entry["scaling"] not in SCALINGS or entry["source"] not in SOURCE_PRECEDENCE:
+            raise CatalogError(
+                f"{at}: bad scaling {entry['scaling']!r} or source {entry['source']!r}")
+        if entry["source"] not in data["sources"]:
+            raise CatalogError(f"{at}: source {entry['source']} has no entry under sources")
+        for d in entry["dtypes"]:
+            if d not in DTYPES:
+                raise CatalogError(f"{at}: dtype {d!r} is not one of {', '.join(DTYPES)}")
+        _check_nemo(f"{at}.nemo", entry.get("nemo") or {})
+        layers = [data["nemo"], data["sizes"][entry["size"]].get("nemo") or {},
+                  entry.get("nemo") or {}]
+        for d in entry["dtypes"]:
+            try:
+                nemojob.check(nemojob.resolve(layers, d), complete=True)
+            except nemojob.SettingsError as err:
+                raise CatalogError(f"{at}: the NeMo job of its {d} rows: {err}") from None
+        for g in entry["gpu_types"]:
+            if g not in known_gpus:
+                raise CatalogError(f"{at}: GPU type {g!r} is not in {GPUS_FILE.name}")
+        for key in _row_keys(entry["size"], entry["dtypes"], entry["gpu_types"],
+                             entry["scaling"], entry["scales"]):
+            if key in published:
+                raise CatalogError(f"{at}: {' '.join(map(str, key))} GPUs is already published "
+                                   f"by configs[{published[key]}]")
+            published[key] = i
+    for i, ref in enumerate(data["references"]):
+        at = f"{where}: references[{i}]"
+        _check_keys(at, ref, REFERENCE_KEYS)
+        if ref["source"] not in SOURCE_PRECEDENCE:
+            raise CatalogError(f"{at}: unknown source {ref['source']!r}")
+        if ref["source"] not in data["sources"]:
+            raise CatalogError(f"{at}: source {ref['source']} has no entry under sources "
+                               "(the stack that measured it)")
+        for key in _row_keys(ref["size"], [ref["dtype"]], [ref["gpu_type"]], ref["scaling"],
+                             ref["step_time"]):
+            if key not in published:
+                raise CatalogError(f"{at}: step time for {' '.join(map(str, key))} GPUs, "
+                                   "a row no entry of configs publishes")
+
+
+def _validate_job(data: Mapping[str, Any], where: str) -> None:
+    """The recipe-wide NeMo settings, the profile defaults and the measuring stacks."""
+    _check_keys(f"{where}: profile", data["profile"], PROFILE_KEYS)
+    start, stop = data["profile"]["start_step"], data["profile"]["stop_step"]
+    if not all(isinstance(s, int) and not isinstance(s, bool) for s in (start, stop)) \
+            or not 0 < start < stop:
+        raise CatalogError(f"{where}: profile steps {start!r}..{stop!r} are not 0 < start < stop")
+    _check_nemo(f"{where}: nemo", data["nemo"])
+    if not isinstance(data["sources"], Mapping):
+        raise CatalogError(f"{where}: sources: expected a mapping of seed to stack")
+    for seed, stack in data["sources"].items():
+        if seed not in SOURCE_PRECEDENCE:
+            raise CatalogError(f"{where}: sources: unknown seed {seed!r}")
+        _check_keys(f"{where}: sources.{seed}", stack, SOURCE_KEYS)
+
+
+def _check_nemo(where: str, block: object) -> None:
+    try:
+        nemojob.check(block)
+    except nemojob.SettingsError as err:
+        raise CatalogError(f"{where}: {err}") from None
+
+
+def _row_keys(size: str, dtypes: Iterable[str], gpus: Iterable[str], scaling: str,
+              scales: Iterable[int]) -> list[tuple[object, ...]]:
+    return [(size, d, g, scaling, n) for d in dtypes for g in gpus for n in scales]
+
+
+def _load_yaml(text: str) -> Any:
+    """yaml.safe_load, through libyaml when PyYAML has it (several times faster)."""
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def read_yaml(path: Path, label: str, error: type[Exception] = CatalogError) -> Any:
+    """Parse a YAML file; an unreadable or malformed one raises `error` with one line naming
+    `label` (the file, or the option that named it)."""
+    try:
+        return _load_yaml(path.read_text())
+    except OSError as exc:
+        raise error(f"cannot read {label}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise error(f"{label} is not valid YAML: {str(exc).splitlines()[0]}") from None
+
+
+@functools.cache
+def _gpu_table() -> dict[str, GpuType]:
+    data = _load_yaml(GPUS_FILE.read_text())
+    table = {}
+    for name, entry in data.items():
+        _check_keys(f"{GPUS_FILE}: {name}", entry, GPU_KEYS, GPU_OPTIONAL)
+        table[name] = GpuType(name=name, **entry)
+    return table
+
+
+def gpu_types() -> list[str]:
+    return list(_gpu_table())
+
+
+def get_gpu_type(name: str) -> GpuType:
+    try:
+        return _gpu_table()[name]
+    except KeyError:
+        raise CatalogError(f"unknown GPU type {name}; allowed: {', '.join(gpu_types())}",
+                           "gpu_type", name, gpu_types()) from None
+
+
+@functools.cache
+def load_recipe(directory: Path | str) -> Recipe:
+    """Load, validate and check every published row of one recipe folder."""
+    path = Path(directory).resolve() / "metadata.yaml"
+    data = read_yaml(path, str(path))
+    validate(data, str(path))
+    recipe = Recipe(path.parent, data)
+    recipe.rows()  # every published row must satisfy the DP/GA arithmetic
+    return recipe
+
+
+def recipe_dirs(root: Path = REPO_ROOT) -> list[Path]:
+    return sorted(p.parent for p in root.glob("*/metadata.yaml"))
+
+
+def all_recipes(root: Path = REPO_ROOT) -> list[Recipe]:
+    return [load_recipe(d) for d in recipe_dirs(root)]
+
+
+def find_recipe(key: str, root: Path = REPO_ROOT) -> Recipe:
+    """A recipe by folder name (nemotron) or workload key (pretrain_nemotron4)."""
+    for recipe in all_recipes(root):
+        if key in (recipe.name, recipe.workload, recipe.directory.name):
+            return recipe
+    known = ", ".join(r.workload for r in all_recipes(root))
+    raise CatalogError(f"unknown workload {key}; known: {known}", "workload", key)

@@ -1,0 +1,340 @@
+"""llmb.launch.experiment: job building for every published row, golden job scripts, real
+submission.
+
+Golden files (tests/golden/launch/*.txt) hold the DRY_RUN output (manifest + sbatch script or
+Run:ai spec) with the repository path, the install path, the run timestamp, the creation time,
+the git commit and the Python version masked. UPDATE_GOLDEN=1 rewrites them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from llmb.launch import experiment as launch
+from llmb.launch import jobenv, request
+from llmb.recipes import catalog
+
+REPO = Path(__file__).resolve().parents[2]
+GOLDEN = REPO / "tests" / "golden" / "launch"
+SHIMS = REPO / "tests" / "shims"
+INSTALL = Path("/llmb-install")  # never touched: dry runs write nothing
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+
+
+def env_for(**extra: str) -> dict[str, str]:
+    env = {"LLMB_INSTALL": str(INSTALL), "SBATCH_ACCOUNT": "acct", "SBATCH_PARTITION": "batch",
+           "HF_TOKEN": "hf_do_not_print", "DRY_RUN": "true"}
+    env.update(extra)
+    return env
+
+
+def make_request(recipe: str, **extra: str) -> request.Request:
+    return request.from_env(catalog.find_recipe(recipe), env_for(**extra))
+
+
+def mask(text: str) -> str:
+    text = text.replace(str(REPO), "<REPO>").replace(str(INSTALL), "<INSTALL>")
+    text = re.sub(r"_\d{19}\b", "_<STAMP>", text)
+    text = re.sub(r'"created": "[^"]+"', '"created": "<CREATED>"', text)
+    text = re.sub(r'"git_commit": ("[0-9a-f]+"|null)', '"git_commit": "<COMMIT>"', text)
+    return re.sub(r'"python": "[^"]+"', '"python": "<PYTHON>"', text)
+
+
+GOLDEN_CASES = {
+    "llama3.1_8b_fp8_h100_16": ("llama3.1", dict(JOB_TOTAL_GPUS="16")),
+    "llama3.1_70b_bf16_h100_64_profile": (
+        "llama3.1", dict(MODEL_SIZE="70b", DTYPE="bf16", JOB_TOTAL_GPUS="64",
+                         ENABLE_PROFILE="true")),
+    "llama3.1_405b_fp8_h100_128_proxy_gres": (
+        "llama3.1", dict(MODEL_SIZE="405b", JOB_TOTAL_GPUS="128", SBATCH_GPUS_PER_NODE="8")),
+    "nemotron_15b_bf16_h100_16_nccltrace": (
+        "nemotron", dict(DTYPE="bf16", JOB_TOTAL_GPUS="16", ENABLE_NCCLTRACE="true")),
+    "nemotron_340b_fp8_gb200_256_strong_profile_gpumetrics": (
+        "nemotron", dict(MODEL_SIZE="340b", GPU_TYPE="gb200", JOB_TOTAL_GPUS="256",
+                         STRONG_SCALING="true", ENABLE_PROFILE="true",
+                         ENABLE_GPU_METRICS="true")),
+    "nemotron_340b_bf16_b200_128_weak_checkpoint_save": (
+        "nemotron", dict(MODEL_SIZE="340b", DTYPE="bf16", GPU_TYPE="b200", JOB_TOTAL_GPUS="128",
+                         ENABLE_CHECKPOINT="true", TIME_LIMIT="02:00:00")),
+    "nemotron_15b_fp8_h100_64_checkpoint_load": (
+        "nemotron", dict(JOB_TOTAL_GPUS="64", LOAD_CHECKPOINT_PATH="<CKPT>")),
+    "nemotronh_56b_fp8_h100_32": ("nemotronh", dict(JOB_TOTAL_GPUS="32", MAX_STEPS="100")),
+    "llama3.1_8b_fp8_h100_32_placement": (  # LLMB_* placement -> #SBATCH lines + manifest
+        "llama3.1", dict(JOB_TOTAL_GPUS="32", LLMB_NODELIST="gpu[01-03]",
+                         LLMB_EXCLUDE="gpu07", LLMB_RESERVATION="acceptance",
+                         LLMB_QOS="high", LLMB_SEGMENT="2",
+                         LLMB_SLURM_ARGS="--constraint=h100 --comment=llmb-acceptance "
+                                         "--spread-job")),
+    "nemotron_340b_fp8_h100_256_runai": (
+        "nemotron", dict(MODEL_SIZE="340b", JOB_TOTAL_GPUS="256", CLUSTER_TYPE="runai",
+                         CUSTOM_MOUNT="workspace:/workspace:llmb-claim",
+                         BASE_URL="https://runai.example.com/api/v1", APP_ID="llmb-app",
+                         APP_SECRET="app-secret-value", PROJECT_NAME="bench",
+                         PVC_DIR="/workspace/nemo-run")),
+}
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    ckpt = tmp_path_factory.mktemp("ckpt") / "default--None=0.0000-epoch=0"
+    (ckpt / "weights").mkdir(parents=True)
+    (ckpt / "weights" / "__0_0.distcp").touch()
+    return ckpt
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN_CASES))
+def test_golden(name: str, checkpoint: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    recipe, extra = GOLDEN_CASES[name]
+    extra = {k: (str(checkpoint) if v == "<CKPT>" else v) for k, v in extra.items()}
+    for secret in ("HF_TOKEN", "APP_SECRET"):
+        monkeypatch.setenv(secret, env_for(**extra).get(secret, ""))
+    req = make_request(recipe, **extra)
+    out = io.StringIO()
+    assert launch.dry_run(req, out) == 0
+    text = mask(out.getvalue().replace(str(checkpoint), "<CKPT>"))
+    assert "hf_do_not_print" not in text and "app-secret-value" not in text
+    path = GOLDEN / f"{name}.txt"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"{path} missing: run UPDATE_GOLDEN=1 pytest {__file__}"
+    assert text == path.read_text()
+
+
+def test_dry_run_writes_nothing(tmp_path: Path) -> None:
+    req = request.from_env(catalog.find_recipe("nemotron"),
+                           env_for(LLMB_INSTALL=str(tmp_path), JOB_TOTAL_GPUS="16"))
+    launch.dry_run(req, io.StringIO())
+    assert list(tmp_path.iterdir()) == []
+
+
+ROWS = [(r.name, c) for r in catalog.all_recipes() for c in r.rows()]
+
+
+def test_every_published_row_builds() -> None:
+    """Every row of every recipe, in-process, checked against SPEC §3/§4."""
+    for recipe_name, cfg in ROWS:
+        recipe = catalog.find_recipe(recipe_name)
+        extra = dict(MODEL_SIZE=cfg.model_size, DTYPE=cfg.dtype, GPU_TYPE=cfg.gpu_type,
+                     JOB_TOTAL_GPUS=str(cfg.num_gpus),
+                     STRONG_SCALING=str(cfg.scaling == "strong").lower())
+        req = request.from_env(recipe, env_for(**extra))
+        assert req.config == cfg
+        paths = launch.JobPaths.new(req, stamp=1)
+        exp = (f"{recipe.workload}_{cfg.model_size}_{cfg.dtype}_gpus{cfg.num_gpus}_tp{cfg.tp}"
+               f"_pp{cfg.pp}_cp{cfg.cp}_vp{cfg.vp}_mbs{cfg.mbs}_gbs{cfg.gbs}")
+        assert paths.experiment == exp
+        script = launch.render_slurm(req, paths)
+        per_node = catalog.get_gpu_type(cfg.gpu_type).gpus_per_node
+        nodes = cfg.num_gpus // per_node
+        where = f"{recipe_name} {exp}"
+        assert f"#SBATCH --nodes={nodes}\n" in script, where
+        assert f"#SBATCH --ntasks-per-node={per_node}\n" in script, where
+        assert f"#SBATCH --gpus-per-node={per_node}\n" in script, where
+        assert "#SBATCH --exclusive\n" in script and "#SBATCH --mem=0\n" in script
+        time_limit = recipe.size(cfg.model_size)["time_limit"]
+        assert f"#SBATCH --time={time_limit}\n" in script, where
+        segment = re.search(r"#SBATCH --segment=(\d+)", script)
+        if cfg.gpu_type == "gb200" and nodes > 18:
+            assert segment and nodes % int(segment.group(1)) == 0 and int(segment.group(1)) <= 18
+        else:
+            assert segment is None, where
+        image = INSTALL / "images" / "nvidia+nemo+25.04.01.sqsh"
+        assert f"--container-image {image} " in script
+        workload = INSTALL / "workloads" / recipe.workload
+        assert f"--container-mounts {workload}:{workload},{REPO}:{REPO}," in script
+        for key, value in jobenv.job_env(recipe, cfg).items():
+            assert f"\nexport {key}={value}\n" in script, (where, key)
+        assert "--mpi=pmix" in script and "boost-slider --vboost 1 || true" in script
+        half = max(1, per_node // 2)
+        assert f"numactl --cpunodebind=$((SLURM_LOCALID/{half}))" in script
+        entry = recipe.directory / recipe.data["entrypoint"]
+        assert f"python {entry} train --manifest {paths.manifest}'" in script
+        assert f"log-acct-acct.{exp}_%j_${{SLURM_RESTART_COUNT:-0}}.out" in script
+        manifest = launch.build_manifest(req, paths)
+        assert manifest["nodes"] == nodes and manifest["parallelism"]["dp"] == cfg.dp
+        assert manifest["options"]["max_steps"] == 50
+        assert "HF_TOKEN" not in json.dumps(manifest) and "hf_do_not_print" not in script
+
+
+def test_segment_size() -> None:
+    assert launch.segment_size(18, 18) is None
+    assert launch.segment_size(32, 18) == 16
+    assert launch.segment_size(64, 18) == 16
+    assert launch.segment_size(128, 18) == 16
+    assert launch.segment_size(36, 18) == 18
+    assert launch.segment_size(38, 18) == 2
+    assert launch.segment_size(64, None) is None
+
+
+def test_local_command_uses_torchrun() -> None:
+    req = make_request("nemotron", CLUSTER_TYPE="local", SMOKE_TEST="true", JOB_TOTAL_GPUS="2")
+    paths = launch.JobPaths.new(req, stamp=1)
+    cmd = launch.render_local(req, paths)
+    assert "torchrun" in cmd and "--nproc-per-node 2" in cmd.replace("=", " ")
+    assert f"{REPO}/nemotron/pretrain_nemotron4.py train --manifest {paths.manifest}" in cmd
+    manifest = launch.build_manifest(req, paths)
+    assert manifest["options"]["smoke_test"] is True and manifest["published"] is False
+
+
+@pytest.fixture
+def slurm_shims(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    log = tmp_path / "shim.log"
+    monkeypatch.setenv("PATH", f"{SHIMS}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("SHIM_LOG", str(log))
+    from nemo_run.run.torchx_backend.schedulers import slurm as nemo_slurm
+
+    monkeypatch.setattr(nemo_slurm, "SLURM_JOB_DIRS", str(tmp_path / "slurm_jobs"))
+    monkeypatch.setattr(sys, "stdin", io.StringIO())  # invoke (sbatch runner) reads stdin
+    return log
+
+
+def test_submission_matches_dry_run(tmp_path: Path, slurm_shims: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Through nemo-run to the sbatch shim: the script it submits is the one DRY_RUN prints."""
+    install = tmp_path / "install"
+    (install / "images").mkdir(parents=True)
+    (install / "images" / "nvidia+nemo+25.04.01.sqsh").touch()
+    req = request.from_env(catalog.find_recipe("nemotron"), env_for(
+        LLMB_INSTALL=str(install), DRY_RUN="false", MODEL_SIZE="340b", GPU_TYPE="gb200",
+        JOB_TOTAL_GPUS="128", ENABLE_PROFILE="true"))
+    assert launch.launch(req) == 0
+    out = capsys.readouterr().out
+    assert "submitted pretrain_nemotron4_340b_fp8_gpus128" in out and "as job 12345" in out
+    (run_dir,) = (install / "workloads" / "pretrain_nemotron4" / "experiments"
+                  / req.experiment_name).iterdir()
+    paths = launch.JobPaths(req.experiment_name, run_dir.name, run_dir,
+                            run_dir / req.experiment_name)
+    submitted = (run_dir / f"{req.experiment_name}_sbatch.sh").read_text()
+    assert submitted == launch.render_slurm(req, paths)
+    manifest = json.loads(paths.manifest.read_text())
+    assert manifest["job_dir"] == str(paths.job_dir) and manifest["options"]["max_steps"] == 50
+    assert paths.manifest.stat().st_mode & 0o777 == 0o600  # the user's values: owner-only
+    assert (paths.job_dir / "nsys_profile").is_dir() and (paths.job_dir / "code").is_dir()
+    log = slurm_shims.read_text()
+    assert log.startswith(f"sbatch --requeue --parsable {run_dir}/")
+    assert "#SBATCH --nodes=32" in log
+
+
+def test_submission_failure_is_reported(tmp_path: Path, slurm_shims: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHIM_SBATCH_FAIL", "1")
+    install = tmp_path / "install"
+    (install / "images").mkdir(parents=True)
+    (install / "images" / "nvidia+nemo+25.04.01.sqsh").touch()
+    req = request.from_env(catalog.find_recipe("nemotronh"), env_for(
+        LLMB_INSTALL=str(install), DRY_RUN="false", JOB_TOTAL_GPUS="32"))
+    with pytest.raises(Exception, match="Invalid account"):
+        launch.launch(req)
+
+
+@pytest.mark.skipif(not (REPO / "common" / "llmb" / "container" / "smoke.py").exists()
+                    or shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None,
+                    reason="smoke workload or torch not installed")
+def test_local_smoke_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """CLUSTER_TYPE=local, SMOKE_TEST=true: torchrun runs 2 real ranks on this CPU machine."""
+    monkeypatch.setenv("PATH", f"{os.path.dirname(sys.executable)}{os.pathsep}"
+                       f"{os.environ['PATH']}")
+    req = request.from_env(catalog.find_recipe("nemotron"), env_for(
+        LLMB_INSTALL=str(tmp_path), DRY_RUN="false", CLUSTER_TYPE="local", SMOKE_TEST="true",
+        JOB_TOTAL_GPUS="2", MAX_STEPS="3"))
+    assert launch.launch(req) == 0
+    assert "finished: SUCCEEDED" in capsys.readouterr().out
+    (log,) = tmp_path.glob("workloads/pretrain_nemotron4/experiments/*/*/*/log-*_local_0.out")
+    assert "Training epoch 0, iteration 2/2" in log.read_text()
+    assert (log.parent.parent / launch.MANIFEST_NAME).exists()
+
+
+def test_values_reach_the_srun_line_quoted(tmp_path: Path) -> None:
+    """nemo-run writes srun's arguments and the export values as they are; llmb quotes them.
+    Run the generated srun line and export lines with bash (srun: a function printing its
+    arguments): every value arrives whole and nothing in it runs."""
+    install = tmp_path / "install"
+    (install / "images").mkdir(parents=True)
+    image = tmp_path / "img $(touch pwned) 'q'.sqsh"
+    image.touch()
+    ckpt = tmp_path / "ck pt $(touch pwned)"
+    (ckpt / "weights").mkdir(parents=True)
+    (ckpt / "weights" / "__0_0.distcp").touch()
+    req = request.from_env(catalog.find_recipe("nemotron"), env_for(
+        LLMB_INSTALL=str(install), JOB_TOTAL_GPUS="64", RUN_CONF_IMAGE=str(image),
+        LOAD_CHECKPOINT_PATH=str(ckpt), DRY_RUN="false"))
+    paths = launch.JobPaths.new(req, stamp=1)
+    script = launch.render_slurm(req, paths)
+    lines = script.splitlines()
+    exports = [line for line in lines if line.startswith("export ")]
+    (srun,) = [line for line in lines if line.startswith("srun --output")]
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    program = ("srun() { printf '%s\\n' \"$@\"; }\nSLURM_RESTART_COUNT=0\n"
+               + "\n".join(exports) + "\n" + srun + "\nprintf 'NVTE_FUSED_ATTN=%s\\n' "
+               '"$NVTE_FUSED_ATTN"\n')
+    out = subprocess.run(["bash", "-c", program], cwd=sandbox, capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out[out.index("--container-image") + 1] == str(image)
+    mounts = out[out.index("--container-mounts") + 1].split(",")
+    assert f"{ckpt}:{ckpt}" in mounts and mounts[0] == f"{req.llmb_workload}:{req.llmb_workload}"
+    assert out[-1] == "NVTE_FUSED_ATTN=1"
+    assert not list(tmp_path.rglob("pwned")) and not (Path.cwd() / "pwned").exists()
+
+
+def test_runai_launch_line_is_quoted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("APP_SECRET", "app-secret-value")
+    req = make_request("nemotron", **GOLDEN_CASES["nemotron_340b_fp8_h100_256_runai"][1])
+    paths = launch.JobPaths.new(req, stamp=1)
+    line = launch.runai_launch_line(req, paths, "/workspace/it's here")
+    assert line.endswith("--manifest '/workspace/it'\"'\"'s here/llmb_manifest.json'")
+
+
+@pytest.mark.skipif(shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None,
+                    reason="torch not installed")
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_local_run_stops_on_the_first_signal(tmp_path: Path, signame: str) -> None:
+    """A real local smoke run (torchrun, 2 ranks) started as a terminal would (own process
+    group, Ctrl-C at its default) stops on ONE SIGINT to its group (what Ctrl-C sends), or one
+    SIGTERM: it says so, exits 128 + signal, and leaves no rank running."""
+    venv_bin = os.path.dirname(sys.executable)
+    env = {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}",
+           "VIRTUAL_ENV": os.path.dirname(venv_bin), "LLMB_INSTALL": str(tmp_path),
+           "CLUSTER_TYPE": "local", "SMOKE_TEST": "true", "JOB_TOTAL_GPUS": "2",
+           "MAX_STEPS": "100000"}
+    for var in ("STAGE_PATH", "LLMB_WORKLOAD", "DRY_RUN", "HF_TOKEN"):
+        env.pop(var, None)
+
+    def default_signals() -> None:  # a background job of a script would ignore SIGINT
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    proc = subprocess.Popen([str(REPO / "nemotron" / "launch.sh")], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=default_signals)
+    try:
+        deadline = time.monotonic() + 240
+        while not any("iteration 3/" in log.read_text(errors="replace")
+                      for log in tmp_path.rglob("combined.log")):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the local run never started training"
+            time.sleep(0.5)
+        os.killpg(proc.pid, getattr(signal, signame))
+        out, err = proc.communicate(timeout=30)  # nemo-run alone waited for the whole run
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + getattr(signal, signame), (out, err)
+    assert f"llmb: {signame}: stopping the local run of pretrain_nemotron4_15b" in err
+    assert f"stopped by {signame}; its log so far: " in err
+    (log,) = tmp_path.rglob("log-*_local_0.out")
+    assert "iteration 3/" in log.read_text()
+    left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True)
+    assert left.stdout == "", f"processes left running: {left.stdout}"

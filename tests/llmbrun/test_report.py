@@ -1,0 +1,138 @@
+"""llmb.llmbrun.report: llmb-run's use of the analyzer (always its command line): per-job results of
+several runs in one analyzer call, verdicts and suspect nodes by job, and `llmb-run report`
+over an install as real runs leave it (tests/helpers/fakeinstall.py)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import fakeinstall
+import pytest
+import runinstall
+from llmb.llmbrun import report
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def llmb_run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return runinstall.run(args, cwd, timeout=300, **env)
+
+
+@pytest.fixture(scope="module")
+def install(tmp_path_factory) -> Path:
+    root = fakeinstall.make_install(tmp_path_factory.mktemp("i") / "llmb")
+    fakeinstall.make_run(root, "11", restarts=1)  # a node failure, then a good attempt
+    fakeinstall.make_run(root, "12", complete=False)  # time limit
+    fakeinstall.make_run(root, "13", step_time=30.0)  # far below the reference
+    fakeinstall.make_run(root, "14", workload="pretrain_nemotron4", size="15b", scale=16)
+    return root
+
+
+def run_dir(root: Path, job: str) -> Path:
+    (found,) = root.glob(f"workloads/*/experiments/*/*_{job}000")
+    return found
+
+
+# --- several jobs, one analyzer call ----------------------------------------------------------
+
+def test_results_verdicts_and_suspect_nodes_by_job(install):
+    found = report.analyze_runs({j: run_dir(install, j) for j in ("11", "12", "13", "14")})
+    assert found.error is None
+    assert sorted(found.results) == ["11", "12", "13", "14"]
+    assert [r["status"] for r in found.results["11"]] == ["Failed", "Success"]
+    assert found.result("11")["filename"].endswith("_11_1.out")  # the last attempt decides
+    assert found.result("11")["status"] == "Success"
+    assert found.suspect_nodes("11") == ["node2"]  # named by the failed first attempt
+    assert "time limit" in found.result("12")["reason"]
+    assert found.suspect_nodes("12") == []
+    # 11 and 13 are repeats of one configuration: the median of 9.5 s and 30 s is below
+    assert found.verdict("11") == found.verdict("13") == "below"
+    assert found.verdict("14") == "pass"
+
+
+def test_jobs_that_cannot_be_analyzed_are_left_out(install, tmp_path):
+    found = report.analyze_runs({"../x": run_dir(install, "11"), "15": tmp_path / "nope",
+                                   "16": "", "14": run_dir(install, "14")})
+    assert list(found.results) == ["14"]
+    assert report.analyze_runs({}).results == {}
+    assert found.result("15") is None and found.verdict("15") is None
+    assert found.suspect_nodes("15") == []
+
+
+def test_an_analyzer_failure_is_one_line(tmp_path):
+    with pytest.raises(report.AnalyzerError) as info:
+        report.analyze_json(tmp_path / "missing")
+    assert "missing" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_from_json_groups_by_link_name_or_mapping():
+    data = {"results": [{"filename": "7/exp/log-a_7_0.out", "status": "Success",
+                         "config_key": "k"}, "garbage",
+                        {"filename": "other.out", "status": "Failed"}],
+            "configurations": [{"config_key": "k", "verdict": "pass"}, {"no": "key"}]}
+    found = report.from_json(data, job_of={"other.out": "9"})
+    assert sorted(found.results) == ["7", "9"]
+    assert found.verdict("7") == "pass" and found.verdict("9") is None
+
+
+# --- llmb-run report --------------------------------------------------------------------------
+
+def test_report_writes_the_page_and_says_where(install):
+    proc = llmb_run(["report"], install)
+    assert proc.returncode == 0, proc.stderr
+    out = install / "report"
+    assert proc.stdout.splitlines()[:2] == [f"report: {out}/index.html",
+                                            f"report: {out}/report.md"]
+    assert re.fullmatch(r"Summary: 5 log\(s\): 3 Success, 2 Failed; skipped 4 sbatch output; "
+                        r"configurations: 1 pass, 1 below", proc.stdout.splitlines()[2])
+    html = (out / "index.html").read_text()
+    assert "<html" in html and "data:image/png;base64," in html
+    assert list((out / "plots").glob("*.png"))
+    assert "node failure" in (out / "report.md").read_text()
+
+
+def test_report_output_elsewhere_and_again(install, tmp_path):
+    target = tmp_path / "shared" / "week12"
+    for _ in range(2):  # a second report replaces the first
+        proc = llmb_run(["report", "--output", str(target)], install)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.startswith(f"report: {target}/index.html\n")
+
+
+def test_report_errors_are_one_line(install, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    proc = llmb_run(["report", "--output", str(blocker / "sub")], install)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.startswith(f"llmb-run: --output {blocker}/sub: cannot create it: ")
+    assert len(proc.stderr.splitlines()) == 1
+    empty = fakeinstall.make_install(tmp_path / "empty")
+    proc = llmb_run(["report"], empty)
+    assert proc.returncode == 1
+    assert proc.stderr == f"llmb-run: no runs yet: {empty}/workloads does not exist\n"
+
+
+def test_report_without_matplotlib_says_what_to_install(install, tmp_path):
+    python = "/usr/bin/python3"
+    probe = subprocess.run([python, "-c", "import yaml, importlib.util as u; "
+                            "assert u.find_spec('matplotlib') is None"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"{python} needs PyYAML and no matplotlib for this test")
+    proc = llmb_run(["report", "--output", str(tmp_path / "r")], install, LLMB_PYTHON=python)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"llmb-run: the analyzer wrote no report into {tmp_path}/r: ")
+    assert "matplotlib" in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+def test_modules_stay_light():
+    """llmb-run status, archive and verify-archive import these: never matplotlib (only the
+    analyzer's --report does, in its own process), nemo_run or numpy."""
+    code = ("import sys; import llmb.llmbrun.report, llmb.llmbrun.archive, "
+            "llmb.llmbrun.verify_archive, llmb.shared.progress; "
+            "print(sorted(m for m in ('matplotlib', 'nemo_run', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env={"PYTHONPATH": str(REPO / "common")}, check=True).stdout
+    assert out == "[]\n"
