@@ -15,7 +15,6 @@ Errors are one line on stderr starting with "llmb: " and a non-zero exit (2 for 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -79,14 +78,12 @@ def train(argv: list[str]) -> int:
     parser.add_argument("--print-config", action="store_true",
                         help="print the NeMo recipe as nemo-run YAML, train nothing")
     args = parser.parse_args(argv)
+    from llmb import manifest as run_manifest
+
     try:
-        manifest = json.loads(args.manifest.read_text())
-    except OSError as err:
-        return _error(f"cannot read manifest {args.manifest}: {err.strerror}")
-    except json.JSONDecodeError as err:
-        return _error(f"manifest {args.manifest} is not valid JSON: {err}")
-    if not isinstance(manifest, dict):
-        return _error(f"manifest {args.manifest} is not a JSON object")
+        manifest = run_manifest.read(args.manifest)
+    except run_manifest.ManifestError as err:
+        return _error(str(err))
     options = manifest.get("options")
     smoke_test = isinstance(options, dict) and options.get("smoke_test")
     if smoke_test and args.print_config:

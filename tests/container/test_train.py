@@ -17,6 +17,7 @@ import pytest
 import upstream_jobs
 from llmb.container import train
 from llmb.launch import jobenv
+from llmb.manifest import ManifestError
 from llmb.recipes import catalog
 from trainmanifests import CASES, OPTION_VARIANTS, RUN_DIR, SEQ_LENGTH, find, make_manifest
 
@@ -361,7 +362,7 @@ def _broken(path: str, value: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("path", "value", "message"), [
-    ("schema", 2, "manifest schema=2 is not supported; supported: 1"),
+    ("schema", 2, "manifest has schema=2, which is not supported; supported: 1"),
     ("dtype", "fp16", "manifest dtype='fp16' is not supported; allowed: bf16, fp8"),
     ("family", "gpt", "manifest family='gpt' is not supported"),
     ("parallelism", KeyError, "manifest  lacks parallelism"),
@@ -387,7 +388,7 @@ def test_bad_manifests_fail_with_one_clear_line(path: str, value: Any,
     if message is None:
         train.plan(m)
         return
-    with pytest.raises(train.ManifestError) as err:
+    with pytest.raises(ManifestError) as err:
         train.plan(m)
     assert message in str(err.value)
     assert "\n" not in str(err.value)
@@ -395,7 +396,7 @@ def test_bad_manifests_fail_with_one_clear_line(path: str, value: Any,
 
 def test_profile_steps_must_be_ordered() -> None:
     r, cfg = find("llama3.1", "8b", "fp8", "h100", 8)
-    with pytest.raises(train.ManifestError, match="profile_start_step=50 and profile_stop_step=45"):
+    with pytest.raises(ManifestError, match="profile_start_step=50 and profile_stop_step=45"):
         train.plan(make_manifest(r, cfg, profile=True, profile_start_step=50,
                                  profile_stop_step=45))
 
@@ -446,7 +447,7 @@ def test_cli_prints_the_plan(tmp_path: Path, capsys) -> None:
     printed = json.loads(capsys.readouterr().out)
     assert printed["strategy"]["pipeline_model_parallel_size"] == 4
     assert train.main([str(tmp_path / "missing.json")]) == 2
-    assert capsys.readouterr().err.startswith("llmb: cannot read manifest ")
+    assert capsys.readouterr().err.startswith("llmb: manifest ")
     path.write_text("{")
     assert train.main([str(path)]) == 2
     assert "is not valid JSON" in capsys.readouterr().err

@@ -19,6 +19,7 @@ from typing import Any
 
 import runinstall
 import yaml
+from llmb import manifest as run_manifest
 from llmb.container import nemolog
 from llmb.launch import experiment as launch
 from llmb.launch import jobenv, request
@@ -94,7 +95,7 @@ def make_run(root: Path, job_id: str, workload: str = "pretrain_llama3.1", size:
     paths = launch.JobPaths.new(req, stamp if stamp is not None else int(job_id) * 1000)
     manifest = launch.build_manifest(req, paths, created="2025-04-11T14:48:45Z", commit=None)
     manifest["options"]["dry_run"] = False
-    launch.write_manifest(manifest, paths.manifest)
+    run_manifest.write(manifest, paths.manifest)
     cfg = req.config
     if step_time is None:
         ref = recipe.reference(size, dtype, "h100", scale)

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from llmb import manifest as run_manifest
 from llmb.launch import experiment as launch
 from llmb.launch import jobenv, request
 from llmb.recipes import catalog
@@ -254,7 +255,7 @@ def test_local_smoke_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "finished: SUCCEEDED" in capsys.readouterr().out
     (log,) = tmp_path.glob("workloads/pretrain_nemotron4/experiments/*/*/*/log-*_local_0.out")
     assert "Training epoch 0, iteration 2/2" in log.read_text()
-    assert (log.parent.parent / launch.MANIFEST_NAME).exists()
+    assert run_manifest.path_in(log.parent.parent).exists()
 
 
 def test_values_reach_the_srun_line_quoted(tmp_path: Path) -> None:

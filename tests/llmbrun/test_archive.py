@@ -18,6 +18,7 @@ from pathlib import Path
 import fakeinstall
 import pytest
 import runinstall
+from llmb import manifest
 from llmb.llmbrun import archive, verify_archive
 from llmb.llmbrun.history import FILE_NAME as HISTORY
 from llmb.shared import redact
@@ -407,7 +408,7 @@ def test_a_run_without_log_is_warned_about_and_fails_verify(tmp_path):
 def test_a_run_without_manifest_is_kept_and_noted(tmp_path):
     root = fakeinstall.make_install(tmp_path / "llmb")
     run_dir = fakeinstall.make_run(root, "301")
-    (run_dir / archive.MANIFEST).unlink()
+    manifest.path_in(run_dir).unlink()
     out = tmp_path / "a.tar.gz"
     proc = llmb_run(["archive", "--output", str(out)], root)
     assert proc.returncode == 0, proc.stderr

@@ -66,3 +66,23 @@ def test_path_problem_says_what_is_wrong(tmp_path: Path) -> None:
     assert files.path_problem(dangling) == "is a dangling symbolic link"
     too_long = tmp_path / ("x" * 300)  # the OS refuses to look: said, never raised
     assert files.path_problem(too_long) == "cannot be read (File name too long)"
+
+
+def test_read_bounded_reads_a_regular_file_up_to_its_bound(tmp_path):
+    path = tmp_path / "f"
+    path.write_bytes(b"x" * 10)
+    assert files.read_bounded(path, 10) == b"x" * 10
+    with pytest.raises(files.FileRefused, match=r"is larger than 9 bytes$"):
+        files.read_bounded(path, 9)
+
+
+def test_read_bounded_refuses_what_is_not_a_regular_file(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # no writer: a blocking open would wait for ever
+    for path in (fifo, "/dev/zero", tmp_path):
+        with pytest.raises(files.FileRefused) as err:
+            files.read_bounded(path, 1 << 20)
+        assert err.value.reason == "is not a regular file" or "Is a directory" in str(err.value)
+    with pytest.raises(files.FileRefused) as err:
+        files.read_bounded(tmp_path / "none", 1)
+    assert err.value.missing and str(err.value).endswith("(No such file or directory)")

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from llmb.analysis.identify import DEFAULT_GPU, Identifier, Manifests, display, nccl_traced
+from llmb.shared.errors import UsageError
 from llmb.shared.files import path_problem
 from llmb.shared.values import BadValue, require_printable, shown
 
@@ -75,10 +76,6 @@ Exit status: 0 when at least one run succeeded; 1 when none did, a DIR does not 
 no log, or the report cannot be written; 2 for a bad option; 3 when --check fails;
 130 when interrupted.
 """
-
-
-class UsageError(Exception):
-    """A bad command line: one line for stderr, exit status 2."""
 
 
 @dataclass

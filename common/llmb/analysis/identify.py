@@ -17,17 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmb import manifest
+from llmb.manifest import ManifestError
 from llmb.shared.values import shown
 
 DEFAULT_GPU = "h100"
-MANIFEST = "llmb_manifest.json"
 MANIFEST_LEVELS = 3  # the log's directory and up to two parents
-MANIFEST_MAX_BYTES = 1 << 20  # a manifest is a few KB; a larger file is not one
 SCALINGS = ("weak", "strong")
-
-
-class ManifestError(ValueError):
-    """A manifest field the analysis cannot use; str(error) names it."""
 
 
 def display(path: str) -> str:
@@ -45,18 +41,12 @@ class Manifests:
         """(path, data) of the manifest in directory, data a one-line problem when it cannot
         be read as a JSON object; None when there is none."""
         if directory not in self._cache:
-            path = os.path.join(directory, MANIFEST)
-            found: tuple[str, dict[str, Any] | str] | None = None
+            path = os.path.join(directory, manifest.NAME)
+            found: tuple[str, dict[str, Any] | str] | None
             try:
-                with open(path, "rb") as f:
-                    raw = f.read(MANIFEST_MAX_BYTES + 1)
-            except FileNotFoundError:
-                raw = None
-            except OSError as exc:
-                found = (path, f"cannot read: {exc.strerror}")
-                raw = None
-            if raw is not None:
-                found = (path, _parse(raw))
+                found = (path, manifest.read(path))
+            except ManifestError as exc:
+                found = None if exc.missing else (path, exc.reason)
             self._cache[directory] = found
         return self._cache[directory]
 
@@ -70,16 +60,6 @@ class Manifests:
                 break
             directory = parent
         return None
-
-
-def _parse(raw: bytes) -> dict[str, Any] | str:
-    if len(raw) > MANIFEST_MAX_BYTES:
-        return f"larger than {MANIFEST_MAX_BYTES} bytes: not a run manifest"
-    try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
-        return f"not valid JSON ({str(exc).splitlines()[0][:80] if str(exc) else 'too deep'})"
-    return data if isinstance(data, dict) else "not a JSON object"
 
 
 def nccl_traced(manifest: dict[str, Any] | str | None) -> bool:

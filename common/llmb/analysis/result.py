@@ -17,9 +17,10 @@ import os
 import re
 from typing import Any
 
+from llmb import manifest
 from llmb.analysis import failures, timing
 from llmb.analysis.formats import RESULT_FIELDS
-from llmb.analysis.identify import MANIFEST, display
+from llmb.analysis.identify import display
 from llmb.recipes import perf
 
 
@@ -157,7 +158,7 @@ def _impossible_mfu(ident: dict[str, Any], identifier: Any, mfu: float, peak: fl
     if fits:
         other, fit = fits[0]
         how = (f"pass --gpu-type={other}" if ident["by"] == "name"
-               else f"its {MANIFEST} says {gpu}")
+               else f"its {manifest.NAME} says {gpu}")
         return f"{text}: wrong GPU type? on {other} it would be {fit * 100:.0f}% ({how})"
     return (f"{text} and of every GPU's: the log is not this configuration's (wrong log, or "
             f"wrong {'manifest' if ident['by'] == 'manifest' else 'experiment name'})")

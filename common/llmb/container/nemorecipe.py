@@ -14,8 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from llmb.shared.errors import LlmbError
 
-class UnknownName(LookupError):
+
+class UnknownName(LlmbError):
     """A recipe or userbuffer layout this NeMo does not have (one line for people)."""
 
 

@@ -37,9 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmb import manifest as run_manifest
 from llmb.container import nemolog
 from llmb.container.smokemodel import TINY_SEQ_LENGTH, TINY_SHAPES, build_model, synthetic_batch
+from llmb.manifest import ManifestError
 from llmb.recipes import perf
+from llmb.shared.errors import LlmbError
 
 MICRO_BATCH_SIZE = 1  # gradient accumulation 1: global batch = micro batch x world size
 PEAK_LR = 1e-3
@@ -50,7 +53,7 @@ CHECKPOINT_FILE = "__0_0.distcp"  # rank 0 writes the whole (data-parallel) stat
 INIT_TIMEOUT_S = 120.0
 
 
-class SmokeError(Exception):
+class SmokeError(LlmbError):
     """A failure the user can act on; its message is the one line printed."""
 
 
@@ -437,9 +440,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     try:
-        manifest = json.loads(Path(args[0]).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        print(f"llmb: cannot read the manifest {args[0]}: {err}", file=sys.stderr)
+        manifest = run_manifest.read(args[0])
+    except ManifestError as err:
+        print(f"llmb: {err}", file=sys.stderr)
         return 2
     return run(manifest)
 

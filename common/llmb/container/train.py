@@ -26,7 +26,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from llmb import manifest as run_manifest
 from llmb.container import nemolog
+from llmb.manifest import ManifestError
 from llmb.recipes import nemojob
 
 # Per model family, the FLOPs formula name FLOPsMeasurementCallback knows (None: it has none;
@@ -54,10 +56,6 @@ MANIFEST_KEYS = ("schema", "recipe", "experiment", "model_size", "dtype", "gpu_t
 PARALLEL_KEYS = ("tp", "pp", "cp", "vp", "mbs", "gbs", "dp", "num_layers")
 OPTION_KEYS = ("max_steps", "profile", "profile_start_step", "profile_stop_step", "gpu_metrics",
                "nccl_trace", "checkpoint_save", "checkpoint_load_path")
-
-
-class ManifestError(ValueError):
-    """A run manifest this module cannot turn into a recipe (one line for people)."""
 
 
 def _require(where: str, data: object, keys: tuple[str, ...]) -> Mapping[str, Any]:
@@ -153,8 +151,10 @@ def _comm_overlap(settings: Mapping[str, Any], lay: Mapping[str, Any],
 def plan(manifest: Mapping[str, Any]) -> dict[str, Any]:
     """Every setting the in-container half applies to the NeMo recipe, as plain JSON data."""
     m = _require("", manifest, MANIFEST_KEYS)
-    if m["schema"] != 1:
-        raise ManifestError(f"manifest schema={m['schema']!r} is not supported; supported: 1")
+    try:
+        run_manifest.check(m)
+    except ManifestError as exc:
+        raise ManifestError(f"manifest {exc.reason}") from None
     opt = _require("options", m["options"], OPTION_KEYS)
     if m["family"] not in FLOPS_MODEL_NAMES:
         raise ManifestError(f"manifest family={m['family']!r} is not supported; "
@@ -300,15 +300,6 @@ def print_config(manifest: Mapping[str, Any]) -> int:
     return 0
 
 
-def load_manifest(path: str | Path) -> dict[str, Any]:
-    try:
-        return json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise ManifestError(f"cannot read manifest {path}: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise ManifestError(f"manifest {path} is not valid JSON: {exc}") from None
-
-
 def main(argv: list[str] | None = None) -> int:
     """`python -m llmb.container.train MANIFEST` prints the plan; `--print-config` the NeMo recipe;
     `--train` builds and trains."""
@@ -321,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
                       help="print the NeMo recipe as nemo-run YAML, train nothing")
     args = parser.parse_args(argv)
     try:
-        manifest = load_manifest(args.manifest)
+        manifest = run_manifest.read(args.manifest)
         if not (args.train or args.print_config):
             print(json.dumps(plan(manifest), indent=2, sort_keys=True))
             return 0

@@ -28,6 +28,7 @@ from llmb.install import steps as installsteps
 from llmb.install.steps import Plan, Step
 from llmb.recipes import catalog
 from llmb.shared import shellsafe, slurmquery, values
+from llmb.shared.errors import LlmbError
 from llmb.shared.values import shown
 
 REPO = catalog.REPO_ROOT
@@ -43,7 +44,7 @@ IMAGE_KEYS = {"method", "time_limit"}
 DEFAULT_REQUIREMENTS = ["common/requirements/launch.txt"]
 
 
-class InstallError(Exception):
+class InstallError(LlmbError):
     """A bad input or a failed step: one line for the user."""
 
 

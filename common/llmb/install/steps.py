@@ -36,6 +36,7 @@ import yaml
 
 from llmb.recipes import catalog, images
 from llmb.shared import files, progress
+from llmb.shared.errors import LlmbError
 
 
 @dataclass
@@ -71,7 +72,7 @@ VENV_MARKER = ".llmb_venv_complete"
 WRAPPER_MODE = 0o700
 
 
-class StepError(Exception):
+class StepError(LlmbError):
     """A step failed; str(error) is one line for the user."""
 
 

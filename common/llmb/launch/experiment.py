@@ -30,13 +30,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from llmb import manifest as run_manifest
 from llmb.launch import jobenv, localrun, placement
 from llmb.launch.request import Request
 from llmb.recipes import catalog
-from llmb.shared import files, redact, shellsafe
+from llmb.shared import redact, shellsafe
 
-MANIFEST_NAME = "llmb_manifest.json"
-MANIFEST_SCHEMA = 1
 NEMO_RUN_VERSION = "0.11.1"
 NSYS_FOLDER = "nsys_profile"
 # nsys flags of SPEC §4; the output name carries job, node and rank.
@@ -66,7 +65,7 @@ class JobPaths:
 
     @property
     def manifest(self) -> Path:
-        return self.run_dir / MANIFEST_NAME
+        return run_manifest.path_in(self.run_dir)
 
     @classmethod
     def new(cls, req: Request, stamp: int | None = None) -> JobPaths:
@@ -116,7 +115,7 @@ def build_manifest(req: Request, paths: JobPaths, created: str | None = None,
     cfg = req.config
     size = req.recipe.size(cfg.model_size)
     return {
-        "schema": MANIFEST_SCHEMA,
+        "schema": run_manifest.SCHEMA,
         "recipe": req.recipe.name,
         "workload": req.recipe.workload,
         "experiment": paths.experiment,
@@ -164,12 +163,6 @@ def build_manifest(req: Request, paths: JobPaths, created: str | None = None,
         "git_commit": commit,
         "created": created or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-
-
-def write_manifest(manifest: dict[str, Any], path: Path) -> None:
-    """The manifest holds the user's values (paths, options): owner-only (0600)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    files.write_private(path, json.dumps(manifest, indent=2) + "\n")
 
 
 # --- the command each rank runs ---------------------------------------------------------------
@@ -357,7 +350,7 @@ def runai_payload(req: Request, paths: JobPaths) -> dict[str, Any]:
 
 def runai_launch_line(req: Request, paths: JobPaths, pvc_job_dir: str) -> str:
     cfg = req.config
-    manifest = f"{pvc_job_dir}/{MANIFEST_NAME}"
+    manifest = f"{pvc_job_dir}/{run_manifest.NAME}"
     entry = entrypoint_file(req).relative_to(repo_root())
     return (f"torchrun --nnodes={cfg.nodes} --nproc-per-node={cfg.gpus_per_node} "
             f"--node-rank=$GROUP_RANK {shlex.quote(f'/nemo_run/code/{entry}')} train "
@@ -415,7 +408,7 @@ def dry_run(req: Request, out=None) -> int:
         f"# llmb DRY_RUN: nothing written, nothing submitted\n"
         f"# experiment: {paths.experiment}\n"
         f"# run directory (its timestamp is set at submission): {paths.run_dir}\n"
-        f"# ---- {MANIFEST_NAME} ----\n{json.dumps(manifest, indent=2)}\n"
+        f"# ---- {run_manifest.NAME} ----\n{json.dumps(manifest, indent=2)}\n"
         f"# ---- {kind} ----\n{body}\n"
     )
     out.write(_masked(text))
@@ -451,7 +444,7 @@ def submit(req: Request) -> int:
                         skip_status_at_exit=True, enable_goodbye_message=False, clean_mode=True,
                         serialize_metadata_for_scripts=False) as exp:
         exp.add(task, executor=executor, name=paths.experiment)
-        write_manifest(build_manifest(req, paths, commit=git_commit()), paths.manifest)
+        run_manifest.write(build_manifest(req, paths, commit=git_commit()), paths.manifest)
         if req.profile:
             (paths.job_dir / NSYS_FOLDER).mkdir(parents=True, exist_ok=True)
         if req.cluster_type == "runai":

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from llmb.shared import values
+from llmb.shared.errors import UsageError
 
 MAX_HOSTS = 65536  # a node list that expands to more names is refused
 MAX_VALUE_LEN = 1024
@@ -116,7 +117,7 @@ _RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 _UNSAFE = re.compile(r"[^\x20-\x7e]|[\\'\"`]")
 
 
-class PlacementError(ValueError):
+class PlacementError(UsageError):
     """A placement value that cannot be used; str() is one line naming the flag or variable."""
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from llmb.launch.placement import Placement, PlacementError, for_launch
 from llmb.recipes import catalog, images
 from llmb.shared import files, shellsafe, values
+from llmb.shared.errors import UsageError
 from llmb.shared.values import shown
 
 DEFAULT_MAX_STEPS = 50
@@ -70,7 +71,7 @@ MAX_GPUS_PER_NODE = 64
 K8S_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
-class RequestError(ValueError):
+class RequestError(UsageError):
     """A bad launch request; str(error) is the one line shown to the user (without 'llmb: ')."""
 
 

@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from llmb import manifest
 from llmb.llmbrun import report as analysis
 from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
 from llmb.recipes import catalog
@@ -50,7 +51,6 @@ from llmb.shared.progress import Progress
 FORMAT = 1
 ROOT = "llmb-archive"
 INDEX = "ARCHIVE.json"
-MANIFEST = "llmb_manifest.json"
 LEFT_OUT = {
     "nsys_reports": "nsys profiles (large, and not needed to check the numbers)",
     "checkpoints": "model checkpoints (large)",
@@ -87,7 +87,7 @@ def copy_redacted(src: Path, dst: Path, secrets: set[str]) -> None:
 
 def find_runs(workloads: Path) -> list[Path]:
     """Run directories of every workload: those with a run manifest or a job log."""
-    found = {p.parent for p in workloads.glob(f"*/experiments/*/*/{MANIFEST}")}
+    found = {p.parent for p in workloads.glob(f"*/experiments/*/*/{manifest.NAME}")}
     found |= {p.parent.parent for p in workloads.glob("*/experiments/*/*/*/log-*.out")}
     return sorted(d for d in found if d.is_dir() and not d.is_symlink())
 
@@ -104,7 +104,7 @@ def classify(run_dir: Path, path: Path) -> str | None:
         return "checkpoints"
     if len(parts) > 2 and parts[1] == "code":
         return "working_dir"
-    if len(parts) == 1 and (rel.name == MANIFEST or rel.name.endswith("_sbatch.sh")):
+    if len(parts) == 1 and (rel.name == manifest.NAME or rel.name.endswith("_sbatch.sh")):
         return None
     if len(parts) == 2 and rel.suffix == ".out":
         return None
@@ -196,7 +196,7 @@ def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Prog
         rel = run_dir.relative_to(workloads)
         progress.update(f"run {number}/{len(found)}: {rel.parts[0]} {run_dir.name}")
         entry: dict[str, Any] = {"run": f"runs/{rel.as_posix()}",
-                                 "manifest": (run_dir / MANIFEST).is_file(), "logs": [],
+                                 "manifest": manifest.path_in(run_dir).is_file(), "logs": [],
                                  "job_script": None}
         for path in sorted(p for p in run_dir.rglob("*") if p.is_file() or p.is_symlink()):
             kind = classify(run_dir, path)
@@ -323,7 +323,7 @@ def summarize(out: Path, index: dict[str, Any]) -> None:
             print(f"  warning: {values.shown(run['run'])} has no training log (a job that "
                   "has not started, or a failed submission); verify-archive reports it")
         if not run["manifest"]:
-            print(f"  note: {values.shown(run['run'])} has no {MANIFEST} (a run made "
+            print(f"  note: {values.shown(run['run'])} has no {manifest.NAME} (a run made "
                   "without llmb's launch)")
     if index["analysis_error"]:
         print(f"  no analysis.json: {index['analysis_error']}")

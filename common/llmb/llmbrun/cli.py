@@ -37,13 +37,13 @@ from llmb.llmbrun.clusterconfig import (
     PROG,
     RESERVED_ENV,
     RunError,
-    UsageError,
     find_config,
     read_yaml,
 )
 from llmb.llmbrun.tasks import MAX_SCALE, Task, parse_env_overrides, tasks_from_bulk, validate_all
 from llmb.recipes import catalog
 from llmb.shared import values
+from llmb.shared.errors import LlmbError, UsageError
 
 MAX_NODES = 100_000
 MAX_TIMEOUT_S = 7 * 24 * 3600
@@ -252,9 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return dispatch(args)
-    except RunError as exc:
+    except LlmbError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
-        return exc.code
+        return exc.status
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

@@ -21,6 +21,7 @@ from llmb.llmbrun.history import FILE_NAME as HISTORY_FILE
 from llmb.llmbrun.history import History
 from llmb.recipes import catalog
 from llmb.shared import files, values
+from llmb.shared.errors import LlmbError
 
 PROG = "llmb-run"
 CONFIG_FILE = "cluster_config.yaml"
@@ -60,16 +61,9 @@ RESERVED_ENV = {
 }
 
 
-class RunError(Exception):
-    """One line for the user (printed as `llmb-run: <message>`); exit status 1."""
-
-    code = 1
-
-
-class UsageError(RunError):
-    """A command line that cannot be used (a flag's value); exit status 2."""
-
-    code = 2
+class RunError(LlmbError):
+    """A llmb-run operation that cannot be done: one line for the user (printed as
+    `llmb-run: <message>`); exit status 1. A bad flag value is a shared.errors.UsageError."""
 
 
 def read_yaml(path: Path, label: str) -> Any:

@@ -25,12 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from llmb.shared import values
+from llmb.shared.errors import LlmbError
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2]  # <repo>/common
 TIMEOUT_S = 1800
 
 
-class AnalyzerError(RuntimeError):
+class AnalyzerError(LlmbError):
     """The analyzer could not run or gave no JSON; str() is one line."""
 
 

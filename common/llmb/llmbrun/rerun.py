@@ -18,10 +18,11 @@ from llmb.launch import placement
 from llmb.launch.placement import Placement, PlacementError
 from llmb.llmbrun import report
 from llmb.llmbrun import status as jobs
-from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError, UsageError
+from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
 from llmb.llmbrun.submit import run_tasks
 from llmb.llmbrun.tasks import Task, normalize_env
 from llmb.shared import redact, slurmquery, values
+from llmb.shared.errors import UsageError
 
 FAILED_STATES = slurmquery.TERMINAL_STATES - {"COMPLETED"}
 

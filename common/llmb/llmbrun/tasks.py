@@ -18,9 +18,10 @@ from typing import Any
 
 from llmb.launch import placement
 from llmb.launch.placement import Placement, PlacementError
-from llmb.llmbrun.clusterconfig import ClusterConfig, RunError, UsageError, check_env_value
+from llmb.llmbrun.clusterconfig import ClusterConfig, RunError, check_env_value
 from llmb.recipes import catalog
 from llmb.shared import values
+from llmb.shared.errors import UsageError
 
 TASK_KEYS = {"workload", "size", "sizes", "dtype", "dtypes", "scale", "scales", "repeats",
              "profile", "env"}

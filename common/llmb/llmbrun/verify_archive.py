@@ -29,10 +29,12 @@ import zlib
 from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
+from llmb import manifest
 from llmb.llmbrun import report
-from llmb.llmbrun.archive import INDEX, MANIFEST, ROOT, sha256
+from llmb.llmbrun.archive import INDEX, ROOT, sha256
 from llmb.llmbrun.clusterconfig import PROG, RunError
 from llmb.shared import files, redact, values
+from llmb.shared.errors import LlmbError
 
 MAX_UNPACKED = 200 * 10**9  # bytes: refuse archives that claim to unpack to more
 MAX_MEMBERS = 1_000_000
@@ -43,7 +45,7 @@ COMPARED = ("status", "max_iteration", "time_mean", "time_std_dev", "tflops_per_
 ANALYZER_OUTPUT = ("analysis.json", "report/")
 
 
-class Refused(Exception):
+class Refused(LlmbError):
     """The archive cannot be opened safely; str() is one line."""
 
 
@@ -171,17 +173,15 @@ def check_runs(root: Path, index: dict[str, Any]) -> list[str]:
         if not run.get("manifest"):
             continue  # a run made without llmb's launch: nothing to check it against
         try:
-            manifest = json.loads((run_dir / MANIFEST).read_text())
-        except OSError:
-            problems.append(f"{name}: no {MANIFEST}")
-            continue
-        except ValueError:
-            problems.append(f"{name}: {MANIFEST} is not JSON")
+            recorded = manifest.read(manifest.path_in(run_dir))
+        except manifest.ManifestError as exc:
+            problems.append(f"{name}: no {manifest.NAME}" if exc.missing
+                            else f"{name}: {manifest.NAME} {exc.reason}")
             continue
         if not list(run_dir.glob("*/log-*.out")):
             problems.append(f"{name}: its manifest has no training log (log-*.out): the job "
                             "never wrote one, or the log was left out")
-        if manifest.get("cluster_type") == "slurm" and not list(run_dir.glob("*_sbatch.sh")):
+        if recorded.get("cluster_type") == "slurm" and not list(run_dir.glob("*_sbatch.sh")):
             problems.append(f"{name}: no job script (*_sbatch.sh)")
     return problems
 

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from llmb.recipes import nemojob, perf
+from llmb.shared.errors import UsageError
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 GPUS_FILE = REPO_ROOT / "common" / "gpus.yaml"
@@ -50,7 +51,7 @@ GPU_KEYS = {"gpus_per_node", "arch", "peak_tflops", "cuda_device_max_connections
 GPU_OPTIONAL = {"segment_max_nodes"}
 
 
-class CatalogError(ValueError):
+class CatalogError(UsageError):
     """A request the catalog cannot satisfy, or a metadata file that is wrong.
 
     `field` names what was wrong in catalog terms (model_size, dtype, gpu_type, num_gpus,

@@ -30,6 +30,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from llmb.shared.errors import LlmbError
+
 DTYPES = ("bf16", "fp8")
 CONDITIONS = ("checkpoint_load", "runai")
 REQUIRED = ("performance_mode", "cuda_graphs", "cross_entropy_fusion_impl",
@@ -45,7 +47,7 @@ LAYOUT_NAME = re.compile(r"userbuffers_[a-z0-9_]+")
 MAX_INT = 10_000_000  # beyond any step count, deferral limit or vocabulary
 
 
-class SettingsError(ValueError):
+class SettingsError(LlmbError):
     """A `nemo:` block that is wrong; the message names the key and what is allowed."""
 
 

@@ -15,6 +15,8 @@ import os
 import stat
 from pathlib import Path
 
+from llmb.shared.errors import LlmbError
+
 PRIVATE = 0o600
 PUBLIC = 0o644
 EXECUTABLE = 0o755
@@ -72,3 +74,45 @@ def path_problem(path: str | os.PathLike[str], want: str = "directory") -> str |
     if want == "file" and stat.S_ISDIR(st.st_mode):
         return "is a directory, not a file"
     return None
+
+
+class FileRefused(LlmbError):
+    """A file that cannot be read as asked: `reason` says why (`is not a regular file`,
+    `is larger than N bytes`, `cannot be read (No such file or directory)`); `missing` when
+    there is nothing at the path."""
+
+    def __init__(self, reason: str, path: str | os.PathLike[str], missing: bool = False) -> None:
+        super().__init__(f"{path} {reason}")
+        self.reason = reason
+        self.path = path
+        self.missing = missing
+
+
+def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The content of a regular file of at most `limit` bytes; else FileRefused.
+
+    A FIFO, a device (/dev/zero) or a directory is refused without reading a byte (opened
+    non-blocking, so a FIFO without a writer cannot hang), and no more than limit + 1 bytes are
+    ever read, whatever the file claims its size is."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        raise FileRefused(f"cannot be read ({exc.strerror})", path,
+                          missing=exc.errno == errno.ENOENT) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise FileRefused("is not a regular file", path)
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise FileRefused(f"cannot be read ({exc.strerror})", path) from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise FileRefused(f"is larger than {limit} bytes", path)
+    return b"".join(chunks)

@@ -15,6 +15,8 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
+from llmb.shared.errors import LlmbError
+
 TIMEOUT_S = 20
 TERMINAL_STATES = {
     "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
@@ -22,7 +24,7 @@ TERMINAL_STATES = {
 }
 
 
-class SlurmUnavailable(RuntimeError):
+class SlurmUnavailable(LlmbError):
     """A Slurm command is missing or failed; the message says which and why."""
 
 

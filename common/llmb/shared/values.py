@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from llmb.shared.errors import UsageError
+
 # Boolean spellings, compared case-insensitively after stripping blanks.
 TRUE = ("true", "yes", "y", "1", "on")
 FALSE = ("false", "no", "n", "0", "off")
@@ -21,7 +23,7 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e\u00a0-\uffff]|[\ud800-\udfff]")
 
 
-class BadValue(ValueError):
+class BadValue(UsageError):
     """A value that cannot be used; str(error) is one line for people (no program prefix)."""
 
 
