@@ -91,7 +91,8 @@ llmb_normalize_lower() {
     done
 }
 
-# A set STAGE_PATH means a setup from the older recipes (001/002/003): explain the move.
+# A set STAGE_PATH (even empty) means a setup from the older recipes: explain the move. The
+# same words as llmb.layout.stage_path_refusal (tests/bats/lib.bats holds them equal).
 llmb_check_stage_path() {
     if [[ -n "${STAGE_PATH+set}" ]]; then
         llmb_die "STAGE_PATH=${STAGE_PATH} is no longer used; unset it and set LLMB_INSTALL to your install root (images/, venvs/, workloads/ live under it; old STAGE_PATH/experiments can be moved to \$LLMB_INSTALL/workloads/<workload>/experiments)"

@@ -53,9 +53,7 @@ setup_python() {
 setup_check_env() {
     local recipe="$1"
     llmb_check_printable "${SETUP_VARS[@]}"
-    if [[ -n "${STAGE_PATH:-}" ]]; then
-        llmb_die "STAGE_PATH=${STAGE_PATH} is no longer used; unset it and set LLMB_INSTALL to the top-level install directory (images, venvs and workloads live under it)"
-    fi
+    llmb_check_stage_path
     if [[ -z "${LLMB_INSTALL:-}" ]]; then
         llmb_die "LLMB_INSTALL is not set; export LLMB_INSTALL=/path/on/a/shared/filesystem"
     fi

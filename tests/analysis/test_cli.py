@@ -24,8 +24,8 @@ from analyzercli import run_analyzer
 from llmb.analysis import cli as analyze
 from llmb.analysis import identify
 from llmb.recipes import catalog, perf
+from paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "logs" / "experiments"
 NEMOTRONH = "pretrain_nemotronh_56b_fp8_gpus128_tp8_pp1_cp1_vpNone_mbs1_gbs384"
 STRONG340B = "pretrain_nemotron4_340b_fp8_gpus128_tp8_pp4_cp1_vp12_mbs1_gbs512"

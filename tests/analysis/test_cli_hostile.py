@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 from analyzercli import run_analyzer
+from paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 GOOD = (REPO / "tests" / "fixtures" / "logs" / "verdicts"
         / "pretrain_llama3.1_8b_fp8_gpus8_tp1_pp1_cp2_vpNone_mbs1_gbs128")
 PWNED = "$(touch pwned)"

@@ -15,8 +15,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from llmb.analysis import cli
+from paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 GOOD_RUN = (REPO / "tests" / "fixtures" / "logs" / "verdicts"
             / "pretrain_llama3.1_8b_fp8_gpus8_tp1_pp1_cp2_vpNone_mbs1_gbs128"
             / "pretrain_llama3.1_8b_fp8_gpus8_tp1_pp1_cp2_vpNone_mbs1_gbs128_1744420000")

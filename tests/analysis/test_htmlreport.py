@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 from analyzercli import run_analyzer
+from paths import LOGS, REPO
 
-REPO = Path(__file__).resolve().parents[2]
-LOGS = REPO / "tests" / "fixtures" / "logs"
 VERDICTS, BASELINE = LOGS / "verdicts", LOGS / "baseline"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # Debian's chromium as root, offline (DEVELOPERS.md: without these it stalls on lookups).

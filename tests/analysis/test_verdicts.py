@@ -15,9 +15,8 @@ from typing import Any
 
 import pytest
 from analyzercli import run_analyzer
+from paths import LOGS
 
-REPO = Path(__file__).resolve().parents[2]
-LOGS = REPO / "tests" / "fixtures" / "logs"
 VERDICTS, BASELINE, EXPERIMENTS = LOGS / "verdicts", LOGS / "baseline", LOGS / "experiments"
 LLAMA8_FP8_8 = "llama3.1/8b/fp8/h100/8gpu/weak/gbs128"
 LLAMA8_FP8_8_DIR = "pretrain_llama3.1_8b_fp8_gpus8_tp1_pp1_cp2_vpNone_mbs1_gbs128"

@@ -63,11 +63,16 @@ setup() {
     [ "$(llmb_lower GB200)" = gb200 ]
 }
 
-@test "STAGE_PATH set is a migration error" {
+@test "STAGE_PATH set is a migration error, in the words of llmb.layout" {
     export STAGE_PATH=/old/stage
     run --separate-stderr llmb_check_stage_path
     [ "$status" -eq 1 ]
     [[ "$stderr" == "llmb: STAGE_PATH=/old/stage is no longer used; unset it and set LLMB_INSTALL"* ]]
+    python_words="$(PYTHONPATH="$REPO/common" python3 -c \
+        'import sys; from llmb import layout; print(layout.stage_path_refusal(sys.argv[1]))' /old/stage)"
+    [ "$stderr" = "llmb: ${python_words}" ]
+    STAGE_PATH="" run --separate-stderr llmb_check_stage_path
+    [ "$status" -eq 1 ]
     unset STAGE_PATH
     llmb_check_stage_path
 }

@@ -116,7 +116,7 @@ SINGLE=(single -w pretrain_nemotron4 -s 15b --dtype fp8 --scale 16)
         LLMB_NODELIST=node1 "${SINGLE[@]}"
     refused 1 "SBATCH_QOS=high is set; sbatch would apply it over the job script's #SBATCH lines" \
         SBATCH_QOS=high "${SINGLE[@]}"
-    refused 1 "STAGE_PATH=/old is set; it is no longer used" STAGE_PATH=/old "${SINGLE[@]}"
+    refused 1 "STAGE_PATH=/old is no longer used; unset it and set LLMB_INSTALL" STAGE_PATH=/old "${SINGLE[@]}"
     refused 1 "SMOKE_TEST=perhaps is not a boolean; use true or false (also yes/no, 1/0, on/off) (from the environment)" \
         SMOKE_TEST=perhaps "${SINGLE[@]}"
 }

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from llmb.container import nemolog
+from paths import SEEDS
 
-SEEDS = Path(__file__).resolve().parents[1] / "fixtures" / "seeds"
 SPEC_STEP_LINE = (
     "Training epoch 0, iteration 11/49 | lr: 1.5e-05 | global_batch_size: 128 | global_step: 11"
     " | reduced_train_loss: 11.96 | train_step_timing in s: 12.39 | TFLOPS_per_GPU: 610.2"

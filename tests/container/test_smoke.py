@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 from llmb.container import nemolog, smoke, smokemodel
 from llmb.recipes import perf
+from paths import COMMON
 
-COMMON = Path(__file__).resolve().parents[2] / "common"
 RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 STEP = re.compile(
     r"^Training epoch 0, iteration (\d+)/(\d+) \| lr: (\S+) \| global_batch_size: (\d+)"

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from launchjobs import E2E_BIN
+from paths import E2E_BIN
 
 
 @pytest.fixture(scope="module")

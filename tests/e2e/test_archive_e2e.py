@@ -20,11 +20,10 @@ import fakeinstall
 import pytest
 import runinstall
 import yaml
+from paths import E2E_BIN, REPO
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
-E2E_BIN = REPO / "tests" / "e2e" / "bin"
 LLMB_RUN = REPO / "installer" / "llmb-run"
 JOB_TIMEOUT = 420
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 from launchjobs import describe, job_log, launch, wait_for
+from paths import REPO
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def jobs(env: dict[str, str]) -> list[str]:

@@ -22,11 +22,10 @@ from pathlib import Path
 import pytest
 import runinstall
 import yaml
+from paths import E2E_BIN, REPO
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
-E2E_BIN = REPO / "tests" / "e2e" / "bin"
 JOB_TIMEOUT_S = 420
 SMOKE = ["-w", "pretrain_llama3.1", "-s", "8b", "--dtype", "fp8", "--scale", "8", "--smoke",
          "--env", "MAX_STEPS=12"]

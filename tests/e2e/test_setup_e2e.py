@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 NUMA_DOUBLE = REPO / "tests" / "e2e" / "bin"  # this one-socket host has no NUMA node 1
 
 pytestmark = pytest.mark.e2e

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-COMMON = Path(__file__).resolve().parents[2] / "common"
+from paths import COMMON
 
 
 def run_analyzer(args: Sequence[str], cwd: Path | None = None, timeout: float = 120,

@@ -11,9 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
+from paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
-E2E_BIN = REPO / "tests" / "e2e" / "bin"
 ANALYZER = REPO / "common" / "parse_train_timing.sh"
 JOB_TIMEOUT = 420  # seconds; 16 CPU ranks on 2 cores import torch before the first step
 RECIPES = {  # folder -> (workload key, default size)

@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 from llmb.recipes import catalog
+from paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 LLMB_RUN = REPO / "installer" / "llmb-run"
 FIXTURE_RUNS = REPO / "tests" / "fixtures" / "logs" / "verdicts"
 WORKLOADS = ("pretrain_llama3.1", "pretrain_nemotron4")

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from paths import REPO
+
 CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
 SKIP_CODE = 77
 

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 from llmb.install import cli, steps
+from llmb.layout import INSTALL_STATE_FILE
 from llmb.shared import slurmquery
+from paths import REPO, SHIMS
 
-REPO = Path(__file__).resolve().parents[2]
 INSTALL_SH = REPO / "installer" / "install.sh"
-SHIMS = REPO / "tests" / "shims"
 DEV_VENV = Path(sys.prefix)
 
 
@@ -171,7 +171,7 @@ def test_resumes_after_an_interrupted_step(tmp_path):
     first = run_install(tmp_path, "--config", str(cfg), env=env)
     assert first.returncode == 1
     assert "image import failed" in first.stderr.strip().splitlines()[-1]
-    state = json.loads((tmp_path / "install" / cli.STATE_FILE).read_text())
+    state = json.loads((tmp_path / "install" / INSTALL_STATE_FILE).read_text())
     assert list(state["setup"]) == ["pretrain_nemotron4"]
     second = run_install(tmp_path, "--config", str(cfg))
     assert second.returncode == 0, second.stderr
@@ -354,7 +354,7 @@ def test_files_holding_values_are_private(tmp_path):
     cfg = write_config(tmp_path, env={"NCCL_DEBUG": "WARN"})
     assert run_install(tmp_path, "--config", str(cfg)).returncode == 0
     root = tmp_path / "install"
-    for name, mode in (("cluster_config.yaml", 0o600), (cli.STATE_FILE, 0o600),
+    for name, mode in (("cluster_config.yaml", 0o600), (INSTALL_STATE_FILE, 0o600),
                        ("llmb-run", 0o700)):
         assert stat.S_IMODE((root / name).stat().st_mode) == mode, name
 

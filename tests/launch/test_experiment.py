@@ -24,10 +24,9 @@ from llmb import manifest as run_manifest
 from llmb.launch import experiment as launch
 from llmb.launch import jobenv, request
 from llmb.recipes import catalog
+from paths import REPO, SHIMS
 
-REPO = Path(__file__).resolve().parents[2]
 GOLDEN = REPO / "tests" / "golden" / "launch"
-SHIMS = REPO / "tests" / "shims"
 INSTALL = Path("/llmb-install")  # never touched: dry runs write nothing
 
 pytestmark = pytest.mark.filterwarnings("ignore")

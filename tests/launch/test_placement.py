@@ -13,8 +13,7 @@ import pytest
 from llmb.launch import placement, request
 from llmb.launch.placement import Placement, PlacementError
 from llmb.recipes import catalog
-
-REPO = Path(__file__).resolve().parents[2]
+from paths import REPO
 
 
 def test_hostlist_expansion():

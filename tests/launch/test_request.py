@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 from llmb.launch import request
 from llmb.recipes import catalog
-
-REPO = Path(__file__).resolve().parents[2]
+from paths import REPO
 
 
 @pytest.fixture

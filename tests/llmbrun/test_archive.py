@@ -19,8 +19,8 @@ import fakeinstall
 import pytest
 import runinstall
 from llmb import manifest
+from llmb.layout import HISTORY_FILE as HISTORY
 from llmb.llmbrun import archive, verify_archive
-from llmb.llmbrun.history import FILE_NAME as HISTORY
 from llmb.shared import redact
 
 CFG_SECRET = "wandb-0123456789abcdef"  # WANDB_API_KEY in cluster_config.yaml's env

@@ -17,8 +17,8 @@ from llmb.launch import placement
 from llmb.llmbrun import clusterconfig, report, status, submit, tasks
 from llmb.llmbrun.history import History
 from llmb.shared import slurmquery
+from paths import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 LLMB_RUN = REPO / "installer" / "llmb-run"
 
 

@@ -14,9 +14,8 @@ import yaml
 from llmb.launch import placement
 from llmb.llmbrun import clusterconfig, preflight
 from llmb.llmbrun.preflight import Check
-from runinstall import REPO, make_install, run
-
-SHIMS = REPO / "tests" / "shims"  # the recording sbatch double
+from paths import SHIMS
+from runinstall import make_install, run
 
 
 @pytest.fixture

@@ -13,8 +13,7 @@ import fakeinstall
 import pytest
 import runinstall
 from llmb.llmbrun import report
-
-REPO = Path(__file__).resolve().parents[2]
+from paths import REPO
 
 
 def llmb_run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
 import upstream_jobs
 from llmb.recipes import catalog, perf
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def gbs_text(entry: dict) -> str:

@@ -20,9 +20,8 @@ import fakeinstall
 import pytest
 from llmb.llmbrun import clusterconfig, status
 from llmb.shared import progress, slurmquery
+from paths import REPO, SHIMS
 
-REPO = Path(__file__).resolve().parents[2]
-SHIMS = REPO / "tests" / "shims"
 ESC = "\x1b"
 CHATTY = ("echo one; sleep 0.4; printf '\\033[31mred\\033[0m\\n'; sleep 0.4; "
           "printf 'pct 10%%\\rpct 20%%\\rpct 30%%\\n'; sleep 0.4; echo three")

@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from llmb.shared import shellsafe
 from llmb.shared.values import BadValue
-
-REPO = Path(__file__).resolve().parents[2]
+from paths import REPO
 
 
 def refused(check, *args) -> str:

@@ -32,8 +32,6 @@ from llmb.shared.errors import LlmbError
 from llmb.shared.values import shown
 
 REPO = catalog.REPO_ROOT
-STATE_FILE = installsteps.STATE_FILE
-CLUSTER_TYPES = ("slurm", "runai")
 VENV_KINDS = ("venv", "conda")
 IMAGE_METHODS = ("local", "srun", "skip")
 CONFIG_KEYS = {"install_path", "cluster_type", "gpu_type", "workloads", "slurm", "venv", "image",
@@ -67,9 +65,9 @@ def _validate(plan: Plan, environ: Mapping[str, str]) -> Plan:
     if not plan.install_path:
         raise InstallError("install_path is required (the LLMB_INSTALL directory)")
     plan.cluster_type = check.string("cluster_type", plan.cluster_type).lower()
-    if plan.cluster_type not in CLUSTER_TYPES:
+    if plan.cluster_type not in catalog.INSTALL_CLUSTER_TYPES:
         raise InstallError(f"cluster_type={shown(plan.cluster_type)} is not supported; "
-                           f"allowed: {', '.join(CLUSTER_TYPES)}")
+                           f"allowed: {', '.join(catalog.INSTALL_CLUSTER_TYPES)}")
     plan.gpu_type = check.string("gpu_type", plan.gpu_type).lower()
     if plan.gpu_type not in catalog.gpu_types():
         raise InstallError(f"gpu_type={shown(plan.gpu_type)} is not supported; allowed: "
@@ -283,7 +281,7 @@ def interactive_plan(input_fn: Ask, secret_fn: Ask, environ: Mapping[str, str],
                   environ.get("LLMB_INSTALL") or str(Path.home() / "llmb"),
                   check=_answer_check(fields.install_path, "install directory", "slurm"),
                   out=out)
-    ctype = ask(input_fn, "Cluster type", "slurm", list(CLUSTER_TYPES), out=out)
+    ctype = ask(input_fn, "Cluster type", "slurm", list(catalog.INSTALL_CLUSTER_TYPES), out=out)
     parts = found.get("partitions") or []
     gpu_parts = [p for p in parts if p.gpus]
     models = [p.gpu_model for p in gpu_parts if p.gpu_model in catalog.gpu_types()]

@@ -86,10 +86,10 @@ def gres(name: str, value: object) -> str | None:
 
 def install_path(name: str, value: str, cluster_type: str) -> str:
     """The install root, absolute. On Slurm and Run:ai every launch puts run directories
-    under it, which nemo-run hands to a shell: jobsafe.job_path's characters only. It must
+    under it, which nemo-run hands to a shell: shellsafe.job_path's characters only. It must
     be creatable by this user; a dry run says so too."""
     path = Path(os.path.expanduser(shellsafe.printable(name, value))).absolute()
-    if cluster_type in ("slurm", "runai"):
+    if cluster_type != "local":
         shellsafe.job_path(name, str(path))
     problem = creatable_problem(path)
     if problem:

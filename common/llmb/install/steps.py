@@ -8,7 +8,8 @@ what the disk still lacks; nothing is counted as done because a record says so:
     venv:<w>          the venv's completion marker (written last, after its pip answered)
                       exists: a creation killed midway is detected and rebuilt
     setup:<w>         <recipe>/setup.sh installed these requirements into THIS venv (its
-                      identity and the requirements' digest, recorded 0600 in STATE_FILE)
+                      identity and the requirements' digest, recorded 0600 in
+                      $LLMB_INSTALL/.llmb_install_state.json)
     image:<file>      a squashfs image (magic "hsqs") is at its final name
     cluster_config    cluster_config.yaml holds exactly this plan, mode 0600
     llmb_run          $LLMB_INSTALL/llmb-run is exactly this wrapper, mode 0700
@@ -34,6 +35,7 @@ from typing import Any
 
 import yaml
 
+from llmb import layout
 from llmb.recipes import catalog, images
 from llmb.shared import files, progress
 from llmb.shared.errors import LlmbError
@@ -58,16 +60,17 @@ class Plan:
     def root(self) -> Path:
         return Path(self.install_path)
 
+    @property
+    def tree(self) -> layout.Install:
+        return layout.Install(self.install_path)
+
     def venv_path(self, workload: str) -> Path:
         reuse = self.venv.get("reuse")
-        return Path(reuse) if reuse else self.root / "venvs" / workload
+        return Path(reuse) if reuse else self.tree.venv(workload)
 
 
 REPO = catalog.REPO_ROOT
-STATE_FILE = ".llmb_install_state.json"
 STATE_SCHEMA = 2
-HF_TOKEN_FILE = ".hf_token"
-CONFIG_FILE = "cluster_config.yaml"
 VENV_MARKER = ".llmb_venv_complete"
 WRAPPER_MODE = 0o700
 
@@ -189,7 +192,7 @@ def requirements_digest(plan: Plan) -> str:
 
 def load_state(root: Path) -> dict[str, Any]:
     try:
-        state = json.loads((root / STATE_FILE).read_text())
+        state = json.loads(layout.Install(root).install_state.read_text())
     except (OSError, ValueError):
         return {}
     return state if isinstance(state, dict) and state.get("schema") == STATE_SCHEMA else {}
@@ -198,7 +201,8 @@ def load_state(root: Path) -> dict[str, Any]:
 def record_setup(root: Path, workload: str, fingerprint: str) -> None:
     state = load_state(root) or {"schema": STATE_SCHEMA}
     state.setdefault("setup", {})[workload] = fingerprint
-    files.write_private(root / STATE_FILE, json.dumps(state, indent=1, sort_keys=True) + "\n")
+    files.write_private(layout.Install(root).install_state,
+                        json.dumps(state, indent=1, sort_keys=True) + "\n")
 
 
 def setup_fingerprint(plan: Plan, workload: str) -> str:
@@ -215,13 +219,13 @@ def cluster_config(plan: Plan) -> dict[str, Any]:
             "cluster_type": plan.cluster_type,
             "gpu_type": plan.gpu_type,
             "slurm": dict(plan.slurm) if plan.cluster_type == "slurm" else None,
-            "hf_token_file": str(plan.root / HF_TOKEN_FILE) if plan.hf_token else None,
+            "hf_token_file": str(plan.tree.hf_token) if plan.hf_token else None,
             "env": dict(plan.env),
         },
         "workloads": {
             w: {"recipe": catalog.find_recipe(w).directory.name,
                 "venv": str(plan.venv_path(w)), "venv_kind": plan.venv["kind"],
-                "image": str(plan.root / "images" / images.for_recipe(w).file_name)
+                "image": str(plan.tree.image(images.for_recipe(w).file_name))
                 if plan.image["method"] != "skip" else None}
             for w in plan.workloads
         },
@@ -263,26 +267,25 @@ def _image_argv(plan: Plan, workload: str) -> list[str]:
 
 
 def image_describe(plan: Plan, workload: str, image: images.Image) -> str:
-    return (f"import {image.enroot_uri} -> {plan.root / 'images' / image.file_name} via "
+    return (f"import {image.enroot_uri} -> {plan.tree.image(image.file_name)} via "
             f"{shlex.join(_image_argv(plan, workload))}")
 
 
 def build_steps(plan: Plan, python: str) -> list[Step]:
-    root = plan.root
-    dirs = ["images", "datasets", "venvs", *(f"workloads/{w}" for w in plan.workloads)]
+    root, tree = plan.root, plan.tree
+    dirs = tree.dirs(plan.workloads)
 
-    def layout() -> None:
+    def make_dirs() -> None:
         for d in dirs:
-            (root / d).mkdir(parents=True, exist_ok=True)
+            d.mkdir(parents=True, exist_ok=True)
 
-    steps = [Step("layout", f"create {root}/{{images,datasets,venvs,workloads/<w>}}", layout,
-                  lambda: all((root / d).is_dir() for d in dirs))]
+    steps = [Step("layout", f"create {root}/{{images,datasets,venvs,workloads/<w>}}", make_dirs,
+                  lambda: all(d.is_dir() for d in dirs))]
     if plan.hf_token:
         token = plan.hf_token
-        steps.append(Step("hf_token", f"write {root / HF_TOKEN_FILE} (mode 0600)",
-                          lambda: write_secret(root / HF_TOKEN_FILE, token),
-                          lambda: _same_file(root / HF_TOKEN_FILE, token + "\n",
-                                             files.PRIVATE)))
+        steps.append(Step("hf_token", f"write {tree.hf_token} (mode 0600)",
+                          lambda: write_secret(tree.hf_token, token),
+                          lambda: _same_file(tree.hf_token, token + "\n", files.PRIVATE)))
     for w in plan.workloads:
         venv = plan.venv_path(w)
         if plan.venv.get("reuse"):
@@ -318,17 +321,17 @@ def build_steps(plan: Plan, python: str) -> list[Step]:
             env["LLMB_SETUP_STEPS"] = "image"
             _check_call(_image_argv(plan, w), env, "image import")
 
-        target = root / "images" / image.file_name
+        target = tree.image(image.file_name)
         steps.append(Step(f"image:{image.file_name}", image_describe(plan, w, image),
                           import_image, lambda target=target: valid_image(target)))
     config_text = cluster_config_text(plan)
-    steps.append(Step("cluster_config", f"write {root / CONFIG_FILE} (mode 0600)",
-                      lambda: files.write_private(root / CONFIG_FILE, config_text),
-                      lambda: _same_file(root / CONFIG_FILE, config_text, files.PRIVATE)))
+    steps.append(Step("cluster_config", f"write {tree.config} (mode 0600)",
+                      lambda: files.write_private(tree.config, config_text),
+                      lambda: _same_file(tree.config, config_text, files.PRIVATE)))
     wrapper = llmb_run_text(plan, python)
-    steps.append(Step("llmb_run", f"install {root / 'llmb-run'}",
-                      lambda: files.atomic_write(root / "llmb-run", wrapper, WRAPPER_MODE),
-                      lambda: _same_file(root / "llmb-run", wrapper, WRAPPER_MODE)))
+    steps.append(Step("llmb_run", f"install {tree.wrapper}",
+                      lambda: files.atomic_write(tree.wrapper, wrapper, WRAPPER_MODE),
+                      lambda: _same_file(tree.wrapper, wrapper, WRAPPER_MODE)))
     return steps
 
 

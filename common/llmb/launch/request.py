@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from llmb import layout
 from llmb.launch.placement import Placement, PlacementError, for_launch
 from llmb.recipes import catalog, images
 from llmb.shared import files, shellsafe, values
@@ -177,7 +178,7 @@ def _install_paths(recipe: catalog.Recipe, env: Mapping[str, str],
     workload = _get(env, "LLMB_WORKLOAD")
     llmb_install = Path(install).absolute()
     llmb_workload = (Path(workload).absolute() if workload
-                     else llmb_install / "workloads" / recipe.workload)
+                     else layout.Install(llmb_install).workload(recipe.workload))
     for name, path in (("LLMB_INSTALL", llmb_install),
                        ("LLMB_WORKLOAD", llmb_workload if workload else None)):
         if path is None:
@@ -268,10 +269,8 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
     warnings: list[str] = []
     _checked(shellsafe.printable_env, env, LAUNCH_VARS, SECRET_VARS)
 
-    if "STAGE_PATH" in env:
-        raise RequestError(
-            f"STAGE_PATH={env['STAGE_PATH']} is no longer used; unset it and set LLMB_INSTALL "
-            "to your install root (images/, venvs/, workloads/ live under it)")
+    if (stage_path := layout.stage_path_problem(env)) is not None:
+        raise RequestError(stage_path)
     if _get(env, "LLMB_INSTALL") is None:
         raise RequestError("LLMB_INSTALL is not set; set it to your install root")
 
@@ -422,7 +421,7 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
                     f"each task drives one GPU: set SBATCH_GPUS_PER_NODE="
                     f"{config.gpus_per_node} or unset it")
         _checked(shellsafe.mount_path, "the llmb repository", str(catalog.REPO_ROOT), True)
-        default_image = llmb_install / "images" / images.Image(recipe.image).file_name
+        default_image = layout.Install(llmb_install).image(images.Image(recipe.image).file_name)
         image = image_override or str(default_image)
         problem = files.path_problem(image, "file") if image.startswith("/") else None
         if not dry_run and problem:

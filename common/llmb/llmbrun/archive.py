@@ -273,8 +273,7 @@ def list_files(root: Path) -> dict[str, dict[str, Any]]:
 
 def output_path(cfg: ClusterConfig, output: str | None) -> Path:
     output = analysis.checked_output(output)
-    out = Path(output) if output else cfg.install / \
-        f"llmb-archive-{time.strftime('%Y%m%d-%H%M%S')}.tar.gz"
+    out = Path(output) if output else cfg.tree.archive(time.strftime('%Y%m%d-%H%M%S'))
     problem = files.path_problem(out, "file")  # never raises: a name too long, a loop, ...
     if problem == "is a directory, not a file":
         raise RunError(f"--output {values.shown(out)} is a directory; name the archive file, "

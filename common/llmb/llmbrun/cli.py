@@ -30,12 +30,12 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+from llmb import layout
 from llmb.launch import placement
 from llmb.launch.placement import Placement, PlacementError
 from llmb.llmbrun import status
 from llmb.llmbrun.clusterconfig import (
     PROG,
-    RESERVED_ENV,
     RunError,
     find_config,
     read_yaml,
@@ -166,9 +166,8 @@ def check_environment(environ: dict[str, str]) -> None:
     problem = placement.sbatch_environment_problem(environ)
     if problem:
         raise RunError(problem)
-    if environ.get("STAGE_PATH") is not None:
-        raise RunError(f"STAGE_PATH={values.shown(environ['STAGE_PATH'])} is set; it is no "
-                       f"longer used ({RESERVED_ENV['STAGE_PATH']}): unset it")
+    if (stage_path := layout.stage_path_problem(environ)) is not None:
+        raise RunError(stage_path)
 
 
 def cmd_list(cfg: Any) -> int:

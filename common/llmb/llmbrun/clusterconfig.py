@@ -16,17 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llmb import layout
 from llmb.launch import placement
-from llmb.llmbrun.history import FILE_NAME as HISTORY_FILE
 from llmb.llmbrun.history import History
 from llmb.recipes import catalog
 from llmb.shared import files, values
 from llmb.shared.errors import LlmbError
 
 PROG = "llmb-run"
-CONFIG_FILE = "cluster_config.yaml"
+CONFIG_FILE = layout.CONFIG_FILE
 SCHEMA = 1
-CLUSTER_TYPES = ("slurm", "runai")
 VENV_KINDS = ("venv", "conda")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -118,11 +117,16 @@ class ClusterConfig:
 
     @property
     def history(self) -> History:
-        return History(self.install / HISTORY_FILE)
+        return History(self.tree.history)
+
+    @property
+    def tree(self) -> layout.Install:
+        """The install tree this configuration describes."""
+        return layout.Install(self.install)
 
     @property
     def workloads_dir(self) -> Path:
-        return self.install / "workloads"
+        return self.tree.workloads
 
 
 def find_config(explicit: str | None, environ: Mapping[str, str]) -> ClusterConfig:
@@ -197,9 +201,9 @@ def check_config(data: Any, path: Path) -> dict[str, Any]:
             raise _bad(path, f"llmb.{key}", text, "must be an absolute path")
         llmb[key] = text
     ctype = (_text(path, launcher, "cluster_type", "launcher.", False) or "slurm").lower()
-    if ctype not in CLUSTER_TYPES:
+    if ctype not in catalog.INSTALL_CLUSTER_TYPES:
         raise _bad(path, "launcher.cluster_type", ctype, f"is not supported; allowed: "
-                   f"{', '.join(CLUSTER_TYPES)}")
+                   f"{', '.join(catalog.INSTALL_CLUSTER_TYPES)}")
     launcher["cluster_type"] = ctype
     gpu = str(_text(path, launcher, "gpu_type", "launcher.")).lower()
     if gpu not in catalog.gpu_types():

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-FILE_NAME = "llmb_run_history.jsonl"
 MODE = 0o600
 
 

@@ -475,7 +475,7 @@ def cmd_preflight(cfg: ClusterConfig, nodes: int, fmt: str, place: Placement,
     except placement.PlacementError as exc:
         raise RunError(str(exc)) from None
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    workdir = cfg.install / "preflight" / stamp
+    workdir = cfg.tree.preflight / stamp
     try:
         workdir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -485,7 +485,7 @@ def cmd_preflight(cfg: ClusterConfig, nodes: int, fmt: str, place: Placement,
               "gpu_type": cfg.gpu_type, "checks": [asdict(c) for c in checks]}
     text = json.dumps(report, indent=2) + "\n"
     files.write_private(workdir / "preflight.json", text)  # account, nodes: the user's values
-    files.write_private(cfg.install / "preflight" / "latest.json", text)
+    files.write_private(cfg.tree.preflight / "latest.json", text)
     if fmt == "json":
         print(json.dumps({"checks": report["checks"], "nodes": nodes}, indent=2))
     else:
@@ -503,7 +503,7 @@ def cmd_preflight(cfg: ClusterConfig, nodes: int, fmt: str, place: Placement,
 def latest(cfg: ClusterConfig) -> dict[str, Any] | None:
     """The newest preflight report of this install, if any."""
     try:
-        data = json.loads((cfg.install / "preflight" / "latest.json").read_text())
+        data = json.loads((cfg.tree.preflight / "latest.json").read_text())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

@@ -154,7 +154,7 @@ def cmd_report(cfg: Any, output: str | None) -> int:
     tree = cfg.workloads_dir
     if not tree.is_dir():
         raise RunError(f"no runs yet: {tree} does not exist")
-    out = Path(output) if output else cfg.install / "report"
+    out = Path(output) if output else cfg.tree.report
     index = out / "index.html"
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,8 @@ SOURCE_PRECEDENCE = ("004", "000", "003", "001", "002")
 SCALINGS = ("weak", "strong")
 DTYPES = nemojob.DTYPES
 CLUSTER_TYPES = ("slurm", "runai", "local")
+# What an install (the installer, llmb-run) targets: a cluster. `local` runs on this machine.
+INSTALL_CLUSTER_TYPES = ("slurm", "runai")
 
 TOP_KEYS = {
     "recipe", "workload", "name", "family", "framework", "image", "seq_length", "entrypoint",
