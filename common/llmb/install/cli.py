@@ -27,7 +27,7 @@ from llmb.install import fields
 from llmb.install import steps as installsteps
 from llmb.install.steps import Plan, Step
 from llmb.recipes import catalog
-from llmb.shared import shellsafe, slurmquery, values
+from llmb.shared import files, shellsafe, slurmquery, values
 from llmb.shared.errors import LlmbError
 from llmb.shared.values import shown
 
@@ -166,11 +166,7 @@ def _read_token(path_value: object) -> str:
 
 def plan_from_config(path: Path, environ: Mapping[str, str]) -> Plan:
     label = f"--config {path}"
-    try:
-        data = catalog.read_yaml(path, label, InstallError)
-    except UnicodeDecodeError as exc:
-        raise InstallError(f"{label} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
-                           f"offset {exc.start}); save it as UTF-8") from None
+    data = files.read_yaml(path, label, InstallError)
     try:
         data = fields.check_map(label, data)
         fields.unknown_keys(label, data, CONFIG_KEYS)

@@ -38,11 +38,10 @@ from llmb.llmbrun.clusterconfig import (
     PROG,
     RunError,
     find_config,
-    read_yaml,
 )
 from llmb.llmbrun.tasks import MAX_SCALE, Task, parse_env_overrides, tasks_from_bulk, validate_all
 from llmb.recipes import catalog
-from llmb.shared import values
+from llmb.shared import files, values
 from llmb.shared.errors import LlmbError, UsageError
 
 MAX_NODES = 100_000
@@ -191,7 +190,7 @@ def cmd_bulk(cfg: Any, file: str, place: Placement, dry_run: bool, smoke: bool) 
     from llmb.llmbrun.submit import report_errors, run_tasks
 
     path = Path(file)
-    data = read_yaml(path, f"bulk file {values.shown(path)}")
+    data = files.read_yaml(path, f"bulk file {values.shown(path)}", RunError)
     tasks, errors = tasks_from_bulk(data, values.shown(path), place)
     if errors:
         more, _, _ = validate_all(cfg, tasks)

@@ -65,15 +65,6 @@ class RunError(LlmbError):
     `llmb-run: <message>`); exit status 1. A bad flag value is a shared.errors.UsageError."""
 
 
-def read_yaml(path: Path, label: str) -> Any:
-    """A YAML file, or RunError with one line: unreadable, not UTF-8, or not YAML."""
-    try:
-        return catalog.read_yaml(path, label, RunError)
-    except UnicodeDecodeError as exc:
-        raise RunError(f"{label} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
-                       f"offset {exc.start}); save it as UTF-8") from None
-
-
 @dataclass(frozen=True)
 class ClusterConfig:
     path: Path
@@ -136,7 +127,8 @@ def find_config(explicit: str | None, environ: Mapping[str, str]) -> ClusterConf
     for path in candidates:
         problem = files.path_problem(path, "file")  # never raises (a name too long, ...)
         if problem is None and path.is_file():
-            return ClusterConfig(path, check_config(read_yaml(path, str(path)), path))
+            data = files.read_yaml(path, str(path), RunError)
+            return ClusterConfig(path, check_config(data, path))
         if explicit and problem and problem.startswith("cannot be read"):
             raise RunError(f"--config {values.shown(path)} {problem}")
     where = " or ".join(values.shown(p) for p in candidates)

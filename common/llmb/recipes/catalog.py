@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from llmb.recipes import nemojob, perf
+from llmb.shared import files
 from llmb.shared.errors import UsageError
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -451,25 +450,11 @@ def _row_keys(size: str, dtypes: Iterable[str], gpus: Iterable[str], scaling: st
     return [(size, d, g, scaling, n) for d in dtypes for g in gpus for n in scales]
 
 
-def _load_yaml(text: str) -> Any:
-    """yaml.safe_load, through libyaml when PyYAML has it (several times faster)."""
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-
-
-def read_yaml(path: Path, label: str, error: type[Exception] = CatalogError) -> Any:
-    """Parse a YAML file; an unreadable or malformed one raises `error` with one line naming
-    `label` (the file, or the option that named it)."""
-    try:
-        return _load_yaml(path.read_text())
-    except OSError as exc:
-        raise error(f"cannot read {label}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        raise error(f"{label} is not valid YAML: {str(exc).splitlines()[0]}") from None
 
 
 @functools.cache
 def _gpu_table() -> dict[str, GpuType]:
-    data = _load_yaml(GPUS_FILE.read_text())
+    data = files.load_yaml(GPUS_FILE.read_text())
     table = {}
     for name, entry in data.items():
         _check_keys(f"{GPUS_FILE}: {name}", entry, GPU_KEYS, GPU_OPTIONAL)
@@ -493,7 +478,7 @@ def get_gpu_type(name: str) -> GpuType:
 def load_recipe(directory: Path | str) -> Recipe:
     """Load, validate and check every published row of one recipe folder."""
     path = Path(directory).resolve() / "metadata.yaml"
-    data = read_yaml(path, str(path))
+    data = files.read_yaml(path, str(path), CatalogError)
     validate(data, str(path))
     recipe = Recipe(path.parent, data)
     recipe.rows()  # every published row must satisfy the DP/GA arithmetic

@@ -14,6 +14,7 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 from llmb.shared.errors import LlmbError
 
@@ -116,3 +117,41 @@ def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
     if size > limit:
         raise FileRefused(f"is larger than {limit} bytes", path)
     return b"".join(chunks)
+
+
+# A YAML file people write (cluster_config.yaml, a bulk sweep, an installer config, a recipe's
+# metadata.yaml) is a few KB; a larger one is not one of them.
+MAX_YAML_BYTES = 4 << 20
+
+
+def load_yaml(text: str) -> Any:
+    """yaml.safe_load, through libyaml when PyYAML has it (several times faster). PyYAML is
+    imported here, on first use: the analyzer answers `--help` without it."""
+    import yaml
+
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+
+
+def read_yaml(path: str | os.PathLike[str], label: str,
+              error: type[LlmbError] = LlmbError) -> Any:
+    """A YAML file people can name, parsed; else `error` with one line naming `label` (the
+    file, or the option that named it): unreadable, not a regular file, too large, not UTF-8,
+    not YAML."""
+    import yaml
+
+    try:
+        raw = read_bounded(path, MAX_YAML_BYTES)
+    except FileRefused as exc:
+        why = exc.reason.removeprefix("is ").removeprefix("cannot be read (").rstrip(")")
+        if exc.reason.startswith("is larger"):
+            raise error(f"{label} {exc.reason}; it cannot be a file llmb reads") from None
+        raise error(f"cannot read {label}: {why}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{label} is not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
+                    f"{exc.start}); save it as UTF-8") from None
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError as exc:
+        raise error(f"{label} is not valid YAML: {str(exc).splitlines()[0]}") from None
