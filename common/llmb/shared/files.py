@@ -101,7 +101,10 @@ def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
         raise FileRefused(f"cannot be read ({exc.strerror})", path,
                           missing=exc.errno == errno.ENOENT) from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise FileRefused(f"cannot be read ({os.strerror(errno.EISDIR)})", path)
+        if not stat.S_ISREG(mode):
             raise FileRefused("is not a regular file", path)
         chunks, size = [], 0
         while size <= limit:
@@ -142,10 +145,10 @@ def read_yaml(path: str | os.PathLike[str], label: str,
     try:
         raw = read_bounded(path, MAX_YAML_BYTES)
     except FileRefused as exc:
-        why = exc.reason.removeprefix("is ").removeprefix("cannot be read (").rstrip(")")
         if exc.reason.startswith("is larger"):
             raise error(f"{label} {exc.reason}; it cannot be a file llmb reads") from None
-        raise error(f"cannot read {label}: {why}") from None
+        why = exc.reason.removeprefix("cannot be read (").removesuffix(")")
+        raise error(f"cannot read {label}: {why.removeprefix('is ')}") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
