@@ -3,7 +3,6 @@ defaults."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -203,13 +202,6 @@ def test_runai_validation(install: Path) -> None:
     assert "is not under the CUSTOM_MOUNT path" in error("nemotron",
                                                          runai_env(install, PVC_DIR="/elsewhere"))
     assert "is not an http(s) URL" in error("nemotron", runai_env(install, BASE_URL="runai"))
-
-
-def test_request_never_imports_nemo_run() -> None:
-    assert "nemo_run" not in sys.modules or "llmb.launch.experiment" in sys.modules
-    import llmb.launch.request as mod
-
-    assert "nemo_run" not in mod.__dict__
 
 
 # --- hostile values (issue 10): one line naming the variable, refused before anything runs ----

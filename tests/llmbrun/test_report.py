@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import fakeinstall
 import pytest
 import runinstall
 from llmb.llmbrun import report
-from paths import REPO
 
 
 def llmb_run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -124,14 +122,3 @@ def test_report_without_matplotlib_says_what_to_install(install, tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"llmb-run: the analyzer wrote no report into {tmp_path}/r: ")
     assert "matplotlib" in proc.stderr and len(proc.stderr.splitlines()) == 1
-
-
-def test_modules_stay_light():
-    """llmb-run status, archive and verify-archive import these: never matplotlib (only the
-    analyzer's --report does, in its own process), nemo_run or numpy."""
-    code = ("import sys; import llmb.llmbrun.report, llmb.llmbrun.archive, "
-            "llmb.llmbrun.verify_archive, llmb.shared.progress; "
-            "print(sorted(m for m in ('matplotlib', 'nemo_run', 'numpy') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         env={"PYTHONPATH": str(REPO / "common")}, check=True).stdout
-    assert out == "[]\n"

@@ -253,21 +253,13 @@ def _order(result: dict[str, Any]) -> tuple[Any, ...]:
             str(result["scaling"] or ""), result["filename"])
 
 
-def analyze(roots: str | list[str], gpu_type: str | None = None,
-            window: tuple[int, int] = DEFAULT_WINDOW,
-            tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
-    """Analyze every log under the roots; raises FileNotFoundError/LookupError for exit-1
-    cases."""
-    from llmb.analysis import result as runs
-    from llmb.analysis import timing, verdicts
-
-    roots = [roots] if isinstance(roots, str) else list(roots)
+def _find_logs(roots: list[str]) -> tuple[list[tuple[str, str]], list[dict[str, str]]]:
+    """(root, log path) for every `*.out` under the roots, and what could not be walked."""
     for root in roots:
         if not os.path.isdir(root):
             what = "is not a directory" if os.path.exists(root) else "does not exist"
             raise FileNotFoundError(f"{display(root)} {what}; pass the experiments directory, "
                                     "e.g. $LLMB_WORKLOAD/experiments")
-    base = _base(roots)
     files: list[tuple[str, str]] = []
     problems: list[dict[str, str]] = []
     seen: set[tuple[int, int]] = set()
@@ -277,24 +269,33 @@ def analyze(roots: str | list[str], gpu_type: str | None = None,
         problems += trouble
     if not files and not problems:
         raise LookupError(f"no .out log files under {', '.join(display(r) for r in roots)}")
-    manifests = Manifests()
-    identifier: Identifier | None = None
-    results: list[dict[str, Any]] = []
-    warnings: list[dict[str, str]] = []
-    warned: set[str] = set()
-    skipped = [{"path": display(os.path.relpath(p["path"], base)), "reason": p["reason"]}
-               for p in problems]
-    for root, path in files:
-        rel = os.path.relpath(path, base)
+    return files, problems
+
+
+class _Run:
+    """What analyzing the logs of one tree keeps between logs: the manifests read, the
+    identifier (built on the first log that needs it), the warnings given once."""
+
+    def __init__(self, base: str, gpu_type: str | None, window: tuple[int, int]) -> None:
+        self.base, self.gpu_type, self.window = base, gpu_type, window
+        self.manifests = Manifests()
+        self.identifier: Identifier | None = None
+        self.warnings: list[dict[str, str]] = []
+        self.warned: set[str] = set()
+
+    def log(self, root: str, path: str) -> tuple[dict[str, Any] | None, str | None]:
+        """(the log's result, None) or (None, why it is skipped)."""
+        from llmb.analysis import result as runs
+        from llmb.analysis import timing
+
+        rel = os.path.relpath(path, self.base)
         name = os.path.basename(path)
         if name.startswith("sbatch_"):
-            skipped.append({"path": display(rel), "reason": "sbatch output"})
-            continue
-        manifest = manifests.near(path)
+            return None, "sbatch output"
+        manifest = self.manifests.near(path)
         if nccl_traced(manifest[1] if manifest else None) or NCCL_TAG in rel \
                 or NCCL_TAG in os.path.basename(os.path.abspath(root)):
-            skipped.append({"path": display(rel), "reason": "NCCL trace"})
-            continue
+            return None, "NCCL trace"
         try:
             st = os.stat(path)
             if not stat.S_ISREG(st.st_mode):
@@ -304,40 +305,72 @@ def analyze(roots: str | list[str], gpu_type: str | None = None,
             reason = exc.strerror or str(exc)
             if os.path.islink(path) and not os.path.exists(path):  # a loop is not dangling
                 reason = str(path_problem(path, "file")).removeprefix("is a ")
-            results.append(runs.unreadable(rel, path, f"cannot read: {reason}"))
-            continue
+            return runs.unreadable(rel, path, f"cannot read: {reason}"), None
         if not scan.steps and not scan.reached and not scan.looks_like_log \
                 and not name.startswith("log-"):
-            skipped.append({"path": display(rel), "reason": "no training output"})
-            continue
+            return None, "no training output"
         try:
-            if identifier is None:
-                identifier = Identifier(gpu_type)
-            ident, warning = identifier.identify(manifest, rel, root)
-            if warning and manifest and manifest[0] not in warned:  # once per manifest
-                warned.add(manifest[0])
-                warnings.append({"path": display(os.path.relpath(manifest[0], base)),
-                                 "warning": warning})
-            result = runs.analyze_log(path, rel, scan, ident, identifier, window)
-            if result["status"] == "Failed" and runs.add_batch_output(path, scan):
-                result = runs.analyze_log(path, rel, scan, ident, identifier, window)
+            return self._identified(root, path, rel, scan, manifest), None
         except ModuleNotFoundError:
             raise
         except Exception as exc:  # one bad log must never stop the report
-            result = runs.unreadable(rel, path, f"cannot analyze: {type(exc).__name__}: "
-                                     f"{shown(exc)[:200]}")
+            return runs.unreadable(rel, path, f"cannot analyze: {type(exc).__name__}: "
+                                   f"{shown(exc)[:200]}"), None
+
+    def _identified(self, root: str, path: str, rel: str, scan: Any,
+                    manifest: tuple[str, dict[str, Any] | str] | None) -> dict[str, Any]:
+        from llmb.analysis import result as runs
+
+        if self.identifier is None:
+            self.identifier = Identifier(self.gpu_type)
+        ident, warning = self.identifier.identify(manifest, rel, root)
+        if warning and manifest and manifest[0] not in self.warned:  # once per manifest
+            self.warned.add(manifest[0])
+            self.warnings.append({"path": display(os.path.relpath(manifest[0], self.base)),
+                                  "warning": warning})
+        result = runs.analyze_log(path, rel, scan, ident, self.identifier, self.window)
+        if result["status"] == "Failed" and runs.add_batch_output(path, scan):
+            result = runs.analyze_log(path, rel, scan, ident, self.identifier, self.window)
+        return result
+
+
+def analyze(roots: str | list[str], gpu_type: str | None = None,
+            window: tuple[int, int] = DEFAULT_WINDOW,
+            tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
+    """Analyze every log under the roots; raises FileNotFoundError/LookupError for exit-1
+    cases."""
+    from llmb.analysis import verdicts
+
+    roots = [roots] if isinstance(roots, str) else list(roots)
+    files, problems = _find_logs(roots)
+    base = _base(roots)
+    run = _Run(base, gpu_type, window)
+    results: list[dict[str, Any]] = []
+    skipped = [{"path": display(os.path.relpath(p["path"], base)), "reason": p["reason"]}
+               for p in problems]
+    for root, path in files:
+        result, why = run.log(root, path)
+        if result is None:
+            skipped.append({"path": display(os.path.relpath(path, base)), "reason": str(why)})
+            continue
         if result["experiment"] is None:
-            result["experiment"] = display(_experiment(rel, base))
+            result["experiment"] = display(_experiment(os.path.relpath(path, base), base))
         result["config_key"] = verdicts.config_key(result)
         results.append(result)
     if not results and not skipped:
         raise LookupError(f"no .out log files under {', '.join(display(r) for r in roots)}")
-
     results.sort(key=_order)
     configs = verdicts.configurations(results, tolerance)
-    status = Counter(r["status"] for r in results)
-    reasons = Counter(s["reason"] for s in skipped)
-    analysis = {
+    return {"analysis": _settings(roots, base, gpu_type, window, tolerance, run.identifier),
+            "results": results, "configurations": configs, "comparison": None,
+            "skipped": skipped, "warnings": run.warnings,
+            "summary": _summary(results, configs, skipped)}
+
+
+def _settings(roots: list[str], base: str, gpu_type: str | None, window: tuple[int, int],
+              tolerance: float, identifier: Identifier | None) -> dict[str, Any]:
+    """The JSON's `analysis`: what was analyzed, and how."""
+    return {
         "directory": display(os.path.abspath(base)),
         "directories": [display(os.path.abspath(r)) for r in roots],
         "window": {"first_iteration": window[0], "last_iteration": window[1]},
@@ -348,15 +381,21 @@ def analyze(roots: str | list[str], gpu_type: str | None = None,
         "time_to_train_tokens": 1e12,
         "catalog_error": identifier.error if identifier else None,
     }
-    summary = {
+
+
+def _summary(results: list[dict[str, Any]], configs: list[dict[str, Any]],
+             skipped: list[dict[str, str]]) -> dict[str, Any]:
+    from llmb.analysis import verdicts
+
+    status = Counter(r["status"] for r in results)
+    reasons = Counter(s["reason"] for s in skipped)
+    return {
         "logs": len(results), "success": status["Success"], "failed": status["Failed"],
         "invalid": status["Invalid"], "unreadable": sum(1 for r in results if r["error"]),
         "skipped": len(skipped), "skipped_by_reason": dict(sorted(reasons.items())),
         "configurations": len(configs),
         "verdicts": {v: sum(c["verdict"] == v for c in configs) for v in verdicts.VERDICTS},
     }
-    return {"analysis": analysis, "results": results, "configurations": configs,
-            "comparison": None, "skipped": skipped, "warnings": warnings, "summary": summary}
 
 
 def with_baseline(result: dict[str, Any], baseline_dir: str, gpu_type: str | None,

@@ -268,14 +268,53 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
     env = os.environ if env is None else env
     warnings: list[str] = []
     _checked(shellsafe.printable_env, env, LAUNCH_VARS, SECRET_VARS)
-
     if (stage_path := layout.stage_path_problem(env)) is not None:
         raise RequestError(stage_path)
     if _get(env, "LLMB_INSTALL") is None:
         raise RequestError("LLMB_INSTALL is not set; set it to your install root")
-
     dry_run = parse_bool(env, "DRY_RUN")
     smoke_test = parse_bool(env, "SMOKE_TEST")
+    cluster_type = _cluster_type(recipe, env)
+    llmb_install, llmb_workload = _install_paths(recipe, env, cluster_type)
+    config = _config(recipe, env, cluster_type, dry_run, smoke_test, warnings)
+    steps = _steps(recipe, env, config, cluster_type, warnings)
+    time_limit = _get(env, "TIME_LIMIT") or str(recipe.size(config.model_size)["time_limit"])
+    _checked(shellsafe.slurm_time, "TIME_LIMIT", time_limit)
+    if recipe.data.get("requires_hf_token") and not smoke_test:
+        if not _get(env, "HF_TOKEN"):
+            raise RequestError(f"HF_TOKEN is not set; {recipe.name} needs a Hugging Face token "
+                               "with access to the Llama 3.1 tokenizer (export HF_TOKEN=hf_...)")
+        _checked(shellsafe.hf_token, "HF_TOKEN", env["HF_TOKEN"])
+    image_override = _image(env, cluster_type)
+    slurm = None
+    runai = None
+    if cluster_type == "slurm":
+        slurm = _slurm(recipe, env, config, llmb_install, image_override, dry_run)
+        image = slurm.image
+    elif cluster_type == "runai":
+        runai = _runai(env)
+        image = image_override or recipe.image
+    else:
+        image = "local"
+    try:
+        place = for_launch(env, cluster_type, config.nodes)
+    except PlacementError as err:
+        raise RequestError(str(err)) from None
+    return Request(
+        recipe=recipe, config=config, cluster_type=cluster_type, llmb_install=llmb_install,
+        llmb_workload=llmb_workload, image=image, time_limit=time_limit,
+        max_steps=steps.effective, profile=steps.profile,
+        profile_start_step=steps.profile_start, profile_stop_step=steps.profile_stop,
+        gpu_metrics=steps.gpu_metrics, nccl_trace=steps.nccl_trace,
+        checkpoint_save=steps.checkpoint_save, checkpoint_load_path=steps.load_path,
+        smoke_test=smoke_test, dry_run=dry_run,
+        account=slurm.account if slurm else None, partition=slurm.partition if slurm else None,
+        gres_gpus=slurm.gres if slurm else None, runai=runai, warnings=tuple(warnings),
+        placement=place,
+    )
+
+
+def _cluster_type(recipe: catalog.Recipe, env: Mapping[str, str]) -> str:
     cluster_types = list(recipe.data["cluster_types"])
     cluster_type = (_get(env, "CLUSTER_TYPE") or "slurm").lower()
     if cluster_type not in catalog.CLUSTER_TYPES:
@@ -284,36 +323,45 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
     if cluster_type not in cluster_types:
         raise RequestError(f"CLUSTER_TYPE={cluster_type} is not supported by {recipe.name}; "
                            f"allowed: {', '.join(cluster_types)}")
-    llmb_install, llmb_workload = _install_paths(recipe, env, cluster_type)
+    return cluster_type
 
+
+# --- the configuration: size, dtype, GPU type, scale ----------------------------------------
+
+def _gpus_per_node(env: Mapping[str, str], cluster_type: str, gpu_type: str, num_gpus: int,
+                   dry_run: bool, smoke_test: bool) -> int:
+    if cluster_type != "local":
+        return parse_positive_int(env, "GPUS_PER_NODE",
+                                  catalog.get_gpu_type(gpu_type).gpus_per_node,
+                                  maximum=MAX_GPUS_PER_NODE)
+    per_node_set = _get(env, "GPUS_PER_NODE")
+    if per_node_set is not None and per_node_set != str(num_gpus):
+        raise RequestError(f"GPUS_PER_NODE={per_node_set} does not apply to "
+                           f"CLUSTER_TYPE=local, which runs all {num_gpus} processes on "
+                           "this machine; unset GPUS_PER_NODE")
+    if not dry_run:  # like the image check: the machine that runs it may differ
+        _local_processes(num_gpus, smoke_test)
+    return num_gpus
+
+
+def _config(recipe: catalog.Recipe, env: Mapping[str, str], cluster_type: str, dry_run: bool,
+            smoke_test: bool, warnings: list[str]) -> catalog.Config:
+    """The published configuration the variables name (or, for a smoke test or a scale above
+    the published ones, the nearest published layout, with a warning)."""
     model_size = parse_choice(env, "MODEL_SIZE", recipe.defaults["model_size"], recipe.sizes,
                               recipe.name)
     dtype = parse_choice(env, "DTYPE", recipe.defaults["dtype"], recipe.dtypes, recipe.name)
     gpu_type = parse_choice(env, "GPU_TYPE", recipe.defaults["gpu_type"], recipe.gpu_types,
                             recipe.name)
-    strong = parse_bool(env, "STRONG_SCALING")
-    scaling = "strong" if strong else "weak"
+    scaling = "strong" if parse_bool(env, "STRONG_SCALING") else "weak"
     num_gpus = parse_positive_int(env, "JOB_TOTAL_GPUS", what="a positive integer "
                                   "(the total number of GPUs for the job)")
-    if cluster_type == "local":
-        per_node_set = _get(env, "GPUS_PER_NODE")
-        if per_node_set is not None and per_node_set != str(num_gpus):
-            raise RequestError(f"GPUS_PER_NODE={per_node_set} does not apply to "
-                               f"CLUSTER_TYPE=local, which runs all {num_gpus} processes on "
-                               "this machine; unset GPUS_PER_NODE")
-        gpus_per_node = num_gpus
-        if not dry_run:  # like the image check: the machine that runs it may differ
-            _local_processes(num_gpus, smoke_test)
-    else:
-        gpus_per_node = parse_positive_int(
-            env, "GPUS_PER_NODE", catalog.get_gpu_type(gpu_type).gpus_per_node,
-            maximum=MAX_GPUS_PER_NODE)
-
+    gpus_per_node = _gpus_per_node(env, cluster_type, gpu_type, num_gpus, dry_run, smoke_test)
     values = {"MODEL_SIZE": model_size, "DTYPE": dtype, "GPU_TYPE": gpu_type,
               "JOB_TOTAL_GPUS": num_gpus, "GPUS_PER_NODE": gpus_per_node, "SCALING": scaling,
               "STRONG_SCALING": scaling}
     # LLMB_ALLOW_UNVALIDATED_SCALE=true (set by llmb-run): a scale ABOVE the largest published
-    # one runs with the nearest published layout (SPEC §7: a warning, not an error).
+    # one runs with the nearest published layout (a warning, not an error).
     above_max = False
     if parse_bool(env, "LLMB_ALLOW_UNVALIDATED_SCALE"):
         try:
@@ -327,19 +375,36 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
                                 allow_unpublished=smoke_test or above_max)
     except catalog.CatalogError as err:
         raise _catalog_error(err, recipe, values) from None
+    what = f"{recipe.name} {model_size} {dtype} on {gpu_type}"
     if not config.published and above_max and not smoke_test:
         warnings.append(
-            f"JOB_TOTAL_GPUS={num_gpus} is above the largest published scale for {recipe.name} "
-            f"{model_size} {dtype} on {gpu_type}: an unvalidated configuration (nearest "
-            "published layout), no reference applies")
+            f"JOB_TOTAL_GPUS={num_gpus} is above the largest published scale for {what}: an "
+            "unvalidated configuration (nearest published layout), no reference applies")
     elif not config.published:
         published = recipe.scales(model_size, dtype, gpu_type, scaling)
         warnings.append(
-            f"JOB_TOTAL_GPUS={num_gpus} is not a published scale for {recipe.name} "
-            f"{model_size} {dtype} on {gpu_type} (published: {', '.join(map(str, published))});"
-            " SMOKE_TEST runs it with the nearest published layout, no reference applies")
+            f"JOB_TOTAL_GPUS={num_gpus} is not a published scale for {what} (published: "
+            f"{', '.join(map(str, published))}); SMOKE_TEST runs it with the nearest published "
+            "layout, no reference applies")
+    return config
 
-    # --- steps, profiling, tracing, checkpoints ---------------------------------------------
+
+# --- steps, profiling, tracing, checkpoints -------------------------------------------------
+
+@dataclass(frozen=True)
+class _Steps:
+    effective: int  # the steps the job runs
+    profile: bool
+    profile_start: int
+    profile_stop: int
+    gpu_metrics: bool
+    nccl_trace: bool
+    checkpoint_save: bool
+    load_path: Path | None
+
+
+def _steps(recipe: catalog.Recipe, env: Mapping[str, str], config: catalog.Config,
+           cluster_type: str, warnings: list[str]) -> _Steps:
     max_steps = parse_positive_int(env, "MAX_STEPS", DEFAULT_MAX_STEPS)
     profile = parse_bool(env, "ENABLE_PROFILE")
     gpu_metrics = parse_bool(env, "ENABLE_GPU_METRICS")
@@ -356,97 +421,86 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
     if start >= stop:
         raise RequestError(f"PROFILE_START_STEP={start} must be less than "
                            f"PROFILE_STOP_STEP={stop}")
-
     checkpoint_save = parse_bool(env, "ENABLE_CHECKPOINT")
-    load = _get(env, "LOAD_CHECKPOINT_PATH")
-    load_path = None
-    checkpoint = recipe.size(model_size)["checkpoint"]
-    if load is not None:
-        load_path = Path(os.path.expanduser(load)).absolute()
-        if cluster_type == "slurm":  # mounted into the container beside the workload
-            _checked(shellsafe.mount_path, "LOAD_CHECKPOINT_PATH", str(load_path))
-        problem = files.path_problem(load_path)
-        if problem:
-            raise RequestError(f"LOAD_CHECKPOINT_PATH={load} {problem}; point it at a "
-                               "checkpoint directory that holds weights/*.distcp")
-        if not any((load_path / "weights").glob("*.distcp")):
-            raise RequestError(f"LOAD_CHECKPOINT_PATH={load} holds no weights/*.distcp; point "
-                               "it at the directory one level above weights/")
+    checkpoint = recipe.size(config.model_size)["checkpoint"]
+    load_path = _load_path(env, cluster_type)
+    if load_path is not None:
         if profile or nccl_trace:
             raise RequestError("LOAD_CHECKPOINT_PATH runs a single step after loading; it "
                                "cannot be combined with ENABLE_PROFILE or ENABLE_NCCLTRACE")
         warnings.extend(_untested_scale(recipe, config, checkpoint, "load_min_scale", "loading"))
     if checkpoint_save:
         warnings.extend(_untested_scale(recipe, config, checkpoint, "save_min_scale", "saving"))
-
     if load_path is not None:
-        steps = CHECKPOINT_LOAD_STEPS
+        effective = CHECKPOINT_LOAD_STEPS
     elif nccl_trace:
-        steps = NCCL_TRACE_STEPS
+        effective = NCCL_TRACE_STEPS
     elif profile:
-        steps = stop
+        effective = stop
     else:
-        steps = max_steps
+        effective = max_steps
+    return _Steps(effective, profile, start, stop, gpu_metrics, nccl_trace, checkpoint_save,
+                  load_path)
 
-    time_limit = _get(env, "TIME_LIMIT") or str(recipe.size(model_size)["time_limit"])
-    _checked(shellsafe.slurm_time, "TIME_LIMIT", time_limit)
 
-    # --- cluster specifics --------------------------------------------------------------------
-    if recipe.data.get("requires_hf_token") and not smoke_test:
-        if not _get(env, "HF_TOKEN"):
-            raise RequestError(f"HF_TOKEN is not set; {recipe.name} needs a Hugging Face token "
-                               "with access to the Llama 3.1 tokenizer (export HF_TOKEN=hf_...)")
-        _checked(shellsafe.hf_token, "HF_TOKEN", env["HF_TOKEN"])
-    image_override = _image(env, cluster_type)
-    account = partition = None
+def _load_path(env: Mapping[str, str], cluster_type: str) -> Path | None:
+    """LOAD_CHECKPOINT_PATH, absolute: a checkpoint directory holding weights/*.distcp."""
+    load = _get(env, "LOAD_CHECKPOINT_PATH")
+    if load is None:
+        return None
+    load_path = Path(os.path.expanduser(load)).absolute()
+    if cluster_type == "slurm":  # mounted into the container beside the workload
+        _checked(shellsafe.mount_path, "LOAD_CHECKPOINT_PATH", str(load_path))
+    problem = files.path_problem(load_path)
+    if problem:
+        raise RequestError(f"LOAD_CHECKPOINT_PATH={load} {problem}; point it at a "
+                           "checkpoint directory that holds weights/*.distcp")
+    if not any((load_path / "weights").glob("*.distcp")):
+        raise RequestError(f"LOAD_CHECKPOINT_PATH={load} holds no weights/*.distcp; point "
+                           "it at the directory one level above weights/")
+    return load_path
+
+
+# --- cluster specifics ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Slurm:
+    account: str
+    partition: str
+    gres: int | None
+    image: str
+
+
+def _slurm(recipe: catalog.Recipe, env: Mapping[str, str], config: catalog.Config,
+           llmb_install: Path, image_override: str | None, dry_run: bool) -> _Slurm:
+    account = _get(env, "SBATCH_ACCOUNT")
+    partition = _get(env, "SBATCH_PARTITION")
+    if account is None:
+        raise RequestError("SBATCH_ACCOUNT is not set; set it to the Slurm account to "
+                           "charge (sacctmgr show assoc user=$USER)")
+    if partition is None:
+        raise RequestError("SBATCH_PARTITION is not set; set it to the Slurm partition "
+                           "to run in (sinfo -s lists them)")
+    _checked(shellsafe.slurm_name, "SBATCH_ACCOUNT", account, "account")
+    _checked(shellsafe.slurm_name, "SBATCH_PARTITION", partition, "partition", True)
     gres = None
-    runai = None
-    if cluster_type == "slurm":
-        account = _get(env, "SBATCH_ACCOUNT")
-        partition = _get(env, "SBATCH_PARTITION")
-        if account is None:
-            raise RequestError("SBATCH_ACCOUNT is not set; set it to the Slurm account to "
-                               "charge (sacctmgr show assoc user=$USER)")
-        if partition is None:
-            raise RequestError("SBATCH_PARTITION is not set; set it to the Slurm partition "
-                               "to run in (sinfo -s lists them)")
-        _checked(shellsafe.slurm_name, "SBATCH_ACCOUNT", account, "account")
-        _checked(shellsafe.slurm_name, "SBATCH_PARTITION", partition, "partition", True)
-        if _get(env, "SBATCH_GPUS_PER_NODE") is not None:
-            gres = parse_positive_int(env, "SBATCH_GPUS_PER_NODE", maximum=MAX_GPUS_PER_NODE)
-            if gres != config.gpus_per_node:
-                raise RequestError(
-                    f"SBATCH_GPUS_PER_NODE={gres} does not match the {config.gpus_per_node} "
-                    f"tasks per node (GPUS_PER_NODE={config.gpus_per_node} for {gpu_type}); "
-                    f"each task drives one GPU: set SBATCH_GPUS_PER_NODE="
-                    f"{config.gpus_per_node} or unset it")
-        _checked(shellsafe.mount_path, "the llmb repository", str(catalog.REPO_ROOT), True)
-        default_image = layout.Install(llmb_install).image(images.Image(recipe.image).file_name)
-        image = image_override or str(default_image)
-        problem = files.path_problem(image, "file") if image.startswith("/") else None
-        if not dry_run and problem:
-            source = "RUN_CONF_IMAGE=" if image_override else "the container image "
-            raise RequestError(f"{source}{shown(image)} {problem}; run ./setup.sh (it imports "
-                               f"{recipe.image}) or set RUN_CONF_IMAGE")
-    elif cluster_type == "runai":
-        runai = _runai(env)
-        image = image_override or recipe.image
-    else:
-        image = "local"
-    try:
-        place = for_launch(env, cluster_type, config.nodes)
-    except PlacementError as err:
-        raise RequestError(str(err)) from None
-
-    return Request(
-        recipe=recipe, config=config, cluster_type=cluster_type, llmb_install=llmb_install,
-        llmb_workload=llmb_workload, image=image, time_limit=time_limit, max_steps=steps,
-        profile=profile, profile_start_step=start, profile_stop_step=stop,
-        gpu_metrics=gpu_metrics, nccl_trace=nccl_trace, checkpoint_save=checkpoint_save,
-        checkpoint_load_path=load_path, smoke_test=smoke_test, dry_run=dry_run,
-        account=account, partition=partition, gres_gpus=gres, runai=runai,
-        warnings=tuple(warnings), placement=place,
-    )
+    if _get(env, "SBATCH_GPUS_PER_NODE") is not None:
+        gres = parse_positive_int(env, "SBATCH_GPUS_PER_NODE", maximum=MAX_GPUS_PER_NODE)
+        if gres != config.gpus_per_node:
+            raise RequestError(
+                f"SBATCH_GPUS_PER_NODE={gres} does not match the {config.gpus_per_node} "
+                f"tasks per node (GPUS_PER_NODE={config.gpus_per_node} for {config.gpu_type}); "
+                f"each task drives one GPU: set SBATCH_GPUS_PER_NODE="
+                f"{config.gpus_per_node} or unset it")
+    _checked(shellsafe.mount_path, "the llmb repository", str(catalog.REPO_ROOT), True)
+    default_image = layout.Install(llmb_install).image(images.Image(recipe.image).file_name)
+    image = image_override or str(default_image)
+    problem = files.path_problem(image, "file") if image.startswith("/") else None
+    if not dry_run and problem:
+        source = "RUN_CONF_IMAGE=" if image_override else "the container image "
+        raise RequestError(f"{source}{shown(image)} {problem}; run ./setup.sh (it imports "
+                           f"{recipe.image}) or set RUN_CONF_IMAGE")
+    return _Slurm(account, partition, gres, image)
 
 
 def _untested_scale(recipe: catalog.Recipe, config: catalog.Config,
