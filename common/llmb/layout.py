@@ -12,6 +12,7 @@ llmb-run share, named in one place.
       .llmb_install_state.json               the installer's record of its setup steps
       llmb_run_history.jsonl                 llmb-run's record of what it submitted
       preflight/<stamp>/, preflight/latest.json    llmb-run preflight's reports
+      screens/<stamp>/screen.json            llmb-run screen's results (and the job's output)
       report/                                llmb-run report's default output
       llmb-archive-<stamp>.tar.gz            llmb-run archive's default output
 
@@ -37,6 +38,8 @@ INSTALL_STATE_FILE = ".llmb_install_state.json"
 HISTORY_FILE = "llmb_run_history.jsonl"
 PREFLIGHT_DIR = "preflight"
 REPORT_DIR = "report"
+SCREENS_DIR = "screens"
+SCREEN_FILE = "screen.json"
 EXPERIMENTS_DIR = "experiments"
 
 
@@ -101,6 +104,10 @@ class Install:
     @property
     def preflight(self) -> Path:
         return self.root / PREFLIGHT_DIR
+
+    @property
+    def screens(self) -> Path:
+        return self.root / SCREENS_DIR
 
     @property
     def report(self) -> Path:

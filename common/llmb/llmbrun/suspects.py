@@ -1,0 +1,70 @@
+"""The nodes the newest screen named (`suspects`), for --exclude-suspect on single, bulk and
+suite: the contract between `llmb-run screen`, which writes
+$LLMB_INSTALL/screens/<stamp>/screen.json, and the commands that leave those nodes out.
+
+screen.json is a JSON object whose `suspects` is a list of node names (possibly empty); the
+newest screen is the one whose <stamp> folder sorts last (stamps are UTC YYYYmmdd-HHMMSS).
+A screen that never finished writing its JSON does not count: the one before it does.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from llmb import layout
+from llmb.launch import placement
+from llmb.llmbrun.clusterconfig import RunError
+from llmb.shared import files, values
+
+MAX_SCREEN_BYTES = 64 << 20  # a screen of thousands of nodes is a few MB
+
+
+@dataclass(frozen=True)
+class Screen:
+    path: Path  # its screen.json
+    suspects: tuple[str, ...]
+
+
+def newest_screen(tree: layout.Install) -> Screen | None:
+    """The newest complete screen of this install, or None when there is none."""
+    if not tree.screens.is_dir():
+        return None
+    for stamp in sorted((p for p in tree.screens.iterdir() if p.is_dir()), reverse=True):
+        path = stamp / layout.SCREEN_FILE
+        try:
+            raw = files.read_bounded(path, MAX_SCREEN_BYTES)
+        except files.FileRefused as exc:
+            if exc.missing:
+                continue  # a screen still running, or stopped before it wrote its results
+            raise RunError(f"screen results {exc}") from None
+        return Screen(path, _suspects(path, raw))
+    return None
+
+
+def _suspects(path: Path, raw: bytes) -> tuple[str, ...]:
+    try:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        raise RunError(f"screen results {values.shown(path)} are not valid JSON; run "
+                       "llmb-run screen again") from None
+    names = data.get("suspects") if isinstance(data, dict) else None
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise RunError(f"screen results {values.shown(path)} have no list of suspects; run "
+                       "llmb-run screen again")
+    if not names:
+        return ()
+    try:  # node names, as a Slurm node list would hold them
+        return tuple(placement.expand_hostlist("suspects", ",".join(names)))
+    except placement.PlacementError as exc:
+        raise RunError(f"screen results {values.shown(path)}: {exc}") from None
+
+
+def for_exclude(tree: layout.Install) -> tuple[str, ...]:
+    """The nodes --exclude-suspect leaves out; RunError when no screen has run."""
+    screen = newest_screen(tree)
+    if screen is None:
+        raise RunError(f"--exclude-suspect needs a screen: no results under {tree.screens}; "
+                       "run llmb-run screen first")
+    return screen.suspects

@@ -1,0 +1,42 @@
+"""llmb.llmbrun.suspects: the nodes the newest complete screen named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from llmb import layout
+from llmb.llmbrun import suspects
+from llmb.llmbrun.clusterconfig import RunError
+
+
+def screen(tree: layout.Install, stamp: str, data: object | None) -> None:
+    folder = tree.screens / stamp
+    folder.mkdir(parents=True)
+    if data is not None:
+        (folder / layout.SCREEN_FILE).write_text(json.dumps(data))
+
+
+def test_no_screen(tmp_path):
+    tree = layout.Install(tmp_path)
+    assert suspects.newest_screen(tree) is None
+    with pytest.raises(RunError, match="--exclude-suspect needs a screen"):
+        suspects.for_exclude(tree)
+
+
+def test_the_newest_complete_screen_counts(tmp_path):
+    tree = layout.Install(tmp_path)
+    screen(tree, "20261120-101010", {"suspects": ["node3"]})
+    screen(tree, "20261121-101010", {"suspects": ["node[1-2]", "gpu7"]})
+    screen(tree, "20261122-101010", None)  # still running: no results yet
+    assert suspects.for_exclude(tree) == ("node1", "node2", "gpu7")
+
+
+@pytest.mark.parametrize("data", [[1], {"suspects": "node1"}, {"suspects": ["a b"]},
+                                  {"suspects": ["$(touch x)"]}, {}])
+def test_broken_results_are_one_line(tmp_path, data):
+    tree = layout.Install(tmp_path)
+    screen(tree, "20261121-101010", data)
+    with pytest.raises(RunError) as err:
+        suspects.for_exclude(tree)
+    assert "\n" not in str(err.value) and "screen results" in str(err.value)
