@@ -18,9 +18,11 @@ $(VENV)/.installed: common/requirements/dev.txt common/requirements/launch.txt c
 	touch $@
 
 
-lint: venv ## shellcheck every shell script, ruff every Python file
+lint: venv ## shellcheck, ruff (style, complexity, heavy imports), mypy, import contracts
 	bash tests/tools/shell-scripts.sh | xargs -d '\n' shellcheck -x
 	ruff check .
+	mypy
+	PYTHONPATH=common lint-imports
 
 test-py: venv ## pytest (the real-Slurm end-to-end tests run when root)
 	$(PY) -m pytest -q
