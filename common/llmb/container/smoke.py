@@ -283,34 +283,10 @@ def _train(manifest: Mapping[str, Any], ranks: Ranks, timeout: float) -> int:
     family, job_dir, _experiment, options = _manifest_fields(manifest)
     max_steps = int(options.get("max_steps", 50))
     shape, seq = TINY_SHAPES[family], TINY_SEQ_LENGTH
-
-    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
-    # One thread per task (as torchrun sets it): the node's tasks share its cores, and OpenMP
-    # threads created at import time would spin against each other.
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    import torch
-    import torch.distributed as dist
-
-    torch.set_num_threads(1)  # every task of the node shares its few cores
-    with contextlib.suppress(RuntimeError):  # set already: a second run in one interpreter
-        torch.set_num_interop_threads(1)
-
-    distributed = ranks.world_size > 1
+    torch = _torch()
     log = _Log(ranks.rank == 0)
-    workload = manifest.get("workload", manifest.get("recipe", "?"))
-    log.info(
-        f"Smoke workload (SMOKE_TEST=true): NOT the {workload} {manifest.get('model_size', '')}"
-        f" benchmark; a tiny {family}-shaped model trains on the CPU so that the launch, the"
-        " logs and the analysis can be checked without GPUs. Its step times and TFLOPS are not"
-        " comparable with any published reference."
-    )
-    log.info(
-        f"Smoke workload: world size {ranks.world_size} (data parallel over gloo, ranks from"
-        f" {ranks.launcher}, rendezvous {ranks.init_method})"
-        if distributed
-        else "Smoke workload: world size 1 (one process, no process group)"
-    )
-    if distributed:
+    _announce(log, manifest, family, ranks)
+    if ranks.world_size > 1:
         began = time.perf_counter()
         _init_process_group(ranks, timeout, job_dir)
         log.info(f"Smoke workload: all {ranks.world_size} ranks joined in "
@@ -322,14 +298,61 @@ def _train(manifest: Mapping[str, Any], ranks: Ranks, timeout: float) -> int:
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=PEAK_LR, betas=(0.9, 0.95), weight_decay=0.1
     )
-    gbs = MICRO_BATCH_SIZE * ranks.world_size
-    flops = perf.model_flops(family, shape, seq)
     params = sum(p.numel() for p in model.parameters())
     log.info(
         f"Smoke workload: {family} tiny model {', '.join(f'{k}={v}' for k, v in shape.items())};"
-        f" seq_length={seq}, micro_batch_size={MICRO_BATCH_SIZE}, global_batch_size={gbs},"
-        f" max_steps={max_steps}; {params} parameters; {flops:.4g} model FLOPs per sample"
+        f" seq_length={seq}, micro_batch_size={MICRO_BATCH_SIZE}, global_batch_size="
+        f"{MICRO_BATCH_SIZE * ranks.world_size}, max_steps={max_steps}; {params} parameters;"
+        f" {perf.model_flops(family, shape, seq):.4g} model FLOPs per sample"
     )
+    _announce_options(log, options)
+
+    identity = _identity(family, shape, seq)
+    step0, consumed = 0, 0
+    load_path = options.get("checkpoint_load_path")
+    if load_path:
+        start = time.time()
+        step0, consumed = load_checkpoint(Path(load_path), model, optimizer, identity)
+        log.info(nemolog.checkpoint_load_line(ranks.rank, start, time.time() - start))
+    consumed = _loop(log, model, optimizer, family, ranks, step0, max_steps, consumed)
+    if options.get("checkpoint_save"):
+        _save(log, job_dir, model, optimizer, identity, ranks, step0 + max_steps, consumed)
+    _finish(ranks)
+    log.info(f"Smoke workload done: {max_steps} steps on {ranks.world_size} ranks")
+    return 0
+
+
+def _torch() -> Any:
+    """torch, set up for a task that shares its node's few cores with the node's other tasks."""
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+    # One thread per task (as torchrun sets it): OpenMP threads created at import time would
+    # spin against each other.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    torch.set_num_threads(1)
+    with contextlib.suppress(RuntimeError):  # set already: a second run in one interpreter
+        torch.set_num_interop_threads(1)
+    return torch
+
+
+def _announce(log: _Log, manifest: Mapping[str, Any], family: str, ranks: Ranks) -> None:
+    workload = manifest.get("workload", manifest.get("recipe", "?"))
+    log.info(
+        f"Smoke workload (SMOKE_TEST=true): NOT the {workload} {manifest.get('model_size', '')}"
+        f" benchmark; a tiny {family}-shaped model trains on the CPU so that the launch, the"
+        " logs and the analysis can be checked without GPUs. Its step times and TFLOPS are not"
+        " comparable with any published reference."
+    )
+    log.info(
+        f"Smoke workload: world size {ranks.world_size} (data parallel over gloo, ranks from"
+        f" {ranks.launcher}, rendezvous {ranks.init_method})"
+        if ranks.world_size > 1
+        else "Smoke workload: world size 1 (one process, no process group)"
+    )
+
+
+def _announce_options(log: _Log, options: Mapping[str, Any]) -> None:
     if options.get("profile"):
         log.info(
             f"Profiling steps {options.get('profile_start_step')}-"
@@ -342,20 +365,21 @@ def _train(manifest: Mapping[str, Any], ranks: Ranks, timeout: float) -> int:
             " so there is no NCCL traffic to trace"
         )
 
-    identity = _identity(family, shape, seq)
-    step0, consumed0 = 0, 0
-    load_path = options.get("checkpoint_load_path")
-    if load_path:
-        start = time.time()
-        step0, consumed0 = load_checkpoint(Path(load_path), model, optimizer, identity)
-        log.info(nemolog.checkpoint_load_line(ranks.rank, start, time.time() - start))
 
-    trained = model
-    if distributed:
-        trained = torch.nn.parallel.DistributedDataParallel(model)
+def _loop(log: _Log, model: Any, optimizer: Any, family: str, ranks: Ranks, step0: int,
+          max_steps: int, consumed: int) -> int:
+    """Train max_steps steps from step0, printing NeMo's step line for each; the samples
+    consumed at the end."""
+    import torch
+    import torch.distributed as dist
+
+    shape, seq = TINY_SHAPES[family], TINY_SEQ_LENGTH
+    distributed = ranks.world_size > 1
+    gbs = MICRO_BATCH_SIZE * ranks.world_size
+    flops = perf.model_flops(family, shape, seq)
+    trained = torch.nn.parallel.DistributedDataParallel(model) if distributed else model
     generator = torch.Generator().manual_seed(SEED + 1 + ranks.rank + 7919 * step0)
     total_steps = step0 + max_steps
-    consumed = consumed0
     for i in range(max_steps):
         step = step0 + i
         lr = learning_rate(step, total_steps)
@@ -374,40 +398,42 @@ def _train(manifest: Mapping[str, Any], ranks: Ranks, timeout: float) -> int:
             reduced /= ranks.world_size
         elapsed = time.perf_counter() - began
         consumed += gbs
-        log.raw(
-            nemolog.step_line(
-                iteration=i,
-                last_iteration=max_steps - 1,
-                lr=lr,
-                global_batch_size=gbs,
-                global_step=step,
-                reduced_train_loss=float(reduced),
-                train_step_timing=elapsed,
-                tflops_per_gpu=perf.tflops_per_gpu(gbs, flops, elapsed, ranks.world_size),
-                consumed_samples=consumed,
-            )
-        )
+        log.raw(nemolog.step_line(
+            iteration=i, last_iteration=max_steps - 1, lr=lr, global_batch_size=gbs,
+            global_step=step, reduced_train_loss=float(reduced), train_step_timing=elapsed,
+            tflops_per_gpu=perf.tflops_per_gpu(gbs, flops, elapsed, ranks.world_size),
+            consumed_samples=consumed))
+    return consumed
 
-    if options.get("checkpoint_save"):
-        path = checkpoint_dir(job_dir, consumed)
-        if distributed:
-            dist.barrier()
-        start = time.time()
-        if ranks.rank == 0:
-            save_checkpoint(path, model, optimizer, identity, total_steps, consumed)
-        if distributed:
-            dist.barrier()
-        log.info(
-            nemolog.checkpoint_save_line(ranks.rank, total_steps, start, time.time() - start)
-        )
-        log.info(f"Smoke checkpoint saved: {path}")
+
+def _save(log: _Log, job_dir: Path, model: Any, optimizer: Any, identity: dict[str, Any],
+          ranks: Ranks, total_steps: int, consumed: int) -> None:
+    """Rank 0 saves the checkpoint while the others wait; every rank prints NeMo's line."""
+    import torch.distributed as dist
+
+    path = checkpoint_dir(job_dir, consumed)
+    distributed = ranks.world_size > 1
     if distributed:
         dist.barrier()
-        dist.destroy_process_group()
-        if ranks.rank == 0 and ranks.init_method and ranks.init_method.startswith("file://"):
-            Path(ranks.init_method[len("file://") :]).unlink(missing_ok=True)
-    log.info(f"Smoke workload done: {max_steps} steps on {ranks.world_size} ranks")
-    return 0
+    start = time.time()
+    if ranks.rank == 0:
+        save_checkpoint(path, model, optimizer, identity, total_steps, consumed)
+    if distributed:
+        dist.barrier()
+    log.info(nemolog.checkpoint_save_line(ranks.rank, total_steps, start, time.time() - start))
+    log.info(f"Smoke checkpoint saved: {path}")
+
+
+def _finish(ranks: Ranks) -> None:
+    """Leave the process group together; rank 0 removes the file rendezvous."""
+    if ranks.world_size <= 1:
+        return
+    import torch.distributed as dist
+
+    dist.barrier()
+    dist.destroy_process_group()
+    if ranks.rank == 0 and ranks.init_method and ranks.init_method.startswith("file://"):
+        Path(ranks.init_method[len("file://") :]).unlink(missing_ok=True)
 
 
 def run(manifest: Mapping[str, Any]) -> int:

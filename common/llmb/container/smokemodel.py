@@ -7,7 +7,9 @@ imported inside the functions, so this module imports without it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
 
 # Tiny shapes, one per family, with the keys of the family's metadata.yaml model shape so that
@@ -62,20 +64,78 @@ def build_model(family: str, shape: Mapping[str, int], seq_length: int) -> Any:
     nemotronh: RMSNorm, NEMOTRONH_PATTERN of a Mamba-like mixer (gated causal depthwise conv
     and a per-head linear recurrence), attention without positions, squared-ReLU MLP.
     """
-    import torch
     from torch import nn
-    from torch.nn import functional
 
     hidden = shape["hidden_size"]
     heads, groups = shape["num_attention_heads"], shape["num_query_groups"]
     head_dim = shape.get("kv_channels", hidden // heads)
+    ffn = shape["ffn_hidden_size"]
+    layers = _layers()
 
     def norm() -> nn.Module:
         return nn.LayerNorm(hidden) if family == "nemotron4" else nn.RMSNorm(hidden)
 
-    class Attention(nn.Module):
-        def __init__(self, rotary: bool) -> None:
+    def attention(rotary: bool) -> nn.Module:
+        return layers.Attention(hidden, heads, groups, head_dim, seq_length, rotary)
+
+    blocks: list[nn.Module] = []
+    if family == "nemotronh":
+        make = {"M": lambda: layers.MambaLikeMixer(hidden, shape["mamba_expand"],
+                                                   shape["mamba_num_heads"]),
+                "*": lambda: attention(False), "-": lambda: layers.MLP(hidden, ffn, False)}
+        blocks = [layers.Residual(norm(), make[letter]()) for letter in NEMOTRONH_PATTERN]
+    else:
+        for _ in range(shape["num_layers"]):
+            blocks += [layers.Residual(norm(), attention(True)),
+                       layers.Residual(norm(), layers.MLP(hidden, ffn, family == "llama"))]
+    return layers.TinyDecoder(shape["vocab_size"], hidden, blocks, norm())
+
+
+@functools.cache
+def _layers() -> SimpleNamespace:
+    """The model's torch.nn.Module classes, defined on first use (torch is imported here)."""
+    from torch import nn
+
+    class Residual(nn.Module):
+        def __init__(self, norm: nn.Module, mixer: nn.Module) -> None:
             super().__init__()
+            self.norm = norm
+            self.mixer = mixer
+
+        def forward(self, x: Any) -> Any:
+            return x + self.mixer(self.norm(x))
+
+    class TinyDecoder(nn.Module):
+        def __init__(self, vocab: int, hidden: int, blocks: list[nn.Module],
+                     final_norm: nn.Module) -> None:
+            super().__init__()
+            self.embedding = nn.Embedding(vocab, hidden)
+            self.blocks = nn.ModuleList(blocks)
+            self.final_norm = final_norm
+            self.output = nn.Linear(hidden, vocab, bias=False)
+
+        def forward(self, tokens: Any) -> Any:
+            x = self.embedding(tokens)
+            for block in self.blocks:
+                x = block(x)
+            return self.output(self.final_norm(x))
+
+    return SimpleNamespace(Attention=_attention_class(), MLP=_mlp_class(),
+                           MambaLikeMixer=_mixer_class(), Residual=Residual,
+                           TinyDecoder=TinyDecoder)
+
+
+def _attention_class() -> type:
+    """Grouped-query causal self-attention, with or without rotary positions."""
+    import torch
+    from torch import nn
+    from torch.nn import functional
+
+    class Attention(nn.Module):
+        def __init__(self, hidden: int, heads: int, groups: int, head_dim: int,
+                     seq_length: int, rotary: bool) -> None:
+            super().__init__()
+            self.heads, self.groups, self.head_dim = heads, groups, head_dim
             self.query = nn.Linear(hidden, heads * head_dim, bias=False)
             self.key_value = nn.Linear(hidden, 2 * groups * head_dim, bias=False)
             self.out = nn.Linear(heads * head_dim, hidden, bias=False)
@@ -94,6 +154,7 @@ def build_model(family: str, shape: Mapping[str, int], seq_length: int) -> Any:
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             b, s, _ = x.shape
+            heads, groups, head_dim = self.heads, self.groups, self.head_dim
             q = self.query(x).view(b, s, heads, head_dim).transpose(1, 2)
             k, v = self.key_value(x).view(b, s, 2, groups, head_dim).permute(2, 0, 3, 1, 4)
             if self.rotary:
@@ -103,27 +164,41 @@ def build_model(family: str, shape: Mapping[str, int], seq_length: int) -> Any:
             y = functional.scaled_dot_product_attention(q, k, v, is_causal=True)
             return self.out(y.transpose(1, 2).reshape(b, s, heads * head_dim))
 
+    return Attention
+
+
+def _mlp_class() -> type:
+    """A SwiGLU MLP (gated) or a squared-ReLU one."""
+    from torch import nn
+    from torch.nn import functional
+
     class MLP(nn.Module):
-        def __init__(self, gated: bool) -> None:
+        def __init__(self, hidden: int, ffn: int, gated: bool) -> None:
             super().__init__()
-            ffn = shape["ffn_hidden_size"]
             self.gated = gated
             self.up = nn.Linear(hidden, ffn * (2 if gated else 1), bias=False)
             self.down = nn.Linear(ffn, hidden, bias=False)
 
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
+        def forward(self, x: Any) -> Any:
             if self.gated:
                 value, gate = self.up(x).chunk(2, dim=-1)
                 return self.down(functional.silu(gate) * value)
             return self.down(functional.relu(self.up(x)).square())
 
-    class MambaLikeMixer(nn.Module):
-        """A cheap stand-in for a Mamba-2 mixer: gated causal conv + linear recurrence."""
+    return MLP
 
-        def __init__(self) -> None:
+
+def _mixer_class() -> type:
+    """A cheap stand-in for a Mamba-2 mixer: gated causal conv + linear recurrence."""
+    import torch
+    from torch import nn
+    from torch.nn import functional
+
+    class MambaLikeMixer(nn.Module):
+        def __init__(self, hidden: int, expand: int, heads: int) -> None:
             super().__init__()
-            inner = shape["mamba_expand"] * hidden
-            self.heads = shape["mamba_num_heads"]
+            inner = expand * hidden
+            self.heads = heads
             self.inner = inner
             self.in_proj = nn.Linear(hidden, 2 * inner, bias=False)
             self.conv = nn.Conv1d(inner, inner, kernel_size=4, groups=inner, padding=3)
@@ -143,38 +218,7 @@ def build_model(family: str, shape: Mapping[str, int], seq_length: int) -> Any:
             y = (decay @ u).transpose(1, 2).reshape(b, s, self.inner)
             return self.out_proj(y * functional.silu(gate))
 
-    class Residual(nn.Module):
-        def __init__(self, mixer: nn.Module) -> None:
-            super().__init__()
-            self.norm = norm()
-            self.mixer = mixer
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return x + self.mixer(self.norm(x))
-
-    blocks: list[nn.Module] = []
-    if family == "nemotronh":
-        make = {"M": MambaLikeMixer, "*": lambda: Attention(rotary=False), "-": lambda: MLP(False)}
-        blocks = [Residual(make[letter]()) for letter in NEMOTRONH_PATTERN]
-    else:
-        for _ in range(shape["num_layers"]):
-            blocks += [Residual(Attention(rotary=True)), Residual(MLP(family == "llama"))]
-
-    class TinyDecoder(nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.embedding = nn.Embedding(shape["vocab_size"], hidden)
-            self.blocks = nn.ModuleList(blocks)
-            self.final_norm = norm()
-            self.output = nn.Linear(hidden, shape["vocab_size"], bias=False)
-
-        def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-            x = self.embedding(tokens)
-            for block in self.blocks:
-                x = block(x)
-            return self.output(self.final_norm(x))
-
-    return TinyDecoder()
+    return MambaLikeMixer
 
 
 def synthetic_batch(generator: Any, vocab: int, seq_length: int, batch: int) -> tuple[Any, Any]:

@@ -174,21 +174,6 @@ def plan(manifest: Mapping[str, Any]) -> dict[str, Any]:
     log_dir = nemo_log_dir(m)
     nsys = _nsys(opt, lay["num_gpus"])
 
-    # The recipe's own callbacks (performance mode adds garbage collection and communication
-    # overlap), then TFLOPS logging where NeMo has the model's formula, then nsys.
-    callbacks = ["TimingCallback"]
-    if performance:
-        callbacks += ["GarbageCollectionCallback", "MegatronCommOverlapCallback"]
-    if flops_model_name:
-        callbacks.append("FLOPsMeasurementCallback")
-    if nsys:
-        callbacks.append("NsysCallback")
-
-    if m["dtype"] == "fp8":
-        precision = {"plugin": "bf16_with_fp8_mixed", **FP8, "grad_reduce_in_fp32": False}
-    else:
-        precision = {"plugin": "bf16_mixed", "grad_reduce_in_fp32": False}
-
     return {
         "nemo_recipe": m["nemo_recipe"],
         "recipe_args": {"performance_mode": performance,
@@ -214,7 +199,7 @@ def plan(manifest: Mapping[str, Any]) -> dict[str, Any]:
             "use_te_rng_tracker": cuda_graphs,
         },
         "ddp": {"grad_reduce_in_fp32": False},
-        "precision": precision,
+        "precision": _precision(m["dtype"]),
         "model": {"num_layers": lay["num_layers"], "seq_length": seq_length,
                   "cross_entropy_fusion_impl": settings["cross_entropy_fusion_impl"],
                   "enable_cuda_graph": cuda_graphs},
@@ -226,7 +211,7 @@ def plan(manifest: Mapping[str, Any]) -> dict[str, Any]:
         "optim": {"use_precision_aware_optimizer": settings["precision_aware_optimizer"]},
         "comm_overlap": (_comm_overlap(settings, lay, save or load_path is not None)
                          if performance else None),
-        "callbacks": callbacks,
+        "callbacks": _callbacks(performance, flops_model_name, nsys),
         "flops_model_name": flops_model_name,
         "gc": ({"gc_interval_train": GC_INTERVAL, "gc_interval_val": GC_INTERVAL}
                if performance else None),
@@ -235,6 +220,32 @@ def plan(manifest: Mapping[str, Any]) -> dict[str, Any]:
         "nccl_trace": bool(opt["nccl_trace"]),
         "log": {"log_dir": log_dir, "name": "default", "use_datetime_version": False,
                 "tensorboard": None, "wandb": None},
+        **_checkpointing(save, load_path, log_dir, max_steps),
+    }
+
+
+def _callbacks(performance: bool, flops_model_name: str | None, nsys: object) -> list[str]:
+    """The recipe's own callbacks (performance mode adds garbage collection and communication
+    overlap), then TFLOPS logging where NeMo has the model's formula, then nsys."""
+    callbacks = ["TimingCallback"]
+    if performance:
+        callbacks += ["GarbageCollectionCallback", "MegatronCommOverlapCallback"]
+    if flops_model_name:
+        callbacks.append("FLOPsMeasurementCallback")
+    if nsys:
+        callbacks.append("NsysCallback")
+    return callbacks
+
+
+def _precision(dtype: str) -> dict[str, Any]:
+    if dtype == "fp8":
+        return {"plugin": "bf16_with_fp8_mixed", **FP8, "grad_reduce_in_fp32": False}
+    return {"plugin": "bf16_mixed", "grad_reduce_in_fp32": False}
+
+
+def _checkpointing(save: bool, load_path: str | None, log_dir: str | None,
+                   max_steps: int) -> dict[str, Any]:
+    return {
         "checkpoint": {
             "save": save,
             "dir": str(Path(log_dir) / "default" / "checkpoints") if save and log_dir else None,

@@ -366,7 +366,6 @@ def validate(data: Mapping[str, Any], where: str) -> None:
         if ctype not in CLUSTER_TYPES:
             raise CatalogError(f"{where}: cluster type {ctype!r} is not one of "
                                f"{', '.join(CLUSTER_TYPES)}")
-    known_gpus = gpu_types()
     _validate_job(data, where)
     for name, size in data["sizes"].items():
         at = f"{where}: sizes.{name}"
@@ -374,7 +373,14 @@ def validate(data: Mapping[str, Any], where: str) -> None:
         _check_keys(f"{at}.model", size["model"], set(perf.SHAPE_KEYS[family]))
         _check_keys(f"{at}.checkpoint", size["checkpoint"], CHECKPOINT_KEYS)
         _check_nemo(f"{at}.nemo", size.get("nemo") or {})
-    published: dict[tuple[object, ...], int] = {}  # (size, dtype, gpu, scaling, gpus) -> entry
+    published = _validate_configs(data, where)
+    _validate_references(data, where, published)
+
+
+def _validate_configs(data: Mapping[str, Any], where: str) -> dict[tuple[object, ...], int]:
+    """Each `configs` entry; returns (size, dtype, gpu, scaling, gpus) -> its entry index."""
+    known_gpus = gpu_types()
+    published: dict[tuple[object, ...], int] = {}
     for i, entry in enumerate(data["configs"]):
         at = f"{where}: configs[{i}]"
         _check_keys(at, entry, CONFIG_KEYS, CONFIG_OPTIONAL)
@@ -390,14 +396,7 @@ def validate(data: Mapping[str, Any], where: str) -> None:
         for d in entry["dtypes"]:
             if d not in DTYPES:
                 raise CatalogError(f"{at}: dtype {d!r} is not one of {', '.join(DTYPES)}")
-        _check_nemo(f"{at}.nemo", entry.get("nemo") or {})
-        layers = [data["nemo"], data["sizes"][entry["size"]].get("nemo") or {},
-                  entry.get("nemo") or {}]
-        for d in entry["dtypes"]:
-            try:
-                nemojob.check(nemojob.resolve(layers, d), complete=True)
-            except nemojob.SettingsError as err:
-                raise CatalogError(f"{at}: the NeMo job of its {d} rows: {err}") from None
+        _check_row_job(data, entry, at)
         for g in entry["gpu_types"]:
             if g not in known_gpus:
                 raise CatalogError(f"{at}: GPU type {g!r} is not in {GPUS_FILE.name}")
@@ -407,6 +406,24 @@ def validate(data: Mapping[str, Any], where: str) -> None:
                 raise CatalogError(f"{at}: {' '.join(map(str, key))} GPUs is already published "
                                    f"by configs[{published[key]}]")
             published[key] = i
+    return published
+
+
+def _check_row_job(data: Mapping[str, Any], entry: Mapping[str, Any], at: str) -> None:
+    """A configs entry's NeMo settings, and the merged NeMo job of each of its dtypes."""
+    _check_nemo(f"{at}.nemo", entry.get("nemo") or {})
+    layers = [data["nemo"], data["sizes"][entry["size"]].get("nemo") or {},
+              entry.get("nemo") or {}]
+    for d in entry["dtypes"]:
+        try:
+            nemojob.check(nemojob.resolve(layers, d), complete=True)
+        except nemojob.SettingsError as err:
+            raise CatalogError(f"{at}: the NeMo job of its {d} rows: {err}") from None
+
+
+def _validate_references(data: Mapping[str, Any], where: str,
+                         published: Mapping[tuple[object, ...], int]) -> None:
+    """Each published step time names a known source and a row some configs entry publishes."""
     for i, ref in enumerate(data["references"]):
         at = f"{where}: references[{i}]"
         _check_keys(at, ref, REFERENCE_KEYS)
@@ -448,8 +465,6 @@ def _check_nemo(where: str, block: object) -> None:
 def _row_keys(size: str, dtypes: Iterable[str], gpus: Iterable[str], scaling: str,
               scales: Iterable[int]) -> list[tuple[object, ...]]:
     return [(size, d, g, scaling, n) for d in dtypes for g in gpus for n in scales]
-
-
 
 
 @functools.cache
