@@ -430,10 +430,11 @@ def _validate(opts: Options) -> int | None:
         try:
             from llmb.recipes import catalog
         except ModuleNotFoundError:
-            catalog = None  # reported later, with the fix
-        if catalog is not None and opts.gpu_type not in catalog.gpu_types():
-            return _fail(f"--gpu-type={shown(opts.gpu_type)} is not allowed; allowed: "
-                         f"{', '.join(catalog.gpu_types())}", EXIT_USAGE)
+            pass  # no PyYAML: reported later, with the fix
+        else:
+            if opts.gpu_type not in catalog.gpu_types():
+                return _fail(f"--gpu-type={shown(opts.gpu_type)} is not allowed; allowed: "
+                             f"{', '.join(catalog.gpu_types())}", EXIT_USAGE)
     if opts.baseline is not None and not os.path.isdir(opts.baseline):
         what = "is not a directory" if os.path.exists(opts.baseline) else "does not exist"
         return _fail(f"--baseline={shown(opts.baseline)} {what}; give an earlier run tree, "

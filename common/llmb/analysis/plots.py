@@ -92,7 +92,7 @@ def figure_png(key: tuple[Any, ...], configs: Sequence[Mapping[str, Any]],
                      color=COLOURS["run"], alpha=0.8, zorder=3)
     measured = [c for c in configs if c.get("time_median")]
     if measured:
-        xs = [c["num_gpus"] for c in measured]
+        xs = tuple(c["num_gpus"] for c in measured)
         med = [c["time_median"] for c in measured]
         low = [c["time_median"] - c["time_min"] for c in measured]
         high = [c["time_max"] - c["time_median"] for c in measured]

@@ -189,7 +189,7 @@ def plan_from_config(path: Path, environ: Mapping[str, str]) -> Plan:
     return validate_plan(Plan(
         install_path=install, cluster_type=data.get("cluster_type", "slurm"),
         gpu_type=data.get("gpu_type", "h100"), workloads=workloads, slurm=sections["slurm"],
-        venv=sections["venv"], image=sections["image"], env=data.get("env"), hf_token=token,
+        venv=sections["venv"], image=sections["image"], env=data.get("env", {}), hf_token=token,
         token_source=source,
     ), environ)
 

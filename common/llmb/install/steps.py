@@ -19,6 +19,7 @@ Files that hold a user's values are owner-only (0600; the wrapper 0700).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -271,6 +272,12 @@ def image_describe(plan: Plan, workload: str, image: images.Image) -> str:
             f"{shlex.join(_image_argv(plan, workload))}")
 
 
+def _set_up(plan: Plan, workload: str) -> bool:
+    """The workload's setup.sh ran into this venv with these requirements."""
+    recorded = load_state(plan.root).get("setup", {}).get(workload)
+    return bool(recorded == setup_fingerprint(plan, workload))
+
+
 def build_steps(plan: Plan, python: str) -> list[Step]:
     root, tree = plan.root, plan.tree
     dirs = tree.dirs(plan.workloads)
@@ -290,11 +297,11 @@ def build_steps(plan: Plan, python: str) -> list[Step]:
         venv = plan.venv_path(w)
         if plan.venv.get("reuse"):
             steps.append(Step(f"venv:{w}", f"reuse {venv}", lambda: None,
-                              lambda venv=venv: (venv / "bin" / "python").exists()))
+                              (venv / "bin" / "python").exists))
         else:
             steps.append(Step(f"venv:{w}", f"create {plan.venv['kind']} {venv}",
-                              lambda w=w: create_venv(plan, w),
-                              lambda venv=venv: venv_complete(venv)))
+                              functools.partial(create_venv, plan, w),
+                              functools.partial(venv_complete, venv)))
         recipe_dir = _recipe_dir(w)
 
         def setup_venv(w: str = w, recipe_dir: Path = recipe_dir) -> None:
@@ -306,9 +313,7 @@ def build_steps(plan: Plan, python: str) -> list[Step]:
             record_setup(root, w, setup_fingerprint(plan, w))
 
         steps.append(Step(f"setup:{w}", f"{recipe_dir.name}/setup.sh (requirements into {venv})",
-                          setup_venv,
-                          lambda w=w: load_state(root).get("setup", {}).get(w)
-                          == setup_fingerprint(plan, w)))
+                          setup_venv, functools.partial(_set_up, plan, w)))
     seen: set[str] = set()
     for w in plan.workloads:
         image = images.for_recipe(w)
@@ -323,7 +328,7 @@ def build_steps(plan: Plan, python: str) -> list[Step]:
 
         target = tree.image(image.file_name)
         steps.append(Step(f"image:{image.file_name}", image_describe(plan, w, image),
-                          import_image, lambda target=target: valid_image(target)))
+                          import_image, functools.partial(valid_image, target)))
     config_text = cluster_config_text(plan)
     steps.append(Step("cluster_config", f"write {tree.config} (mode 0600)",
                       lambda: files.write_private(tree.config, config_text),

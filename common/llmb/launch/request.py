@@ -31,6 +31,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from llmb import layout
 from llmb.launch.placement import Placement, PlacementError, for_launch
@@ -45,6 +46,7 @@ DEFAULT_PROFILE_STOP = 50
 NCCL_TRACE_STEPS = 5
 CHECKPOINT_LOAD_STEPS = 1
 
+_T = TypeVar("_T")
 # CatalogError.field -> the variable a launch.sh user sets.
 FIELD_VARS = {
     "model_size": "MODEL_SIZE",
@@ -159,7 +161,7 @@ def parse_positive_int(env: Mapping[str, str], name: str, default: int | None = 
     return int(value)
 
 
-def _checked(check: Callable[..., str], *args: object) -> str:
+def _checked(check: Callable[..., _T], *args: object) -> _T:
     """A llmb.shared.shellsafe check whose refusal becomes this module's one-line RequestError."""
     try:
         return check(*args)

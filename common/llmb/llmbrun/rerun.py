@@ -151,7 +151,7 @@ def cmd_rerun(cfg: ClusterConfig, job_ids: list[str], failed_only: bool,
     subs = jobs.only(cfg, all_subs, job_ids) if job_ids else all_subs
     subs = list({r["job_id"]: r for r in subs}.values())  # a reused job id: its latest run
     infos = jobs.states(cfg, subs)
-    done = {r["job_id"]: r.get("experiment_dir") for r in subs
+    done = {r["job_id"]: str(r.get("experiment_dir") or "") for r in subs
             if infos[r["job_id"]].state not in jobs.ACTIVE_STATES}
     found = report.analyze_runs(done)
     if found.error and (failed_only or exclude_suspect):

@@ -95,7 +95,7 @@ def status_rows(cfg: ClusterConfig, show_all: bool, job_ids: list[str] | None = 
                 ) -> list[dict[str, Any]]:
     subs = selected(cfg, show_all, job_ids)
     infos = states(cfg, subs)
-    done = {r["job_id"]: r.get("experiment_dir") for r in subs
+    done = {r["job_id"]: str(r.get("experiment_dir") or "") for r in subs
             if infos[r["job_id"]].state not in ACTIVE_STATES}
     found = report.analyze_runs(done)
     rows = []
@@ -281,7 +281,7 @@ def _follow(cfg: ClusterConfig, rec: dict[str, Any], batch: bool, poll_s: float,
 def wait_for_log(cfg: ClusterConfig, rec: dict[str, Any], batch: bool, poll_s: float) -> None:
     """Until the job has a log or has ended: its state as progress (llmb.shared.progress.wait)."""
     job = rec["job_id"]
-    asked = {"next": 0.0, "status": ""}
+    asked: dict[str, Any] = {"next": 0.0, "status": ""}
 
     def status() -> str | None:
         if job_logs(rec, batch):
