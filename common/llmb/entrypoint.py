@@ -1,6 +1,6 @@
 """Dispatch for the per-recipe entrypoints (pretrain_llama31.py, pretrain_nemotron4.py, ...).
 
-    <entrypoint>                          login node: read the launch env (SPEC §3), validate,
+    <entrypoint>                          login node: read launch.sh's variables, validate,
                                           build the nemo-run job, submit or DRY_RUN
     <entrypoint> train --manifest PATH    in the container: run the job the manifest describes
                                           (llmb.container.smoke when options.smoke_test,

@@ -175,7 +175,7 @@ def test_skipped_and_summary(fixture_json: dict[str, Any]) -> None:
     assert fixture_json["summary"] == {
         "logs": 9, "success": 6, "failed": 3, "unreadable": 0, "skipped": 6,
         "skipped_by_reason": {"NCCL trace": 2, "sbatch output": 4},
-        # issue 9: Invalid runs, configurations and their verdicts are counted too
+        # Invalid runs, configurations and their verdicts are counted too
         "invalid": 0, "configurations": 9,
         "verdicts": {"pass": 5, "below": 0, "no_reference": 1, "no_successful_run": 3}}
     assert fixture_json["analysis"]["window"] == {"first_iteration": 11, "last_iteration": 44}
@@ -281,7 +281,7 @@ def test_exit_1_cases(tmp_path: Path) -> None:
     (["--format=xml"], ["--format=xml", "table, csv, json"]),
     (["--format"], ["--format needs a value"]),
     (["--bogus"], ["unknown option --bogus", "--full-names"]),
-    # issue 9: several DIRs are analyzed together ($LLMB_INSTALL/workloads/*/experiments), so
+    # several DIRs are analyzed together ($LLMB_INSTALL/workloads/*/experiments), so
     # `a b` is no longer a usage error (test_several_directories); a bad window is.
     (["--window=44-11"], ["--window=44-11", "FIRST <= LAST"]),
     (["--gpu-type=a100"], ["--gpu-type=a100", "h100", "gb200"]),

@@ -1,4 +1,4 @@
-"""The analyzer's front, table-driven (issue 10): every hostile option or value stops with its
+"""The analyzer's front, table-driven: every hostile option or value stops with its
 exit code and one stderr line naming the option and the value, prints nothing on stdout, and
 writes nothing (no report directory, no file, no command run); bad log contents never stop it.
 """
@@ -101,7 +101,7 @@ def test_hostile_input_one_line_nothing_written(workdir: Path, args: list[str], 
 
 
 def test_bad_values_in_logs_never_stop_the_report(tmp_path: Path) -> None:
-    """Issue 10, item 5: 1e308, 1e-300, zero and negative step times and a manifest with
+    """1e308, 1e-300, zero and negative step times and a manifest with
     num_layers "abc", each next to a good run: JSON valid, the good run reported."""
     root = tmp_path / "runs"
     (root / "good").mkdir(parents=True)

@@ -123,7 +123,7 @@ def test_window_with_no_steps_gives_nulls() -> None:
                                         *VERDICT_FIXTURES.rglob("log-*.out")]),
                          ids=lambda p: p.parent.parent.name)
 def test_chunk_boundaries_do_not_change_the_result(log: Path) -> None:
-    # Steps, reasons (issue 9: evidence after the last step line, restarts) and all.
+    # Steps, reasons (evidence after the last step line, restarts) and all.
     whole = timing.scan_log(log)
     for size in (7, 64, 4096):
         assert timing.scan_log(log, chunk_bytes=size) == whole

@@ -1,4 +1,4 @@
-"""Issue 9 end to end on the verdict fixtures (tests/fixtures/logs/make_verdict_fixtures.py):
+"""Verdicts end to end on the verdict fixtures (tests/fixtures/logs/make_verdict_fixtures.py):
 repeats grouped into configurations, the tolerance verdict, each failure reason with its
 suspect nodes, Invalid runs, --check exit codes, --window, several DIRs / an install tree, and
 the comparison with a baseline tree. The JSON fields are the interface llmb-run codes against.

@@ -3,7 +3,7 @@
     python tests/bench/make_tree.py [TREE]      (default $LLMB_BENCH_DIR/experiments,
                                                  LLMB_BENCH_DIR defaulting to /tmp/llmb-bench)
 
-The tree issue 9 describes: RUNS runs named after published rows of the catalog (both naming
+The benchmark tree: RUNS runs named after published rows of the catalog (both naming
 styles, some with a run manifest, some repeated), each a NeMo job's log of about RUN_MB MiB:
 per-rank start-up chatter and NCCL INFO set-up lines, then per step a hundred KB of noise
 (memory usage, NCCL INFO, warnings, rank-prefixed timers) around the step line. Some runs fail

@@ -24,7 +24,7 @@ from pathlib import Path
 from make_tree import TRACE_NAME
 
 REPO = Path(__file__).resolve().parents[2]
-MAX_RATIO = 3.0  # analyzer wall time / grep wall time (issue 9)
+MAX_RATIO = 3.0  # analyzer wall time / grep wall time
 MAX_RSS_MB = 150.0
 
 

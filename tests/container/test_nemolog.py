@@ -8,7 +8,7 @@ import pytest
 from llmb.container import nemolog
 from paths import SEEDS
 
-SPEC_STEP_LINE = (
+PUBLISHED_STEP_LINE = (
     "Training epoch 0, iteration 11/49 | lr: 1.5e-05 | global_batch_size: 128 | global_step: 11"
     " | reduced_train_loss: 11.96 | train_step_timing in s: 12.39 | TFLOPS_per_GPU: 610.2"
     " | consumed_samples: 1536"
@@ -56,7 +56,7 @@ def test_step_line_matches_the_spec_line() -> None:
         tflops_per_gpu=610.24,
         consumed_samples=1536,
     )
-    assert line == SPEC_STEP_LINE
+    assert line == PUBLISHED_STEP_LINE
 
 
 def test_step_line_field_order_matches_the_seed_lines() -> None:

@@ -33,7 +33,7 @@ def test_smoke_job_lands_in_the_layout_and_analyzes_as_success(recipe, install, 
     state = wait_for(job_id, install)
     assert state == "COMPLETED", describe(run_dir, job_id)
 
-    # SPEC §4 layout: experiments/<exp>/<exp>_<timestamp>/<exp>/log-<job name>_<jobid>_0.out
+    # the experiments layout: experiments/<exp>/<exp>_<timestamp>/<exp>/log-<job name>_<jobid>_0.out
     experiments = Path(install["LLMB_INSTALL"]) / "workloads" / workload / "experiments"
     exp = run_dir.parent.name
     assert run_dir.parent.parent == experiments

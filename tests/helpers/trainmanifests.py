@@ -8,7 +8,7 @@ from typing import Any
 
 from llmb.recipes import catalog
 
-# Option variants every row is planned with (SPEC §3: profile, GPU metrics, NCCL trace,
+# Option variants every row is planned with (launch.sh's: profile, GPU metrics, NCCL trace,
 # checkpoint save, checkpoint load); the launcher already turns them into effective max_steps.
 OPTION_VARIANTS: dict[str, dict[str, Any]] = {
     "plain": {},

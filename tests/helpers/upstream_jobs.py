@@ -417,7 +417,7 @@ DEVIATIONS: list[Deviation] = [
         {"size": ("70b", "405b"), "dtype": "fp8"}),
     Deviation(
         "llama3.1", "env.NVTE_NORM_FWD_USE_CUDNN", "1",
-        "cuDNN normalization kernels for 405b, as SPEC §4 asks for the largest models (and "
+        "cuDNN normalization kernels for 405b, as llmb sets for the largest models (and "
         "v25.07 sets them for Nemotron-4 340b); seed 003's job predates them.",
         {"size": "405b"}),
     Deviation(

@@ -284,7 +284,7 @@ def test_discovery_against_the_real_test_cluster(slurm_cluster, monkeypatch):
         slurmquery.accounts("root")  # the test cluster has no accounting: typed fallback
 
 
-# --- issue 10: interrupted and changed installs are checked on disk --------------------------
+# --- interrupted and changed installs are checked on disk -----------------------------------
 
 def empty_requirements(tmp_path: Path) -> str:
     empty = tmp_path / "empty.txt"

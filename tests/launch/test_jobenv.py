@@ -1,4 +1,4 @@
-"""llmb.launch.jobenv: the performance environment of SPEC §4 for every published row."""
+"""llmb.launch.jobenv: the performance environment of the published jobs for every published row."""
 
 from __future__ import annotations
 

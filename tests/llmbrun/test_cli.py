@@ -1,4 +1,4 @@
-"""llmb-run: config discovery, validation before any submission (SPEC §7 scale rules), bulk
+"""llmb-run: config discovery, validation before any submission (the scale rules), bulk
 file expansion with every error reported at once, the launch environment, the history file
 under concurrent writers, and status. Real submissions are in test_setup_e2e.py."""
 
@@ -244,7 +244,7 @@ def test_status_caches_final_states_and_reads_results(install, monkeypatch, caps
     assert calls == [["101"]]  # the final states came from the history file
 
 
-# --- issue 10: what llmb-run validated is what runs and what the history records -------------
+# --- what llmb-run validated is what runs and what the history records ----------------------
 
 @pytest.mark.parametrize(("name", "value", "instead"), [
     ("MODEL_SIZE", "340b", "-s/--size"), ("DTYPE", "bf16", "--dtype"),

@@ -1,4 +1,4 @@
-"""The recipe catalog against every published row of the seeds (SPEC §2).
+"""The recipe catalog against every published row of the seeds (tests/fixtures/seeds).
 
 Every number here is read from the seed documents (tests/fixtures/seeds, via seedtables), never
 typed twice; what is typed are the decisions: where a seed disagrees with the catalog, the
@@ -38,7 +38,7 @@ for _row in SEED_ROWS:
 
 
 def test_precedence_is_the_specs():
-    """SPEC §2: the newest document wins, 004 > 000 > 003 > 001 > 002."""
+    """Where seeds disagree the newest document wins: 004 > 000 > 003 > 001 > 002."""
     assert catalog.SOURCE_PRECEDENCE == ("004", "000", "003", "001", "002")
 
 
@@ -56,16 +56,16 @@ def test_every_seed_with_a_parallelism_table_is_read():
 # Where a seed's row disagrees with the catalog on a stated value (not DP/GA: below). Key:
 # (seed, size, gpu_type, gpus, scaling, field) -> (the seed's value, the catalog's value).
 # 001's 340b table prints VP=NA on every row. 004, the newest seed, prints VP=12 for the same
-# TP8/PP8 layout (256, 512), 002 prints VP=12 in its titles for 128..2048, SPEC §2 sets VP 12
-# for 340b on H100 at every scale, and a later public revision of 001's own README prints 12:
-# VP=NA is an erratum of 001. At 256/512 004 wins anyway; at 1024/2048 001 is the winning source
-# of the row (GBS, reference) but its VP column is overridden.
+# TP8/PP8 layout (256, 512), 002 prints VP=12 in its titles for 128..2048, the newest seed
+# sets VP 12 for 340b on H100 at every scale, and a later public revision of 001's own README
+# prints 12: VP=NA is an erratum of 001. At 256/512 004 wins anyway; at 1024/2048 001 is the
+# winning source of the row (GBS, reference) but its VP column is overridden.
 SEED_DISAGREEMENTS = {
     ("001", "340b", "h100", gpus, "weak", "vp"): (None, 12) for gpus in (256, 512, 1024, 2048)
 }
 
 # Where a seed's DP or GA column disagrees with DP = GPUs / (TP x PP x CP) and
-# GA = GBS / (MBS x DP), the arithmetic wins (SPEC §2). Key as above -> (seed's, arithmetic).
+# GA = GBS / (MBS x DP), the arithmetic wins. Key as above -> (seed's, arithmetic).
 # 004's H100 15b table prints DP=8 on every row; its own GA column (4) agrees with the
 # arithmetic DP (GPUs / 2), not with 8. Its H100 340b table prints DP=4 at 512 GPUs as at 256;
 # 512 / (8 x 8 x 1) = 8, and its GA=16 again agrees with 8.

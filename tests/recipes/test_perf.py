@@ -1,4 +1,4 @@
-"""Performance math against every worked example and every derived cell of the seeds (SPEC §2).
+"""Performance math against every worked example and every derived cell of the seeds.
 
 Model FLOPs per sample: Llama (003) and Nemotron-4 (004) use the grouped-query-aware formula;
 the older Nemotron-4 documents (001 and 002) print 434.5e12 (15b) and 1.01e16 (340b), which

@@ -6,7 +6,7 @@ before any regular expression runs), decoded with errors replaced, stripped of A
 codes and parsed. Lines end at `\\n` or `\\r` (progress bars redraw with carriage returns, and
 CRLF files end in both).
 
-The two step-line forms of SPEC.md section 4:
+The two step-line forms NeMo prints:
 
     Training epoch 0, iteration 11/49 | ... | train_step_timing in s: 12.39 | TFLOPS_per_GPU: 610.2
     Epoch 0: : 100%|###| 100/100 [07:57<00:00, global_step=99.00, train_step_timing in s=3.590]

@@ -45,7 +45,7 @@ NSYS_RANKS = 8
 # GarbageCollectionCallback interval (steps) of NeMo's performance-mode recipes: Python's GC
 # runs only every 100 steps, i.e. not during a 50-step benchmark.
 GC_INTERVAL = 100
-# FP8 (seeds and SPEC: bf16 with fp8 mixed, per-tensor delayed scaling): NeMo's
+# FP8 (as the published jobs run it: bf16 with fp8 mixed, per-tensor delayed scaling): NeMo's
 # bf16_with_fp8_mixed() defaults, spelled out so a change in NeMo shows up in make test-nemo.
 FP8 = {"fp8": "hybrid", "fp8_recipe": "delayed", "fp8_margin": 0, "fp8_amax_history_len": 1024,
        "fp8_amax_compute_algo": "max", "fp8_param_gather": True}

@@ -7,7 +7,7 @@ print what would be submitted and write nothing.
 nemo-run is imported inside the functions that need it, never at module import, so the
 validation path (llmb.launch.request) answers in well under a second.
 
-Layout (nemo-run's own naming, SPEC §4), under $LLMB_WORKLOAD/experiments:
+Layout (nemo-run's own naming), under $LLMB_WORKLOAD/experiments:
     <exp>/<exp>_<time_ns>/          run dir: llmb_manifest.json, <exp>_sbatch.sh, nemo-run state
     <exp>/<exp>_<time_ns>/<exp>/    job dir: log-<job name>_<jobid>_<restart>.out,
                                     sbatch_<job name>_<jobid>.out, nsys_profile/, and code/
@@ -38,7 +38,7 @@ from llmb.shared import redact, shellsafe
 
 NEMO_RUN_VERSION = "0.11.1"
 NSYS_FOLDER = "nsys_profile"
-# nsys flags of SPEC §4; the output name carries job, node and rank.
+# nsys flags of the published jobs; the output name carries job, node and rank.
 NSYS_FLAGS = (
     "-s none -t nvtx,cuda --force-overwrite=true --capture-range=cudaProfilerApi "
     "--capture-range-end=stop --cuda-graph-trace=node --cuda-event-trace=false "

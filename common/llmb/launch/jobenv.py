@@ -1,4 +1,4 @@
-"""The environment of a job (SPEC §4), computed from data, and how it reaches the container.
+"""The environment of a job, computed from data, and how it reaches the container.
 
 Inputs: the resolved Config (TP/PP/CP, GPU type, size), common/gpus.yaml (per-GPU facts such as
 CUDA_DEVICE_MAX_CONNECTIONS and GB200's NCCL_NET_GDR_LEVEL), the recipe's metadata.yaml

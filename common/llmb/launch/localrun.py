@@ -75,7 +75,7 @@ def run_attached(exp: Any, experiment: str) -> str | None:
 
 def collect_log(job_dir: Path, experiment: str) -> Path:
     """torchrun's combined log (nemo-run's local scheduler writes it under
-    <job dir>/nemo_run/<app id>/<role>/0/combined.log) copied to the SPEC layout's
+    <job dir>/nemo_run/<app id>/<role>/0/combined.log) copied to the experiments layout's
     log-<exp>_local_0.out, where the analyzer looks."""
     combined = sorted((job_dir / "nemo_run").glob(f"*/{experiment}/0/combined.log"))
     target = job_dir / f"log-{experiment}_local_0.out"

@@ -1,4 +1,4 @@
-"""A launch request: the environment of SPEC §3, validated and normalised.
+"""A launch request: launch.sh's environment, validated and normalised.
 
 `from_env(recipe, env)` turns the variables a user sets for `launch.sh` into a `Request`, or
 raises `RequestError` whose message is the ONE line printed on stderr: it names the variable,

@@ -3,7 +3,7 @@
 A Task is one run (workload, size, dtype, scale, repeat, profile, env overrides, placement).
 `tasks_from_bulk` expands a bulk file (sizes x dtypes x scales x repeats) and collects every
 structural error at once; `validate_all` checks every task against the recipe's metadata.yaml
-(SPEC §7 scale rules: above the largest published scale is a warning, an unvalidated run;
+(the scale rules: above the largest published scale is a warning, an unvalidated run;
 below the smallest, or between published scales, an error). Nothing is submitted until every
 task passes. Booleans (profile, SMOKE_TEST, ENABLE_CHECKPOINT, ...) go through the one strict
 parser (llmb.shared.values): `profile: "false"` is false, `SMOKE_TEST: "maybe"` an error.
