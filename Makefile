@@ -45,7 +45,7 @@ slurm-down: ## stop it
 	bash tests/slurm/cluster.sh down
 
 demo: ## run a smoke benchmark locally and analyze it
-	bash tests/demo.sh
+	bash common/demo.sh
 
 clean: ## remove venvs and caches
-	rm -rf $(VENV) .venv-nemo .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-nemo .pytest_cache .ruff_cache .mypy_cache .import_linter_cache

@@ -456,7 +456,7 @@ def test_cli_prints_the_plan(tmp_path: Path, capsys) -> None:
 def test_the_launchers_manifest_plans(tmp_path: Path) -> None:
     """The manifest llmb.launch.experiment really writes (not this file's copy of its schema)
     plans."""
-    from llmb.launch import experiment, request
+    from llmb.launch import job, request
 
     recipe = catalog.find_recipe("llama3.1")
     env = {"LLMB_INSTALL": str(tmp_path), "JOB_TOTAL_GPUS": "64", "MODEL_SIZE": "70b",
@@ -466,8 +466,8 @@ def test_the_launchers_manifest_plans(tmp_path: Path) -> None:
         req = request.from_env(recipe, env)
     except request.RequestError as err:  # the launcher's rules may need more; say which
         pytest.fail(f"cannot build a launch request for the manifest: {err}")
-    paths = experiment.JobPaths.new(req, stamp=1)
-    m = experiment.build_manifest(req, paths)
+    paths = job.JobPaths.new(req, stamp=1)
+    m = job.build_manifest(req, paths)
     assert "hf_xtest" not in json.dumps(m)
     p = train.plan(m)
     assert p["strategy"]["pipeline_model_parallel_size"] == 8

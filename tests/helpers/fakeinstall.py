@@ -21,8 +21,7 @@ import runinstall
 import yaml
 from llmb import manifest as run_manifest
 from llmb.container import nemolog
-from llmb.launch import experiment as launch
-from llmb.launch import jobenv, request
+from llmb.launch import job, jobenv, request
 from llmb.recipes import catalog, perf
 
 HF_TOKEN = "hf_FakeTokenForTestsOnly0123456789abcd"
@@ -60,7 +59,7 @@ def step_lines(last: int, upto: int, step_time: float, tflops: float, gbs: int) 
     return lines
 
 
-def job_script(req: request.Request, paths: launch.JobPaths, job_name: str,
+def job_script(req: request.Request, paths: job.JobPaths, job_name: str,
                extra_env: dict[str, str]) -> str:
     """A job script shaped like the one nemo-run's SlurmExecutor writes for this run."""
     env = {**jobenv.job_env(req.recipe, req.config, workload=req.experiments_dir.parent),
@@ -92,8 +91,8 @@ def make_run(root: Path, job_id: str, workload: str = "pretrain_llama3.1", size:
            "JOB_TOTAL_GPUS": str(scale), "MODEL_SIZE": size, "DTYPE": dtype,
            "DRY_RUN": "true", "HF_TOKEN": HF_TOKEN, "SMOKE_TEST": str(smoke).lower()}
     req = request.from_env(recipe, env)
-    paths = launch.JobPaths.new(req, stamp if stamp is not None else int(job_id) * 1000)
-    manifest = launch.build_manifest(req, paths, created="2025-04-11T14:48:45Z", commit=None)
+    paths = job.JobPaths.new(req, stamp if stamp is not None else int(job_id) * 1000)
+    manifest = job.build_manifest(req, paths, created="2025-04-11T14:48:45Z", commit=None)
     manifest["options"]["dry_run"] = False
     run_manifest.write(manifest, paths.manifest)
     cfg = req.config

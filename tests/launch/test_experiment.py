@@ -13,34 +13,20 @@ import json
 import os
 import re
 import shutil
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from launchrequests import INSTALL, RUNAI_ENV, env_for, make_request
 from llmb import manifest as run_manifest
 from llmb.launch import experiment as launch
-from llmb.launch import jobenv, request
+from llmb.launch import job, jobenv, request, slurm
 from llmb.recipes import catalog
 from paths import REPO, SHIMS
 
 GOLDEN = REPO / "tests" / "golden" / "launch"
-INSTALL = Path("/llmb-install")  # never touched: dry runs write nothing
 
 pytestmark = pytest.mark.filterwarnings("ignore")
-
-
-def env_for(**extra: str) -> dict[str, str]:
-    env = {"LLMB_INSTALL": str(INSTALL), "SBATCH_ACCOUNT": "acct", "SBATCH_PARTITION": "batch",
-           "HF_TOKEN": "hf_do_not_print", "DRY_RUN": "true"}
-    env.update(extra)
-    return env
-
-
-def make_request(recipe: str, **extra: str) -> request.Request:
-    return request.from_env(catalog.find_recipe(recipe), env_for(**extra))
 
 
 def mask(text: str) -> str:
@@ -77,11 +63,7 @@ GOLDEN_CASES = {
                          LLMB_SLURM_ARGS="--constraint=h100 --comment=llmb-acceptance "
                                          "--spread-job")),
     "nemotron_340b_fp8_h100_256_runai": (
-        "nemotron", dict(MODEL_SIZE="340b", JOB_TOTAL_GPUS="256", CLUSTER_TYPE="runai",
-                         CUSTOM_MOUNT="workspace:/workspace:llmb-claim",
-                         BASE_URL="https://runai.example.com/api/v1", APP_ID="llmb-app",
-                         APP_SECRET="app-secret-value", PROJECT_NAME="bench",
-                         PVC_DIR="/workspace/nemo-run")),
+        "nemotron", dict(MODEL_SIZE="340b", JOB_TOTAL_GPUS="256", **RUNAI_ENV)),
 }
 
 
@@ -132,11 +114,11 @@ def test_every_published_row_builds() -> None:
                      STRONG_SCALING=str(cfg.scaling == "strong").lower())
         req = request.from_env(recipe, env_for(**extra))
         assert req.config == cfg
-        paths = launch.JobPaths.new(req, stamp=1)
+        paths = job.JobPaths.new(req, stamp=1)
         exp = (f"{recipe.workload}_{cfg.model_size}_{cfg.dtype}_gpus{cfg.num_gpus}_tp{cfg.tp}"
                f"_pp{cfg.pp}_cp{cfg.cp}_vp{cfg.vp}_mbs{cfg.mbs}_gbs{cfg.gbs}")
         assert paths.experiment == exp
-        script = launch.render_slurm(req, paths)
+        script = slurm.render(req, paths)
         per_node = catalog.get_gpu_type(cfg.gpu_type).gpus_per_node
         nodes = cfg.num_gpus // per_node
         where = f"{recipe_name} {exp}"
@@ -163,30 +145,10 @@ def test_every_published_row_builds() -> None:
         entry = recipe.directory / recipe.data["entrypoint"]
         assert f"python {entry} train --manifest {paths.manifest}'" in script
         assert f"log-acct-acct.{exp}_%j_${{SLURM_RESTART_COUNT:-0}}.out" in script
-        manifest = launch.build_manifest(req, paths)
+        manifest = job.build_manifest(req, paths)
         assert manifest["nodes"] == nodes and manifest["parallelism"]["dp"] == cfg.dp
         assert manifest["options"]["max_steps"] == 50
         assert "HF_TOKEN" not in json.dumps(manifest) and "hf_do_not_print" not in script
-
-
-def test_segment_size() -> None:
-    assert launch.segment_size(18, 18) is None
-    assert launch.segment_size(32, 18) == 16
-    assert launch.segment_size(64, 18) == 16
-    assert launch.segment_size(128, 18) == 16
-    assert launch.segment_size(36, 18) == 18
-    assert launch.segment_size(38, 18) == 2
-    assert launch.segment_size(64, None) is None
-
-
-def test_local_command_uses_torchrun() -> None:
-    req = make_request("nemotron", CLUSTER_TYPE="local", SMOKE_TEST="true", JOB_TOTAL_GPUS="2")
-    paths = launch.JobPaths.new(req, stamp=1)
-    cmd = launch.render_local(req, paths)
-    assert "torchrun" in cmd and "--nproc-per-node 2" in cmd.replace("=", " ")
-    assert f"{REPO}/nemotron/pretrain_nemotron4.py train --manifest {paths.manifest}" in cmd
-    manifest = launch.build_manifest(req, paths)
-    assert manifest["options"]["smoke_test"] is True and manifest["published"] is False
 
 
 @pytest.fixture
@@ -215,10 +177,10 @@ def test_submission_matches_dry_run(tmp_path: Path, slurm_shims: Path,
     assert "submitted pretrain_nemotron4_340b_fp8_gpus128" in out and "as job 12345" in out
     (run_dir,) = (install / "workloads" / "pretrain_nemotron4" / "experiments"
                   / req.experiment_name).iterdir()
-    paths = launch.JobPaths(req.experiment_name, run_dir.name, run_dir,
+    paths = job.JobPaths(req.experiment_name, run_dir.name, run_dir,
                             run_dir / req.experiment_name)
     submitted = (run_dir / f"{req.experiment_name}_sbatch.sh").read_text()
-    assert submitted == launch.render_slurm(req, paths)
+    assert submitted == slurm.render(req, paths)
     manifest = json.loads(paths.manifest.read_text())
     assert manifest["job_dir"] == str(paths.job_dir) and manifest["options"]["max_steps"] == 50
     assert paths.manifest.stat().st_mode & 0o777 == 0o600  # the user's values: owner-only
@@ -258,84 +220,3 @@ def test_local_smoke_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert run_manifest.path_in(log.parent.parent).exists()
 
 
-def test_values_reach_the_srun_line_quoted(tmp_path: Path) -> None:
-    """nemo-run writes srun's arguments and the export values as they are; llmb quotes them.
-    Run the generated srun line and export lines with bash (srun: a function printing its
-    arguments): every value arrives whole and nothing in it runs."""
-    install = tmp_path / "install"
-    (install / "images").mkdir(parents=True)
-    image = tmp_path / "img $(touch pwned) 'q'.sqsh"
-    image.touch()
-    ckpt = tmp_path / "ck pt $(touch pwned)"
-    (ckpt / "weights").mkdir(parents=True)
-    (ckpt / "weights" / "__0_0.distcp").touch()
-    req = request.from_env(catalog.find_recipe("nemotron"), env_for(
-        LLMB_INSTALL=str(install), JOB_TOTAL_GPUS="64", RUN_CONF_IMAGE=str(image),
-        LOAD_CHECKPOINT_PATH=str(ckpt), DRY_RUN="false"))
-    paths = launch.JobPaths.new(req, stamp=1)
-    script = launch.render_slurm(req, paths)
-    lines = script.splitlines()
-    exports = [line for line in lines if line.startswith("export ")]
-    (srun,) = [line for line in lines if line.startswith("srun --output")]
-    sandbox = tmp_path / "sandbox"
-    sandbox.mkdir()
-    program = ("srun() { printf '%s\\n' \"$@\"; }\nSLURM_RESTART_COUNT=0\n"
-               + "\n".join(exports) + "\n" + srun + "\nprintf 'NVTE_FUSED_ATTN=%s\\n' "
-               '"$NVTE_FUSED_ATTN"\n')
-    out = subprocess.run(["bash", "-c", program], cwd=sandbox, capture_output=True, text=True,
-                         check=True).stdout.splitlines()
-    assert out[out.index("--container-image") + 1] == str(image)
-    mounts = out[out.index("--container-mounts") + 1].split(",")
-    assert f"{ckpt}:{ckpt}" in mounts and mounts[0] == f"{req.llmb_workload}:{req.llmb_workload}"
-    assert out[-1] == "NVTE_FUSED_ATTN=1"
-    assert not list(tmp_path.rglob("pwned")) and not (Path.cwd() / "pwned").exists()
-
-
-def test_runai_launch_line_is_quoted(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("APP_SECRET", "app-secret-value")
-    req = make_request("nemotron", **GOLDEN_CASES["nemotron_340b_fp8_h100_256_runai"][1])
-    paths = launch.JobPaths.new(req, stamp=1)
-    line = launch.runai_launch_line(req, paths, "/workspace/it's here")
-    assert line.endswith("--manifest '/workspace/it'\"'\"'s here/llmb_manifest.json'")
-
-
-@pytest.mark.skipif(shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None,
-                    reason="torch not installed")
-@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
-def test_local_run_stops_on_the_first_signal(tmp_path: Path, signame: str) -> None:
-    """A real local smoke run (torchrun, 2 ranks) started as a terminal would (own process
-    group, Ctrl-C at its default) stops on ONE SIGINT to its group (what Ctrl-C sends), or one
-    SIGTERM: it says so, exits 128 + signal, and leaves no rank running."""
-    venv_bin = os.path.dirname(sys.executable)
-    env = {**os.environ, "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}",
-           "VIRTUAL_ENV": os.path.dirname(venv_bin), "LLMB_INSTALL": str(tmp_path),
-           "CLUSTER_TYPE": "local", "SMOKE_TEST": "true", "JOB_TOTAL_GPUS": "2",
-           "MAX_STEPS": "100000"}
-    for var in ("STAGE_PATH", "LLMB_WORKLOAD", "DRY_RUN", "HF_TOKEN"):
-        env.pop(var, None)
-
-    def default_signals() -> None:  # a background job of a script would ignore SIGINT
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-    proc = subprocess.Popen([str(REPO / "nemotron" / "launch.sh")], env=env, cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=default_signals)
-    try:
-        deadline = time.monotonic() + 240
-        while not any("iteration 3/" in log.read_text(errors="replace")
-                      for log in tmp_path.rglob("combined.log")):
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the local run never started training"
-            time.sleep(0.5)
-        os.killpg(proc.pid, getattr(signal, signame))
-        out, err = proc.communicate(timeout=30)  # nemo-run alone waited for the whole run
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 128 + getattr(signal, signame), (out, err)
-    assert f"llmb: {signame}: stopping the local run of pretrain_nemotron4_15b" in err
-    assert f"stopped by {signame}; its log so far: " in err
-    (log,) = tmp_path.rglob("log-*_local_0.out")
-    assert "iteration 3/" in log.read_text()
-    left = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True)
-    assert left.stdout == "", f"processes left running: {left.stdout}"

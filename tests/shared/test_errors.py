@@ -11,7 +11,7 @@ import pytest
 from llmb.shared.errors import EXIT_FAILED, EXIT_USAGE, LlmbError, UsageError
 
 # A local run's stop signal: Ctrl-C and SIGTERM handling, not an error for people.
-NOT_ERRORS = {"llmb.launch.localrun.Interrupted"}
+NOT_ERRORS = {"llmb.launch.local.Interrupted"}
 
 
 def test_status_defaults_and_overrides():

@@ -124,12 +124,12 @@ def gpu_facts_from_preflight(report: dict[str, Any] | None) -> dict[str, Any] | 
 
 def system_facts(cfg: ClusterConfig, preflight: dict[str, Any] | None = None
                  ) -> dict[str, Any]:
-    from llmb.launch import experiment  # version helpers; nemo-run is not imported by them
+    from llmb.launch import job  # version helpers; nemo-run is not imported by them
 
     facts: dict[str, Any] = {
         "hostname": platform.node(), "platform": platform.platform(),
         "python": platform.python_version(),
-        "llmb": {"version": experiment.llmb_version(), "git_commit": experiment.git_commit()},
+        "llmb": {"version": job.llmb_version(), "git_commit": job.git_commit()},
         "gpu_type": cfg.gpu_type, "cluster_type": cfg.cluster_type,
         "slurm": {k: cfg.slurm.get(k) for k in ("account", "partition", "gres")}
         if cfg.slurm else None,

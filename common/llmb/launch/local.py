@@ -1,4 +1,5 @@
-"""A local run (CLUSTER_TYPE=local) in the foreground: run, stop on the first Ctrl-C, report.
+"""The local backend (CLUSTER_TYPE=local): nemo-run's LocalExecutor with torchrun on this
+machine, and the run in the foreground: run, stop on the first Ctrl-C, report.
 
 nemo-run's local executor hands the job to torchx, which starts torchrun in a session of its own
 (so a terminal's Ctrl-C reaches only this process). nemo-run 0.11.1 returns from `run()` right
@@ -8,14 +9,14 @@ on, the Ctrl-C looks ignored), and SIGTERM killed this process and left torchrun
 `run_attached` waits itself and stops the job on the first signal (torchx: SIGTERM to
 torchrun's process group, SIGKILL after 10 s), then says so.
 
-Imported from llmb.launch.experiment's submit path only (it imports torchx, which comes with
-nemo-run).
+nemo-run and torchx are imported inside the functions that need them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 import shutil
 import signal
 import sys
@@ -23,8 +24,39 @@ import time
 from pathlib import Path
 from typing import Any
 
+from llmb.launch import job, jobenv
+from llmb.launch.job import JobPaths
+from llmb.launch.request import Request
+
 POLL_S = 0.5
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def executor(req: Request):
+    import nemo_run as run
+
+    return run.LocalExecutor(ntasks_per_node=req.config.num_gpus, launcher="torchrun",
+                             env_vars=jobenv.job_env(req.recipe, req.config, req.nccl_trace,
+                                                     req.llmb_workload))
+
+
+def task(req: Request, paths: JobPaths):
+    import nemo_run as run
+
+    cmd = job.train_command(req, paths)
+    return run.Script(path=cmd[1], args=cmd[2:], entrypoint="python")
+
+
+def render(req: Request, paths: JobPaths) -> str:
+    from nemo_run.run.torchx_backend.packaging import package
+
+    built = executor(req)
+    built.assign(paths.run_id, str(paths.run_dir), paths.experiment, paths.experiment)
+    app = package(paths.experiment, task(req, paths), built,
+                  serialize_metadata_for_scripts=False)
+    role = app.roles[0]
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(role.env.items()))
+    return f"{env} {role.entrypoint} {' '.join(role.args)}"
 
 
 class Interrupted(Exception):
