@@ -17,10 +17,10 @@ import pytest
 from llmb import entrypoint
 from llmb.recipes import catalog
 from paths import REPO
+from stacks import fresh_python
 from trainmanifests import find, make_manifest
 
 RECIPES = {r.name: r for r in catalog.all_recipes()}
-HEAVY = ("nemo_run", "torch", "nemo", "fiddle")
 
 
 def script(recipe: str) -> Path:
@@ -129,11 +129,7 @@ def test_a_launch_that_cannot_be_built_is_one_line_without_nemo_run(
         tmp_path: Path, recipe_dir: Path | str, env: dict[str, str], message: str) -> None:
     """No arguments: the login-node launch from the environment, refused before nemo-run."""
     folder = str(recipe_dir).format(tmp=tmp_path)
-    code = ("import sys\nfrom llmb import entrypoint\n"
-            f"status = entrypoint.main({folder!r}, [])\n"
-            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\nsys.exit(status)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, env={"PATH": os.environ["PATH"],
-                                            "PYTHONPATH": str(REPO / "common"), **env})
-    assert (done.returncode, done.stdout) == (2, "[]\n")
+    done, heavy = fresh_python("from llmb import entrypoint\n"
+                               f"status = entrypoint.main({folder!r}, [])", env)
+    assert (done.returncode, done.stdout, heavy) == (2, "", [])
     assert one_line(done.stderr) == message.format(tmp=tmp_path)

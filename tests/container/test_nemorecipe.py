@@ -7,28 +7,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from llmb.container import nemorecipe, train
 from llmb.recipes import nemojob
-from nemostack import NEMO_INSTALLED, have_nemo
-from paths import COMMON
+from stacks import NEMO_INSTALLED, fresh_python, have_nemo
 from trainmanifests import find, make_manifest
-
-HEAVY = ("nemo", "nemo_run", "fiddle", "torch", "lightning", "megatron")
 
 
 def test_importing_it_imports_no_heavy_stack() -> None:
-    code = ("import sys, llmb.container.nemorecipe; "
-            f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(COMMON)}, timeout=60, check=True)
-    assert done.stdout.strip() == "[]"
+    done, heavy = fresh_python("import llmb.container.nemorecipe")
+    assert (done.returncode, done.stderr, heavy) == (0, "", [])
 
 
 @pytest.mark.skipif(have_nemo(), reason=NEMO_INSTALLED)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import runinstall
@@ -18,19 +17,15 @@ from llmb.launch import placement
 from llmb.llmbrun import clusterconfig, submit
 from llmb.llmbrun.clusterconfig import RunError
 from llmb.llmbrun.tasks import Task
+from runconfig import installed
 
 SHELL = {"PATH": "/usr/bin:/bin", "HOME": "/home/u", "LANG": "C.UTF-8"}
 NEMOTRON = Task("pretrain_nemotron4", "15b", "fp8", 16)
 
 
-def make_config(root: Path, **conf: Any) -> clusterconfig.ClusterConfig:
-    runinstall.make_install(root, **conf)
-    return clusterconfig.find_config(str(root / clusterconfig.CONFIG_FILE), {})
-
-
 @pytest.fixture
 def cfg(tmp_path: Path) -> clusterconfig.ClusterConfig:
-    return make_config(tmp_path / "i", env={"NCCL_DEBUG": "WARN", "MAX_STEPS": 30})
+    return installed(tmp_path / "i", env={"NCCL_DEBUG": "WARN", "MAX_STEPS": 30})
 
 
 def edit(cfg: clusterconfig.ClusterConfig, change) -> clusterconfig.ClusterConfig:

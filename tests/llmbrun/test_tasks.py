@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import runinstall
 from llmb.launch import placement
 from llmb.llmbrun import clusterconfig, tasks
 from llmb.llmbrun.clusterconfig import RunError
 from llmb.llmbrun.tasks import Task
 from llmb.shared.errors import UsageError
 from llmb.shared.values import BadValue
+from runconfig import installed
 
 NEMOTRON = {"workload": "pretrain_nemotron4", "size": "340b", "dtype": "fp8", "scale": 128}
 
@@ -25,15 +25,10 @@ def expand(data: Any, place: placement.Placement | None = None
     return tasks.tasks_from_bulk(data, "sweep.yaml", place)
 
 
-def config(tmp_path: Path, gpu_type: str) -> clusterconfig.ClusterConfig:
-    root = runinstall.make_install(tmp_path / gpu_type, gpu_type=gpu_type)
-    return clusterconfig.find_config(str(root / clusterconfig.CONFIG_FILE), {})
-
-
 @pytest.fixture
 def gb200(tmp_path: Path) -> clusterconfig.ClusterConfig:
     """An install of Llama 3.1 and Nemotron-4 on GB200 (4 GPUs per node)."""
-    return config(tmp_path, "gb200")
+    return installed(tmp_path / "gb200", gpu_type="gb200")
 
 
 # --- bulk files -------------------------------------------------------------------------------
@@ -208,7 +203,7 @@ def test_above_the_largest_scale_is_a_warning_not_an_error(
 
 
 def test_the_gpu_type_of_the_install_decides(tmp_path: Path) -> None:
-    h100 = config(tmp_path, "h100")
+    h100 = installed(tmp_path / "h100", gpu_type="h100")
     assert tasks.check_task(h100, task("15b", scale=16)) == ([], [], False)
     # 2048 is published for H100, above the largest for GB200
     assert tasks.check_task(h100, task(scale=2048))[2] is False
