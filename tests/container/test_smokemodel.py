@@ -1,0 +1,111 @@
+"""llmb.container.smokemodel: each family's tiny decoder builds, maps tokens to logits of the right
+shape without looking ahead, and learns the synthetic text (its loss falls within a few steps);
+the synthetic text follows its rule. torch on the CPU, a few seconds in all; the smoke workload
+that trains these models across ranks is in test_smoke.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from llmb.container import smokemodel
+
+FAMILIES = sorted(smokemodel.TINY_SHAPES)
+SEQ = smokemodel.TINY_SEQ_LENGTH
+
+
+@pytest.fixture(scope="module")
+def torch() -> Iterator[Any]:
+    """torch on one thread, as the smoke workload runs it (llmb.container.smoke): several
+    threads on a busy 2-core machine make each step many times slower."""
+    torch = pytest.importorskip("torch")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield torch
+    torch.set_num_threads(threads)
+
+
+def build(torch: Any, family: str, seed: int = 0) -> Any:
+    torch.manual_seed(seed)
+    return smokemodel.build_model(family, smokemodel.TINY_SHAPES[family], SEQ)
+
+
+def batch(torch: Any, family: str, size: int = 4, seed: int = 1) -> tuple[Any, Any]:
+    vocab = smokemodel.TINY_SHAPES[family]["vocab_size"]
+    return smokemodel.synthetic_batch(torch.Generator().manual_seed(seed), vocab, SEQ, size)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_logits_per_position_over_the_vocabulary(torch: Any, family: str) -> None:
+    model = build(torch, family)
+    tokens, _ = batch(torch, family, size=3)
+    logits = model(tokens)
+    assert tuple(logits.shape) == (3, SEQ, smokemodel.TINY_SHAPES[family]["vocab_size"])
+    assert logits.dtype == torch.float32 and torch.isfinite(logits).all()
+    shorter = model(tokens[:, : SEQ // 2])  # any length up to the sequence length
+    assert tuple(shorter.shape[:2]) == (3, SEQ // 2)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_position_never_sees_the_tokens_after_it(torch: Any, family: str) -> None:
+    """Causal attention and a causal mixer: changing token k changes no logit before k."""
+    model = build(torch, family).eval()
+    tokens, _ = batch(torch, family, size=2)
+    changed = tokens.clone()
+    k = SEQ // 2
+    changed[:, k:] = (changed[:, k:] + 1) % smokemodel.TINY_SHAPES[family]["vocab_size"]
+    with torch.no_grad():
+        before, after = model(tokens), model(changed)
+    assert torch.allclose(before[:, :k], after[:, :k], atol=1e-5)
+    assert not torch.allclose(before[:, k:], after[:, k:], atol=1e-3)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_loss_falls_within_a_few_steps(torch: Any, family: str) -> None:
+    model = build(torch, family)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    generator = torch.Generator().manual_seed(1)
+    vocab = smokemodel.TINY_SHAPES[family]["vocab_size"]
+    losses = []
+    for _ in range(20):
+        tokens, labels = smokemodel.synthetic_batch(generator, vocab, SEQ, 8)
+        loss = torch.nn.functional.cross_entropy(model(tokens).flatten(0, 1), labels.flatten())
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    # an untrained model is about uniform over the vocabulary: ln(512) = 6.24
+    assert abs(losses[0] - torch.log(torch.tensor(float(vocab))).item()) < 0.5
+    first, last = sum(losses[:5]) / 5, sum(losses[-5:]) / 5
+    assert last < first - 1.0, losses
+
+
+def test_the_families_are_built_in_their_own_style(torch: Any) -> None:
+    def parameters(family: str) -> int:
+        return sum(p.numel() for p in build(torch, family).parameters())
+
+    # SwiGLU's gate doubles llama's up projection; Nemotron-H mixes Mamba-like layers in
+    assert len({parameters(f) for f in FAMILIES}) == len(FAMILIES)
+    hybrid = build(torch, "nemotronh")
+    kinds = [type(block.mixer).__name__ for block in hybrid.blocks]
+    letters = {"MambaLikeMixer": "M", "Attention": "*", "MLP": "-"}
+    assert "".join(letters[k] for k in kinds) == smokemodel.NEMOTRONH_PATTERN
+
+
+def test_synthetic_text_follows_its_rule(torch: Any) -> None:
+    vocab, size = 512, 64
+    tokens, labels = batch(torch, "llama", size=size)
+    assert tuple(tokens.shape) == tuple(labels.shape) == (size, SEQ)
+    assert tokens.dtype == labels.dtype == torch.int64
+    assert torch.equal(tokens[:, 1:], labels[:, :-1])  # labels are the next tokens
+    assert int(tokens.min()) >= 0 and int(tokens.max()) < vocab
+    follows = ((labels - tokens) % vocab == smokemodel.TOKEN_STRIDE).float().mean().item()
+    assert 0.75 < follows < 0.9  # both ends of a step kept from the 10% noise: about 81%
+
+
+def test_synthetic_text_is_the_generators(torch: Any) -> None:
+    a, b, c = batch(torch, "llama", seed=7), batch(torch, "llama", seed=7), batch(torch, "llama",
+                                                                                  seed=8)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert not torch.equal(a[0], c[0])
