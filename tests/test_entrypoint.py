@@ -68,14 +68,6 @@ def test_an_unknown_argument_is_one_line(args: list[str],
     assert one_line(out.err) == f"unknown argument {args[0]!r}; run with --help"
 
 
-def test_train_needs_its_manifest(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as stop:
-        entrypoint.main(REPO / "llama3.1", ["train"])
-    assert stop.value.code == 2
-    assert capsys.readouterr().err.splitlines()[-1] == (
-        "train: error: the following arguments are required: --manifest")
-
-
 def write(path: Path, data: object | bytes) -> Path:
     path.write_bytes(data if isinstance(data, bytes) else json.dumps(data).encode())
     return path
@@ -133,3 +125,21 @@ def test_a_launch_that_cannot_be_built_is_one_line_without_nemo_run(
                                f"status = entrypoint.main({folder!r}, [])", env)
     assert (done.returncode, done.stdout, heavy) == (2, "", [])
     assert one_line(done.stderr) == message.format(tmp=tmp_path)
+
+
+def test_train_without_its_manifest_is_one_line(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        entrypoint.main(REPO / "llama3.1", ["train"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == (
+        "llmb: train: the following arguments are required: --manifest; usage: train "
+        "--manifest PATH [--print-config]\n")
+
+
+def test_smoke_test_must_be_true_not_a_truthy_string(tmp_path, capsys):
+    """A manifest's options.smoke_test is a JSON boolean: the string "false" is no smoke run."""
+    path = tmp_path / "llmb_manifest.json"
+    path.write_text(json.dumps({"schema": 1, "options": {"smoke_test": "false"}}))
+    code = entrypoint.main(REPO / "llama3.1", ["train", "--manifest", str(path),
+                                               "--print-config"])
+    assert "is a SMOKE_TEST run" not in capsys.readouterr().err and code != 0

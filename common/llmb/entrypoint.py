@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 USAGE = """usage: {prog} [train --manifest PATH [--print-config]]
 
@@ -72,8 +73,15 @@ def login(recipe_dir: Path) -> int:
         return _error(f"submission failed: {' '.join(message.split())}", 1)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, whose errors are one `llmb:` line (exit 2) instead of usage plus error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"llmb: train: {message}; usage: train --manifest PATH [--print-config]\n")
+
+
 def train(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="train", add_help=True)
+    parser = _Parser(prog="train", add_help=True)
     parser.add_argument("--manifest", required=True, type=Path)
     parser.add_argument("--print-config", action="store_true",
                         help="print the NeMo recipe as nemo-run YAML, train nothing")
@@ -85,7 +93,7 @@ def train(argv: list[str]) -> int:
     except run_manifest.ManifestError as err:
         return _error(str(err))
     options = manifest.get("options")
-    smoke_test = isinstance(options, dict) and options.get("smoke_test")
+    smoke_test = isinstance(options, dict) and options.get("smoke_test") is True
     if smoke_test and args.print_config:
         return _error(f"manifest {args.manifest} is a SMOKE_TEST run: it trains a tiny PyTorch "
                       "model, no NeMo recipe; --print-config needs a benchmark manifest")

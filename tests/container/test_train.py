@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import stacks
 import upstream_jobs
 from llmb.container import train
 from llmb.launch import jobenv
@@ -410,16 +411,7 @@ def test_run_reports_a_bad_manifest_without_importing_nemo(capsys) -> None:
     assert not [name for name in set(sys.modules) - before if name.startswith(("nemo", "fiddle"))]
 
 
-def _have_nemo() -> bool:
-    from importlib import metadata
-
-    try:
-        return bool(metadata.version("nemo_toolkit"))
-    except metadata.PackageNotFoundError:
-        return False
-
-
-@pytest.mark.skipif(_have_nemo(), reason="NeMo is installed here (the NeMo tier)")
+@pytest.mark.skipif(stacks.have_nemo(), reason=stacks.NEMO_INSTALLED)
 def test_print_config_without_nemo_says_where_to_run_it(tmp_path: Path, capsys) -> None:
     """On the login node (no NeMo) --print-config is one line pointing at the image."""
     from llmb import entrypoint

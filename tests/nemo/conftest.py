@@ -6,25 +6,17 @@ with the reason below, visible in pytest's -ra summary.
 
 from __future__ import annotations
 
-from importlib import metadata
 from pathlib import Path
 
 import pytest
+import stacks
 
 NO_NEMO = "needs nemo-toolkit 2.3.1: run `make test-nemo` (it builds .venv-nemo)"
 
 
-def _have_nemo() -> bool:
-    # Not find_spec("nemo"): this very folder, tests/nemo, looks like a namespace package.
-    try:
-        return bool(metadata.version("nemo_toolkit"))
-    except metadata.PackageNotFoundError:
-        return False
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     here = Path(__file__).parent
-    skip = None if _have_nemo() else pytest.mark.skip(reason=NO_NEMO)
+    skip = None if stacks.have_nemo() else pytest.mark.skip(reason=NO_NEMO)
     for item in items:
         if Path(str(item.fspath)).is_relative_to(here):
             item.add_marker(pytest.mark.nemo)

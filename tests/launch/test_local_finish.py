@@ -1,4 +1,4 @@
-"""llmb.launch.localrun after a local run (CLUSTER_TYPE=local): torchrun's combined log copied to
+"""llmb.launch.local after a local run (CLUSTER_TYPE=local): torchrun's combined log copied to
 where the analyzer looks, the final state read from the SUCCESS file torchx writes, and the
 exit status (0 succeeded, 1 failed, 128 + N stopped by signal N). The job folders are laid out as
 nemo-run's local executor leaves them: torchx's local scheduler writes
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from llmb.analysis import timing
 from llmb.container import nemolog
-from llmb.launch import localrun
+from llmb.launch import local
 
 EXP = "pretrain_llama3.1_8b_fp8_gpus2_tp1_pp1_cp2_vpNone_mbs1_gbs128"
 APP = f"{EXP[:30]}-x7k2q9"  # torchx's app id: the name and a random suffix
@@ -56,7 +56,7 @@ def test_the_combined_log_goes_where_the_analyzer_looks(tmp_path: Path) -> None:
     replica(tmp_path, "[NeMo I] start\n" + steps(0, 9))
     replica(tmp_path, "rank 1 of another replica\n", n=1)  # torchrun writes rank 0's for all
     replica(tmp_path, "a role of another experiment\n", role="other")
-    log = localrun.collect_log(tmp_path, EXP)
+    log = local.collect_log(tmp_path, EXP)
     assert log == tmp_path / f"log-{EXP}_local_0.out"
     assert log.read_text() == "[NeMo I] start\n" + steps(0, 9)
     scan = timing.scan_log(log)
@@ -66,15 +66,15 @@ def test_the_combined_log_goes_where_the_analyzer_looks(tmp_path: Path) -> None:
 def test_every_attempt_in_the_job_folder_is_collected_in_order(tmp_path: Path) -> None:
     replica(tmp_path, steps(5, 9), app=f"{APP[:-6]}b00002")
     replica(tmp_path, steps(0, 4), app=f"{APP[:-6]}a00001")
-    log = localrun.collect_log(tmp_path, EXP)
+    log = local.collect_log(tmp_path, EXP)
     assert log.read_text() == steps(0, 9)
 
 
 def test_no_combined_log_is_an_empty_log_not_an_error(tmp_path: Path) -> None:
-    log = localrun.collect_log(tmp_path, EXP)
+    log = local.collect_log(tmp_path, EXP)
     assert log.read_text() == ""
     replica(tmp_path, "again\n")
-    assert localrun.collect_log(tmp_path, EXP).read_text() == "again\n"  # rewritten, not added
+    assert local.collect_log(tmp_path, EXP).read_text() == "again\n"  # rewritten, not added
 
 
 @pytest.mark.parametrize(("success", "state"), [
@@ -94,13 +94,13 @@ def test_the_final_state_from_the_success_file(tmp_path: Path, success: str | No
         (tmp_path / "nemo_run" / APP / "SUCCESS").mkdir()
     elif success is not None:
         success_file(tmp_path, success)
-    assert localrun.final_state(tmp_path) == state
+    assert local.final_state(tmp_path) == state
 
 
 def test_a_success_file_without_a_state_is_a_failure(tmp_path: Path) -> None:
     path = success_file(tmp_path, "SUCCEEDED")
     path.write_text(json.dumps({"app_id": APP}))
-    assert localrun.final_state(tmp_path) == "FAILED"
+    assert local.final_state(tmp_path) == "FAILED"
 
 
 @pytest.mark.parametrize(("state", "code", "word"), [
@@ -112,7 +112,7 @@ def test_a_run_that_ended_by_itself(tmp_path: Path, capsys: pytest.CaptureFixtur
     replica(tmp_path, steps(0, 9))
     if state:
         success_file(tmp_path, state)
-    assert localrun.finish(tmp_path, EXP, None, ANALYZE) == code
+    assert local.finish(tmp_path, EXP, None, ANALYZE) == code
     out = capsys.readouterr()
     assert out.err == ""
     assert out.out.splitlines() == [f"llmb: local run of {EXP} finished: {word}",
@@ -127,7 +127,7 @@ def test_a_run_stopped_by_a_signal_keeps_its_log_so_far(
         code: int) -> None:
     replica(tmp_path, steps(0, 4))
     success_file(tmp_path, "CANCELLED")
-    assert localrun.finish(tmp_path, EXP, signal_name, ANALYZE) == code
+    assert local.finish(tmp_path, EXP, signal_name, ANALYZE) == code
     out = capsys.readouterr()
     log = tmp_path / f"log-{EXP}_local_0.out"
     assert out.out == ""
@@ -136,6 +136,6 @@ def test_a_run_stopped_by_a_signal_keeps_its_log_so_far(
 
 
 def test_interrupted_names_its_signal() -> None:
-    stopped = localrun.Interrupted(signal.SIGTERM)
+    stopped = local.Interrupted(signal.SIGTERM)
     assert (stopped.name, str(stopped)) == ("SIGTERM", "SIGTERM")
-    assert set(localrun.STOP_SIGNALS) == {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+    assert set(local.STOP_SIGNALS) == {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
