@@ -206,8 +206,9 @@ def add_suite_parser(sub: Any) -> None:
         if name in ("status", "report"):
             q.add_argument("--format", choices=("table", "json"), default="table")
         if name == "report":
-            q.add_argument("--check", action="store_true", help="exit 3 unless every "
-                           "configuration passes with all its repeats")
+            q.add_argument("--check", action="store_true", help="exit 3 while a "
+                           "configuration is below its reference, has no successful run or "
+                           "lacks repeats")
             q.add_argument("--output", metavar="DIR",
                            help="the HTML report (default: $LLMB_INSTALL/suites/ID/report)")
         if name == "resume":
