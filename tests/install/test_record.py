@@ -162,7 +162,7 @@ def test_a_token_in_the_environment_is_named_not_written(tmp_path):
     record.write(answers, path)
     replayed = plan_from_config(path, {"HF_TOKEN": TOKEN})
     assert replayed == answers.plan
-    with pytest.raises(InstallError, match="HF_TOKEN is required for pretrain_llama3.1"):
+    with pytest.raises(InstallError, match=r"HF_TOKEN is required for pretrain_llama3\.1"):
         plan_from_config(path, {})
 
 
