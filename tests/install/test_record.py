@@ -166,19 +166,6 @@ def test_a_token_in_the_environment_is_named_not_written(tmp_path):
         plan_from_config(path, {})
 
 
-def test_the_numbered_answers():
-    choices = prompts.gpu_choices()
-    assert prompts.picked("2", choices, False) == ["b200"]
-    assert prompts.picked(" GB200 ", choices, False) == ["gb200"]
-    assert prompts.picked("1 3", choices, False) == "1 3: give one number or name"
-    assert prompts.picked("all", choices, True) == ["h100", "b200", "gb200"]
-    assert prompts.picked("3,1 3", choices, True) == ["gb200", "h100"]
-    assert prompts.picked("0", choices, True) == (
-        "0 is not one of: h100, b200, gb200 (or their numbers 1-3, or all)")
-    assert prompts.picked("all", choices, False) == (
-        "all is not one of: h100, b200, gb200 (or their numbers 1-3)")
-
-
 @pytest.mark.parametrize(("args", "message"), [
     (["--record", ""], "--record needs a file name"),
     (["--record", "{existing}"], "--record {existing} already exists; give a new file name"),

@@ -203,7 +203,7 @@ def token_file_check(answer: str) -> str | None:
         text = files.read_bounded(path, MAX_TOKEN_FILE_BYTES).decode().strip()
         shellsafe.hf_token("the token in that file", text)
     except files.FileRefused as exc:
-        return f"{shown(path)} {exc}"
+        return f"{shown(path)} {exc.reason}"
     except UnicodeDecodeError:
         return f"{shown(path)} is not text (not UTF-8); it must hold the token only"
     except values.BadValue as err:

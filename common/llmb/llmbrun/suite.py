@@ -149,7 +149,7 @@ def load(cfg: ClusterConfig, suite_id: str | None) -> Suite:
         if exc.missing:
             raise RunError(f"no suite {suite_id} in {cfg.tree.suites} (the newest: "
                            f"{', '.join(known[-5:])})") from None
-        raise RunError(f"suite record {values.shown(path)} {exc}") from None
+        raise RunError(f"suite record {values.shown(path)} {exc.reason}") from None
     try:
         return parse(suite_id, path, json.loads(raw))
     except (ValueError, RecursionError, KeyError, TypeError, PlacementError) as exc:
