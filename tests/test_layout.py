@@ -19,8 +19,10 @@ def test_every_path_is_under_the_root():
     assert tree.image("nvidia+nemo+25.04.01.sqsh").parent == tree.images
     assert [p.name for p in tree.dirs(["a", "b"])] == ["images", "datasets", "venvs", "a", "b"]
     for path in (tree.config, tree.wrapper, tree.hf_token, tree.install_state, tree.history,
-                 tree.preflight, tree.report, tree.archive("20261123-101010")):
+                 tree.preflight, tree.report, tree.archive("20261123-101010"), tree.suites,
+                 tree.screens):
         assert path.parent == tree.root
+    assert tree.suite("20261123-101010") == tree.suites / "20261123-101010"
 
 
 def test_setup_sh_creates_the_same_folders():

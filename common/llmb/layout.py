@@ -13,6 +13,8 @@ llmb-run share, named in one place.
       llmb_run_history.jsonl                 llmb-run's record of what it submitted
       preflight/<stamp>/, preflight/latest.json    llmb-run preflight's reports
       screens/<stamp>/screen.json            llmb-run screen's results (and the job's output)
+      suites/<id>/suite.json                 llmb-run suite's plan (its runs: the history's
+                                             records that name the suite); suites/<id>/report/
       report/                                llmb-run report's default output
       llmb-archive-<stamp>.tar.gz            llmb-run archive's default output
 
@@ -40,6 +42,8 @@ PREFLIGHT_DIR = "preflight"
 REPORT_DIR = "report"
 SCREENS_DIR = "screens"
 SCREEN_FILE = "screen.json"
+SUITES_DIR = "suites"
+SUITE_FILE = "suite.json"
 EXPERIMENTS_DIR = "experiments"
 
 
@@ -108,6 +112,14 @@ class Install:
     @property
     def screens(self) -> Path:
         return self.root / SCREENS_DIR
+
+    @property
+    def suites(self) -> Path:
+        return self.root / SUITES_DIR
+
+    def suite(self, suite_id: str) -> Path:
+        """The folder of one suite: its suite.json and its default report/."""
+        return self.suites / suite_id
 
     @property
     def report(self) -> Path:

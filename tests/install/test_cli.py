@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from llmb.install import cli, steps
+from llmb.install import cli, prompts, steps
 from llmb.layout import INSTALL_STATE_FILE
 from llmb.shared import slurmquery
 from paths import REPO, SHIMS
@@ -228,7 +228,9 @@ def test_interactive_uses_discovered_defaults_and_revalidates(tmp_path, capsys):
     secrets = iter(["", "hf_typed_secret"])
     plan = cli.interactive_plan(input_fn, lambda _p: next(secrets), {}, found)
     out = capsys.readouterr().out
-    assert "not offered: pretrain_gpt3" in out and "nobody is not one of: bench, other" in out
+    assert "pretrain_gpt3 is not one of: pretrain_llama3.1, pretrain_nemotron4, " \
+        "pretrain_nemotronh (or their numbers 1-3, or all)" in out
+    assert "nobody is not one of: bench, other (or their numbers 1-2)" in out
     assert "hf_typed_secret" not in out
     assert plan.workloads == ["pretrain_llama3.1"]
     assert plan.slurm == {"account": "bench", "partition": "batch", "gres": "gpu:8",
@@ -449,7 +451,7 @@ def test_end_of_input_at_the_token_prompt(tmp_path):
 
 def test_a_token_that_cannot_be_one_is_asked_again(capsys):
     typed = iter(["true", "hf_x", "hf_a_real_looking_token"])
-    token = cli.ask_secret(lambda _p: next(typed), "token", "the token")
+    token = prompts.ask_secret(lambda _p: next(typed), "token", "the token")
     assert token == "hf_a_real_looking_token"
     out = capsys.readouterr().out
     assert "the token is a yes/no word" in out and "the token is 4 characters long" in out

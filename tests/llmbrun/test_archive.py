@@ -20,7 +20,8 @@ import pytest
 import runinstall
 from llmb import manifest
 from llmb.layout import HISTORY_FILE as HISTORY
-from llmb.llmbrun import archive, verify_archive
+from llmb.llmbrun import archive, clusterconfig, suiteplan, verify_archive
+from llmb.llmbrun import suite as suites
 from llmb.shared import redact
 
 CFG_SECRET = "wandb-0123456789abcdef"  # WANDB_API_KEY in cluster_config.yaml's env
@@ -486,3 +487,39 @@ def test_classify():
              "e/notes.txt": "other", "e/sub/deep.out": "other"}
     for rel, kind in cases.items():
         assert archive.classify(run, run / rel) == kind, rel
+
+
+def test_archive_of_one_suite_holds_its_runs_its_record_and_its_history_alone(tmp_path):
+    """Runs 201 and 202 belong to the suite (202 a resubmission of 201), 203 to another suite,
+    204 to no suite: the archive of the first holds 201 and 202, their history lines (the
+    submissions and the states recorded for them) and suite.json, and it verifies."""
+    root = fakeinstall.make_install(tmp_path / "llmb")
+    cfg = clusterconfig.find_config(str(root / "cluster_config.yaml"), {})
+    configs = suiteplan.published(cfg, suiteplan.Selection(("pretrain_llama3.1",), ("fp8",), 8,
+                                                           8), {})
+    made = suites.create(cfg, suites.plan_data("x", configs, suiteplan.order_runs(configs, 1),
+                                               {"repeats": 1, "smoke": False, "placement": {}}))
+    runs = {job: fakeinstall.make_run(root, job, stamp=int(job)) for job in ("201", "202",
+                                                                             "203", "204")}
+    suite_of = {"201": made.id, "202": made.id, "203": "20000101-000000"}
+    for job, run_dir in runs.items():
+        extra = {"suite": suite_of[job], "suite_run": 1} if job in suite_of else {}
+        cfg.history.append(fakeinstall.submit_record(job, run_dir, **extra))
+        cfg.history.append({"type": "state", "job_id": job, "state": "COMPLETED",
+                            "nodes": "node1"})
+    out = tmp_path / "suite.tar.gz"
+    proc = llmb_run(["archive", "--suite", made.id, "--output", str(out)], root)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(f"archive: {out} (2 run(s), 2 log(s), ")
+    tree = unpack(out, tmp_path / "unpacked")
+    index = json.loads((tree / archive.INDEX).read_text())
+    assert index["suite"] == made.id
+    assert sorted(Path(r["run"]).name for r in index["runs"]) == sorted(
+        runs[j].name for j in ("201", "202"))
+    kept = [json.loads(line) for line in (tree / "history.jsonl").read_text().splitlines()]
+    assert sorted((r["type"], r["job_id"]) for r in kept) == [
+        ("state", "201"), ("state", "202"), ("submit", "201"), ("submit", "202")]
+    assert json.loads((tree / "suite.json").read_text())["id"] == made.id
+    assert len(json.loads((tree / "analysis.json").read_text())["results"]) == 2
+    check = llmb_run(["verify-archive", str(out)], tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr

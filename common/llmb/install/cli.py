@@ -21,14 +21,15 @@ import shutil
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from llmb.install import fields
+from llmb.install import fields, prompts, record
 from llmb.install import steps as installsteps
+from llmb.install.fields import InstallError
+from llmb.install.prompts import Answers, Ask
 from llmb.install.steps import Plan, Step
 from llmb.recipes import catalog
 from llmb.shared import files, shellsafe, slurmquery, values
-from llmb.shared.errors import LlmbError
 from llmb.shared.values import shown
 
 REPO = catalog.REPO_ROOT
@@ -40,10 +41,6 @@ SLURM_KEYS = {"account", "partition", "cpu_partition", "gres"}
 VENV_KEYS = {"kind", "python", "system_site_packages", "reuse", "requirements", "pip_args"}
 IMAGE_KEYS = {"method", "time_limit"}
 DEFAULT_REQUIREMENTS = ["common/requirements/launch.txt"]
-
-
-class InstallError(LlmbError):
-    """A bad input or a failed step: one line for the user."""
 
 
 # --- building and validating a plan ------------------------------------------------------------
@@ -196,64 +193,6 @@ def plan_from_config(path: Path, environ: Mapping[str, str]) -> Plan:
 
 # --- interactive ------------------------------------------------------------------------------
 
-Ask = Callable[[str], str]
-
-
-def ask(input_fn: Ask, question: str, default: str | None = None,
-        choices: list[str] | None = None, check: Callable[[str], str | None] | None = None,
-        out=None) -> str:
-    """Ask until the answer is valid; an empty answer takes the default."""
-    out = out or sys.stdout
-    hint = f" [{'/'.join(choices)}]" if choices and len(choices) <= 6 else ""
-    default_hint = f" (default: {default})" if default else ""
-    while True:
-        try:
-            answer = input_fn(f"{question}{hint}{default_hint}: ").strip()
-        except EOFError:
-            raise InstallError(f"no answer to '{question}' (input ended)") from None
-        if not answer and default is not None:
-            answer = default
-        problem = None
-        if not answer:
-            problem = "an answer is required"
-        elif choices and answer not in choices:
-            problem = f"{shown(answer)} is not one of: {', '.join(choices)}"
-        elif check:
-            problem = check(answer)
-        if problem is None:
-            return answer
-        print(f"  {problem}", file=out)
-
-
-def _answer_check(check: Callable[..., object], *args: object) -> Callable[[str], str | None]:
-    """An installcheck/jobsafe check as an `ask` check: its refusal is the problem shown."""
-    def run(answer: str) -> str | None:
-        try:
-            check(*args[:1], answer, *args[1:])
-        except values.BadValue as err:
-            return str(err)
-        return None
-
-    return run
-
-
-def ask_secret(secret_fn: Ask, question: str, name: str, out=None) -> str:
-    """A secret typed at a prompt that does not echo; asked again until it can be a token."""
-    out = out or sys.stdout
-    while True:
-        try:
-            answer = secret_fn(f"{question}: ").strip()
-        except EOFError:
-            raise InstallError(f"no answer to '{question}' (input ended)") from None
-        if not answer:
-            print("  an answer is required", file=out)
-            continue
-        try:
-            return shellsafe.hf_token(name, answer)
-        except values.BadValue as err:
-            print(f"  {err}", file=out)
-
-
 def discover(user: str, out=None) -> dict[str, Any]:
     """What the cluster says about itself; missing facts are None (the user types them)."""
     out = out or sys.stdout
@@ -271,72 +210,23 @@ def discover(user: str, out=None) -> dict[str, Any]:
 
 def interactive_plan(input_fn: Ask, secret_fn: Ask, environ: Mapping[str, str],
                      found: Mapping[str, Any], out=None) -> Plan:
+    """The questions (llmb.install.prompts), the answers checked as a config file's are, the
+    plan shown, then `Install now?`."""
     out = out or sys.stdout
-    print("llmb installer: answer each question; Enter takes the default.", file=out)
-    install = ask(input_fn, "Install directory (LLMB_INSTALL, on a shared file system)",
-                  environ.get("LLMB_INSTALL") or str(Path.home() / "llmb"),
-                  check=_answer_check(fields.install_path, "install directory", "slurm"),
-                  out=out)
-    ctype = ask(input_fn, "Cluster type", "slurm", list(catalog.INSTALL_CLUSTER_TYPES), out=out)
-    parts = found.get("partitions") or []
-    gpu_parts = [p for p in parts if p.gpus]
-    models = [p.gpu_model for p in gpu_parts if p.gpu_model in catalog.gpu_types()]
-    gpu_type = ask(input_fn, "GPU type", models[0] if models else "h100", catalog.gpu_types(),
-                   out=out)
-    offered = [r.workload for r in catalog.all_recipes()
-               if gpu_type in r.gpu_types and ctype in r.data["cluster_types"]]
-    if not offered:
-        raise InstallError(f"no workload is published for gpu_type={gpu_type} on {ctype}")
-
-    def check_workloads(answer: str) -> str | None:
-        bad = [w for w in answer.replace(",", " ").split() if w not in offered and w != "all"]
-        return f"not offered: {', '.join(bad)}; choose from {', '.join(offered)}" if bad else None
-
-    print(f"  workloads for {gpu_type}: {', '.join(offered)}", file=out)
-    chosen = ask(input_fn, "Workloads to install (space separated, or all)", "all",
-                 check=check_workloads, out=out).replace(",", " ").split()
-    workloads = offered if "all" in chosen else list(dict.fromkeys(chosen))
-    slurm_cfg: dict[str, Any] = {}
-    image_method = "skip"
-    if ctype == "slurm":
-        accounts = found.get("accounts")
-        slurm_cfg["account"] = ask(input_fn, "Slurm account", accounts[0] if accounts else
-                                   environ.get("SBATCH_ACCOUNT"), accounts,
-                                   _answer_check(shellsafe.slurm_name, "account", "account"),
-                                   out=out)
-        names = [p.name for p in parts] or None
-        default_part = next((p.name for p in gpu_parts if p.default),
-                            gpu_parts[0].name if gpu_parts else
-                            environ.get("SBATCH_PARTITION"))
-        part_check = _answer_check(shellsafe.slurm_name, "partition", "partition", True)
-        part = ask(input_fn, "GPU partition", default_part, names, part_check, out=out)
-        slurm_cfg["partition"] = part
-        chosen_part = next((p for p in parts if p.name == part), None)
-        gres_default = f"gpu:{chosen_part.gpus}" if chosen_part and chosen_part.gpus else "none"
-        gres = ask(input_fn, "GPU GRES request per node (none: the cluster needs none)",
-                   gres_default, check=_answer_check(fields.gres, "GRES"), out=out)
-        slurm_cfg["gres"] = fields.gres("GRES", gres)
-        local_enroot = shutil.which("enroot") is not None
-        image_method = ask(input_fn, "Import the image here (local) or on a compute node (srun)",
-                           "local" if local_enroot else "srun", ["local", "srun"], out=out)
-        cpu_parts = [p.name for p in parts if not p.gpus]
-        slurm_cfg["cpu_partition"] = part if image_method == "local" else ask(
-            input_fn, "Partition for the image import (CPU nodes are fine)",
-            cpu_parts[0] if cpu_parts else part, names, part_check, out=out)
-    kinds = ["venv", "conda"] if shutil.which("conda") else ["venv"]
-    kind = ask(input_fn, "Python environment kind", "venv", kinds, out=out)
-    token = None
-    if any(catalog.find_recipe(w).data["requires_hf_token"] for w in workloads):
-        token = environ.get("HF_TOKEN") or ask_secret(
-            secret_fn, "HuggingFace token for Llama 3.1 (HF_TOKEN, not echoed)", "the token",
-            out)
-    plan = validate_plan(Plan(install_path=install, cluster_type=ctype, gpu_type=gpu_type,
-                              workloads=workloads, slurm=slurm_cfg, venv={"kind": kind},
-                              image={"method": image_method}, hf_token=token), environ)
+    plan = validate_plan(prompts.questions(input_fn, secret_fn, environ, found, False,
+                                           out).plan, environ)
     print_plan(plan, out)
-    if ask(input_fn, "Install now?", "yes", ["yes", "no"], out=out) != "yes":
+    if prompts.ask(input_fn, "Install now?", "yes", ["yes", "no"], out=out) != "yes":
         raise InstallError("cancelled; nothing was changed")
     return plan
+
+
+def recorded_answers(input_fn: Ask, environ: Mapping[str, str], found: Mapping[str, Any],
+                     out=None) -> Answers:
+    """--record: the questions (the token's file, not the token), the answers checked."""
+    answers = prompts.questions(input_fn, input_fn, environ, found, True, out)
+    answers.plan = validate_plan(answers.plan, environ)
+    return answers
 
 
 # --- driver ------------------------------------------------------------------------------
@@ -390,21 +280,54 @@ def print_summary(plan: Plan, out=None) -> None:
     print("  ./llmb-run status", file=out)
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: `llmb-install: <what is wrong>; see install.sh --help`."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"llmb-install: {shown(message)}; see {self.prog} --help", file=sys.stderr)
+        raise SystemExit(2)
+
+
+NO_TERMINAL = ("stdin is not a terminal, so there is no one to answer the prompts; run it in "
+               "a terminal or pass --config FILE (see installer/example-config.yaml)")
+
+
+def record_answers(target: str, input_fn: Ask, isatty: Callable[[], bool], python: str) -> int:
+    """--record FILE: ask, check, write the config file; install nothing."""
+    path = record.check_path(target)
+    if not isatty():
+        raise InstallError(NO_TERMINAL.replace("pass --config FILE", "record answers there "
+                                               "and replay them with --config FILE"))
+    found = discover(os.environ.get("USER") or getpass.getuser())
+    answers = recorded_answers(input_fn, os.environ, found)
+    record.write(answers, path)
+    print(f"Recorded the answers in {path} (0600; the Hugging Face token is not in it).")
+    print(f"Replay: installer/install.sh --config {path} [--dry-run]. The plan it replays:")
+    print_plan(answers.plan, steps=installsteps.build_steps(answers.plan, python))
+    return 0
+
+
 def main(argv: list[str] | None = None, input_fn: Ask = input,
          secret_fn: Ask = getpass.getpass, stdin_isatty: Callable[[], bool] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="install.sh", description=__doc__.split("\n")[0])
+    parser = Parser(prog="install.sh", description=__doc__.split("\n")[0], allow_abbrev=False)
     parser.add_argument("--config", type=Path, help="headless: answers from this YAML file")
     parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    parser.add_argument("--record", metavar="FILE", help="ask the questions and write the "
+                        "answers as a --config file (without the token); install nothing")
     args = parser.parse_args(argv)
     isatty = stdin_isatty or sys.stdin.isatty
     python = sys.executable  # the Python running this, which has PyYAML
     try:
+        if args.record is not None:
+            if args.config or args.dry_run:
+                raise InstallError("--record asks the questions and writes FILE; it does not "
+                                   "go with --config or --dry-run (replay the file with "
+                                   "--config FILE [--dry-run])")
+            return record_answers(args.record, input_fn, isatty, python)
         if args.config:
             plan = plan_from_config(args.config, os.environ)
         elif not isatty():
-            raise InstallError("stdin is not a terminal, so there is no one to answer the "
-                               "prompts; run it in a terminal or pass --config FILE "
-                               "(see installer/example-config.yaml)")
+            raise InstallError(NO_TERMINAL)
         else:
             found = discover(os.environ.get("USER") or getpass.getuser())
             plan = interactive_plan(input_fn, secret_fn, os.environ, found)

@@ -17,10 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from llmb.shared import redact, shellsafe, values
+from llmb.shared.errors import LlmbError
 from llmb.shared.values import BadValue, shown
 
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 GRES_RE = re.compile(r"gpu(?::[A-Za-z0-9_.-]+)?:[1-9][0-9]{0,2}")
+
+
+class InstallError(LlmbError):
+    """A bad input or a failed step of the installer: one line for the user."""
 
 
 def _type(value: object) -> str:

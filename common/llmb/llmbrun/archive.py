@@ -10,6 +10,8 @@ An archive (`.tar.gz`, everything under `llmb-archive/`) holds:
     report/                                   its HTML report, report.md and plots (when the
                                               analyzer can write one: it needs matplotlib)
     history.jsonl, preflight.json             llmb-run's history; the newest preflight report
+    suite.json                                with --suite ID: the suite's record (then runs/
+                                              and history.jsonl hold that suite's alone)
     system.json                               sinfo/scontrol facts, GPU and driver facts where
                                               visible (nvidia-smi here; what the newest
                                               preflight job saw on the compute nodes),
@@ -38,6 +40,7 @@ import subprocess
 import tarfile
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -184,14 +187,17 @@ def sha256(path: Path) -> str:
 
 # --- staging ----------------------------------------------------------------------------------
 
-def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Progress
+def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Progress,
+               only: set[Path] | None = None
                ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """Copy each run's allow-listed files (redacted) under root/runs; the runs for the index
-    and what was left out, by category."""
+    and what was left out, by category. `only`: these run directories (resolved), no other."""
     workloads = cfg.workloads_dir
     runs: list[dict[str, Any]] = []
     left: dict[str, dict[str, Any]] = {}
     found = find_runs(workloads) if workloads.is_dir() else []
+    if only is not None:
+        found = [d for d in found if d.resolve() in only]
     for number, run_dir in enumerate(found, 1):
         rel = run_dir.relative_to(workloads)
         progress.update(f"run {number}/{len(found)}: {rel.parts[0]} {run_dir.name}")
@@ -244,12 +250,47 @@ def stage_analysis(root: Path) -> dict[str, Any]:
     return state
 
 
-def stage(cfg: ClusterConfig, root: Path, progress: Progress) -> dict[str, Any]:
+@dataclass(frozen=True)
+class SuiteScope:
+    """What an archive of one suite holds: its record, its runs, its history lines."""
+
+    suite_id: str
+    record: Path  # suite.json
+    run_dirs: set[Path]  # resolved
+    jobs: set[str]
+
+
+def suite_scope(cfg: ClusterConfig, suite_id: str) -> SuiteScope:
+    from llmb.llmbrun import suite as suites
+
+    found = suites.load(cfg, suite_id)
+    recs = [r for attempts in suites.submissions(cfg, found).values() for r in attempts]
+    dirs = {Path(str(r["experiment_dir"])).resolve() for r in recs if r.get("experiment_dir")}
+    return SuiteScope(found.id, found.path, dirs, {str(r["job_id"]) for r in recs})
+
+
+def copy_history(cfg: ClusterConfig, target: Path, secrets: set[str],
+                 scope: SuiteScope | None) -> None:
+    """history.jsonl, redacted; for a suite only its own records (submissions, states)."""
+    if scope is None:
+        copy_redacted(cfg.history.path, target, secrets)
+        return
+    lines = [json.dumps(r, sort_keys=True) for r in cfg.history.records()
+             if (r.get("type") == "submit" and r.get("suite") == scope.suite_id)
+             or (r.get("type") == "state" and str(r.get("job_id")) in scope.jobs)]
+    files.atomic_write(target, redact.redact_text("".join(f"{ln}\n" for ln in lines),
+                                                  secrets))
+
+
+def stage(cfg: ClusterConfig, root: Path, progress: Progress,
+          scope: SuiteScope | None = None) -> dict[str, Any]:
     """Lay the archive out under root; return the index (without its file list)."""
     secrets = known_secrets(cfg)
-    runs, left = stage_runs(cfg, root, secrets, progress)
+    runs, left = stage_runs(cfg, root, secrets, progress, scope.run_dirs if scope else None)
     if cfg.history.path.is_file():
-        copy_redacted(cfg.history.path, root / "history.jsonl", secrets)
+        copy_history(cfg, root / "history.jsonl", secrets, scope)
+    if scope is not None:
+        copy_redacted(scope.record, root / "suite.json", secrets)
     from llmb.llmbrun import preflight
 
     latest = preflight.latest(cfg)
@@ -262,7 +303,8 @@ def stage(cfg: ClusterConfig, root: Path, progress: Progress) -> dict[str, Any]:
     progress.update("analyzing the logs and writing the report")
     state = stage_analysis(root)
     return {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "made_by": f"{PROG} archive", "install": str(cfg.install), "runs": runs, **state,
+            "made_by": f"{PROG} archive", "install": str(cfg.install),
+            **({"suite": scope.suite_id} if scope else {}), "runs": runs, **state,
             "left_out": {k: {**v, "why": LEFT_OUT[k]} for k, v in left.items()}}
 
 
@@ -289,13 +331,15 @@ def output_path(cfg: ClusterConfig, output: str | None) -> Path:
     return out
 
 
-def cmd_archive(cfg: ClusterConfig, output: str | None) -> int:
+def cmd_archive(cfg: ClusterConfig, output: str | None, suite_id: str | None = None) -> int:
+    """The install's runs, or with `suite_id` that suite's alone (its suite.json added)."""
     out = output_path(cfg, output)
+    scope = suite_scope(cfg, suite_id) if suite_id else None
     with Progress(f"{PROG}: archive") as progress, \
             tempfile.TemporaryDirectory(prefix=".llmb-archive-", dir=out.parent) as tmp:
         root = Path(tmp) / ROOT
         root.mkdir()
-        index = stage(cfg, root, progress)
+        index = stage(cfg, root, progress, scope)
         index["files"] = list_files(root)
         (root / INDEX).write_text(json.dumps(index, indent=2) + "\n")
         progress.update(f"compressing {len(index['files'])} file(s) "

@@ -8,17 +8,25 @@
     llmb-run jobs log JOB [--follow] [--batch]
     llmb-run preflight [--nodes N] [--format=table|json] [PLACEMENT]
     llmb-run report [--output DIR]
-    llmb-run archive [--output FILE]
+    llmb-run archive [--output FILE] [--suite ID]
     llmb-run verify-archive FILE
+    llmb-run suite submit [--max-scale N] [--min-scale N] [-w W ...] [--dtype D ...]
+        [--repeats R] [--max-jobs K] [--smoke] [--dry-run] [--yes] [PLACEMENT]
+        [--exclude-suspect]
+    llmb-run suite status [ID] [--wait [--timeout S]] [--format=table|json]
+    llmb-run suite report [ID] [--check] [--format=table|json] [--output DIR]
+    llmb-run suite resume [ID] [--exclude-suspect] [--dry-run]
 
 PLACEMENT: --nodelist, --exclude, --reservation, --qos, --segment, --slurm-arg=--KEY=VALUE.
 This module is the command line only; each command lives in a module of its own: tasks
 (task building, bulk files), submit (launch.sh), jobs (status, logs), rerun, preflight,
-archive, analysis (the analyzer's CLI), placement, runconfig (cluster_config.yaml).
+archive, analysis (the analyzer's CLI), placement, runconfig (cluster_config.yaml), suite
+(suiteplan, suite, suitecmd, suitereport).
 
 Exit status: 0 success; 1 a refused request (validation against the recipe metadata or the
 install), a failed submission, a failed preflight check or an incomplete archive; 2 a command
-line that cannot be used (an unknown option, a flag's value); 130 interrupted.
+line that cannot be used (an unknown option, a flag's value); 3 `suite report --check`: a
+configuration is below its reference or lacks its successful runs; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -148,10 +156,89 @@ def build_parser() -> Parser:
                        allow_abbrev=False)
     a.add_argument("--output", metavar="FILE",
                    help="default: $LLMB_INSTALL/llmb-archive-<time>.tar.gz")
+    a.add_argument("--suite", metavar="ID", help="only the runs of this suite")
+    add_suite_parser(sub)
     v = sub.add_parser("verify-archive", help="check an archive is complete and consistent",
                        allow_abbrev=False)
     v.add_argument("file", metavar="FILE")
     return p
+
+
+def add_suite_parser(sub: Any) -> None:
+    """`llmb-run suite submit | status | report | resume` (llmb.llmbrun.suitecmd)."""
+    from llmb.llmbrun.suitecmd import DEFAULT_REPEATS
+
+    su = sub.add_parser("suite", help="the published configurations in one pass: submit, "
+                        "status, report, resume", allow_abbrev=False)
+    ssub = su.add_subparsers(dest="suite_command", required=True,
+                             metavar="submit|status|report|resume")
+    sb = ssub.add_parser("submit", help="every published configuration up to the cluster's "
+                         "size, each --repeats times", allow_abbrev=False)
+    sb.add_argument("--max-scale", type=whole_number("a GPU count", MAX_SCALE), metavar="N",
+                    help="largest scale in GPUs (default: what the partition offers)")
+    sb.add_argument("--min-scale", type=whole_number("a GPU count", MAX_SCALE), default=1,
+                    metavar="N", help="smallest scale in GPUs")
+    sb.add_argument("-w", "--workload", action="append", default=[], metavar="W",
+                    help="only this workload (repeatable; default: every installed one)")
+    sb.add_argument("--dtype", action="append", default=[], metavar="D",
+                    help="only this dtype (repeatable)")
+    sb.add_argument("--repeats", type=whole_number("a number of repeats", 1000),
+                    default=DEFAULT_REPEATS, help=f"runs per configuration ({DEFAULT_REPEATS})")
+    sb.add_argument("--max-jobs", type=whole_number("a number of jobs", MAX_NODES),
+                    metavar="K", help="at most K of the suite's jobs in the queue at once")
+    sb.add_argument("--smoke", action="store_true",
+                    help="SMOKE_TEST=true: a tiny real torch job instead of NeMo")
+    sb.add_argument("--dry-run", action="store_true", help="print the plan, submit nothing")
+    sb.add_argument("--yes", action="store_true", help="do not ask before submitting")
+    sb.add_argument("--exclude-suspect", action="store_true",
+                    help="leave out the nodes the newest llmb-run screen named")
+    add_placement(sb)
+    for name, what in (("status", "runs done, running, pending, held and failed per "
+                        "configuration"), ("report", "the analyzer's verdicts over the "
+                        "suite's runs"), ("resume", "submit again what the suite is missing")):
+        q = ssub.add_parser(name, help=what, allow_abbrev=False)
+        q.add_argument("suite_id", nargs="?", metavar="ID", help="default: the newest suite")
+        if name == "status":
+            q.add_argument("--wait", action="store_true", help="until no run is queued or "
+                           "held, releasing held runs")
+            q.add_argument("--timeout", type=whole_number("seconds", MAX_TIMEOUT_S),
+                           help="with --wait: give up after this many seconds")
+        if name in ("status", "report"):
+            q.add_argument("--format", choices=("table", "json"), default="table")
+        if name == "report":
+            q.add_argument("--check", action="store_true", help="exit 3 while a "
+                           "configuration is below its reference, has no successful run or "
+                           "lacks repeats")
+            q.add_argument("--output", metavar="DIR",
+                           help="the HTML report (default: $LLMB_INSTALL/suites/ID/report)")
+        if name == "resume":
+            q.add_argument("--exclude-suspect", action="store_true",
+                           help="leave out the nodes the newest llmb-run screen named")
+            q.add_argument("--dry-run", action="store_true", help="say what, submit nothing")
+
+
+def cmd_suite(cfg: Any, args: argparse.Namespace) -> int:
+    from llmb.llmbrun import suite, suitecmd, suitereport
+    from llmb.llmbrun.suiteplan import Selection
+
+    command = args.suite_command
+    suite_id = suite.check_id(args.suite_id) if getattr(args, "suite_id", None) else None
+    if command == "status":
+        if args.timeout is not None and not args.wait:
+            raise UsageError("suite status --timeout applies with --wait only; add --wait or "
+                             "drop --timeout")
+        return suitecmd.cmd_status(cfg, suite_id, args.wait, args.timeout, args.format)
+    if command == "report":
+        return suitereport.cmd_report(cfg, suite_id, args.check, args.format, args.output)
+    check_environment(dict(os.environ))
+    if command == "resume":
+        return suitecmd.cmd_resume(cfg, suite_id, args.exclude_suspect, args.dry_run)
+    sel = Selection(tuple(dict.fromkeys(args.workload)),
+                    tuple(dict.fromkeys(d.lower() for d in args.dtype)), args.min_scale,
+                    args.max_scale)
+    return suitecmd.cmd_submit(cfg, sel, args.repeats, args.max_jobs, args.smoke,
+                               args.dry_run, args.yes, placement_of(args),
+                               args.exclude_suspect)
 
 
 def check_environment(environ: dict[str, str]) -> None:
@@ -218,9 +305,12 @@ def dispatch(args: argparse.Namespace) -> int:
     if command == "jobs":
         return status.cmd_log(cfg, args.job, args.follow, args.batch)
     if command == "archive":
-        from llmb.llmbrun import archive
+        from llmb.llmbrun import archive, suite
 
-        return archive.cmd_archive(cfg, args.output)
+        return archive.cmd_archive(cfg, args.output,
+                                   suite.check_id(args.suite) if args.suite else None)
+    if command == "suite":
+        return cmd_suite(cfg, args)
     if command == "report":
         from llmb.llmbrun import report
 

@@ -13,13 +13,14 @@ it belongs to and the verdicts group the repeats among them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,18 +114,33 @@ def from_json(data: Mapping[str, Any], job_of: Mapping[str, str] | None = None) 
     return out
 
 
-def analyze_runs(run_dirs: Mapping[str, str | Path]) -> RunAnalysis:
+def present_runs(run_dirs: Mapping[str, str | Path | None]) -> dict[str, Path]:
+    """The jobs whose run directory exists (and whose id can name a link)."""
+    return {job: Path(d) for job, d in run_dirs.items()
+            if d and re.fullmatch(r"[A-Za-z0-9_.+-]+", job) and job not in (".", "..")
+            and Path(d).is_dir()}
+
+
+@contextlib.contextmanager
+def linked(run_dirs: Mapping[str, Path], name: str = "runs") -> Iterator[Path]:
+    """A temporary folder `name` holding one link per job (named by its id) to its run
+    directory: what the analyzer is given, so that each result names its job."""
+    with tempfile.TemporaryDirectory(prefix="llmb-run-analysis-") as tmp:
+        base = Path(tmp) / name
+        base.mkdir()
+        for job, run_dir in run_dirs.items():
+            (base / job).symlink_to(run_dir.resolve(), target_is_directory=True)
+        yield base
+
+
+def analyze_runs(run_dirs: Mapping[str, str | Path | None]) -> RunAnalysis:
     """Analyze the run directories of these jobs (job id -> run dir) in one analyzer call."""
-    present = {job: Path(d) for job, d in run_dirs.items()
-               if d and re.fullmatch(r"[A-Za-z0-9_.+-]+", job) and job not in (".", "..")
-               and Path(d).is_dir()}
+    present = present_runs(run_dirs)
     if not present:
         return RunAnalysis()
-    with tempfile.TemporaryDirectory(prefix="llmb-run-analysis-") as tmp:
-        for job, run_dir in present.items():
-            (Path(tmp) / job).symlink_to(run_dir.resolve(), target_is_directory=True)
+    with linked(present) as base:
         try:
-            return from_json(analyze_json(tmp))
+            return from_json(analyze_json(base))
         except AnalyzerError as exc:
             return RunAnalysis(error=str(exc))
 

@@ -11,6 +11,7 @@ analyzer's Failed/Invalid, or a purged job without any log) and were not rerun b
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -70,32 +71,39 @@ def task_of(rec: dict[str, Any], override: Placement) -> Task:
         scale = int(rec["scale"])
         return Task(str(rec["workload"]), str(rec["size"]), str(rec["dtype"]), scale,
                     bool(rec.get("profile")), int(rec.get("repeat") or 1), env,
-                    recorded.merged(override))
+                    recorded.merged(override), str(rec.get("scaling") or "weak"))
     except (KeyError, TypeError, ValueError):
         raise RunError(f"job {job} cannot be rerun: its history record lacks workload, size, "
                        "dtype or scale") from None
 
 
-def with_suspects(job: str, task: Task, suspects: list[str]) -> tuple[Task, tuple[str, ...]]:
-    """The task with the suspect nodes added to its --exclude."""
-    current = task.placement
+def excluding(current: Placement, suspects: Sequence[str], what: str
+              ) -> tuple[Placement, tuple[str, ...]]:
+    """The placement with the suspect nodes added to its --exclude, and those that were not
+    excluded already; RunError (prefixed with `what`) when one is in its --nodelist."""
     already = set(placement.expand_hostlist("--exclude", current.exclude)) \
         if current.exclude else set()
-    new = [n for n in suspects if n not in already]
+    new = [n for n in dict.fromkeys(suspects) if n not in already]
     if not new:
-        return task, ()
+        return current, ()
     if current.nodelist:
         required = set(placement.expand_hostlist("--nodelist", current.nodelist))
         clash = [n for n in new if n in required]
         if clash:
-            raise RunError(f"job {job}: suspect node {clash[0]} is in its --nodelist "
+            raise RunError(f"{what}: suspect node {clash[0]} is in its --nodelist "
                            f"{current.nodelist}; give --nodelist with other nodes")
     exclude = ",".join([*([current.exclude] if current.exclude else []), *new])
     try:
         place = placement.build(**{**asdict(current), "exclude": exclude})
     except PlacementError as exc:
-        raise RunError(f"job {job}: {exc}") from None
-    return replace(task, placement=place), tuple(new)
+        raise RunError(f"{what}: {exc}") from None
+    return place, tuple(new)
+
+
+def with_suspects(job: str, task: Task, suspects: list[str]) -> tuple[Task, tuple[str, ...]]:
+    """The task with the suspect nodes added to its --exclude."""
+    place, new = excluding(task.placement, suspects, f"job {job}")
+    return (replace(task, placement=place), new) if new else (task, ())
 
 
 def _prepare(rec: dict[str, Any], cfg_gpu: str, override: Placement,

@@ -66,6 +66,8 @@ def launch_env(cfg: ClusterConfig, task: Task, above_max: bool, dry_run: bool, s
     env.update(cfg.env)
     if task.profile:
         env["ENABLE_PROFILE"] = "true"
+    if task.scaling == "strong":
+        env["STRONG_SCALING"] = "true"
     if above_max:
         env["LLMB_ALLOW_UNVALIDATED_SCALE"] = "true"
     if smoke:
@@ -98,10 +100,11 @@ def _masked(value: Any, secrets: set[str]) -> Any:
 
 def history_record(cfg: ClusterConfig, task: Task, env: Mapping[str, str], job_id: str,
                    experiment: str | None, exp_dir: str | None,
-                   rerun_of: str | None = None) -> dict[str, Any]:
+                   rerun_of: str | None = None,
+                   extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What ran, as the history keeps it: the launch settings in effect (LAUNCH_KNOBS from
     any source, and the task's own overrides), no secret-named variable, no known secret
-    value anywhere in the record."""
+    value anywhere in the record. `extra`: fields of the caller's own (a suite's id and run)."""
     secrets = redact.secret_values(env)
     launched = {k: env[k] for k in LAUNCH_KNOBS if k in env}
     launched.update({k: env.get(k, v) for k, v in task.env.items()})
@@ -109,7 +112,7 @@ def history_record(cfg: ClusterConfig, task: Task, env: Mapping[str, str], job_i
         "type": "submit", "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "job_id": job_id, "experiment": experiment, "experiment_dir": exp_dir,
         "workload": task.workload, "size": task.size, "dtype": task.dtype,
-        "scale": task.scale, "gpu_type": cfg.gpu_type,
+        "scale": task.scale, "scaling": task.scaling, "gpu_type": cfg.gpu_type,
         "profile": env.get("ENABLE_PROFILE") == "true",
         "repeat": task.repeat, "smoke": smoke_of(env),
         "unvalidated": env.get("LLMB_ALLOW_UNVALIDATED_SCALE") == "true",
@@ -118,11 +121,13 @@ def history_record(cfg: ClusterConfig, task: Task, env: Mapping[str, str], job_i
     }
     if rerun_of is not None:
         record["rerun_of"] = rerun_of
+    record.update(extra or {})
     return _masked(record, secrets)
 
 
 def submit(cfg: ClusterConfig, task: Task, env: Mapping[str, str],
-           rerun_of: str | None = None) -> dict[str, Any] | None:
+           rerun_of: str | None = None,
+           extra: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """Run launch.sh; echo its output; return the history record (None for a dry run)."""
     recipe_dir = catalog.find_recipe(task.workload).directory
     script = recipe_dir / "launch.sh"
@@ -144,7 +149,7 @@ def submit(cfg: ClusterConfig, task: Task, env: Mapping[str, str],
     if job_id is None:
         raise RunError(f"{task.label()}: {script} printed no job id ('llmb: submitted ... as "
                        "job N'); nothing recorded")
-    return history_record(cfg, task, env, job_id, experiment, exp_dir, rerun_of)
+    return history_record(cfg, task, env, job_id, experiment, exp_dir, rerun_of, extra)
 
 
 def report_errors(errors: list[str]) -> None:
@@ -155,9 +160,10 @@ def report_errors(errors: list[str]) -> None:
         print(f"{PROG}: {len(errors)} errors; nothing was submitted", file=sys.stderr)
 
 
-def run_tasks(cfg: ClusterConfig, tasks: list[Task], dry_run: bool, smoke: bool,
-              rerun_of: list[str | None] | None = None) -> int:
-    """Validate every task, then submit each; 1 when any failed (the rest still run)."""
+def prepare(cfg: ClusterConfig, tasks: list[Task], dry_run: bool, smoke: bool
+            ) -> tuple[list[dict[str, str]], list[str]]:
+    """Every task validated (metadata, placement) and its launch environment built:
+    (environments, errors); nothing is submitted while there is an error."""
     errors, warnings, above = validate_all(cfg, tasks)
     for task in tasks:
         if smoke and task.env.get("SMOKE_TEST") == "false":
@@ -171,6 +177,15 @@ def run_tasks(cfg: ClusterConfig, tasks: list[Task], dry_run: bool, smoke: bool,
         except RunError as exc:
             errors.append(str(exc))
             break
+    return envs, errors
+
+
+def run_tasks(cfg: ClusterConfig, tasks: list[Task], dry_run: bool, smoke: bool,
+              rerun_of: list[str | None] | None = None,
+              extra: list[dict[str, Any]] | None = None) -> int:
+    """Validate every task, then submit each; 1 when any failed (the rest still run).
+    `rerun_of` and `extra` (fields for the history record) go with the task of their index."""
+    envs, errors = prepare(cfg, tasks, dry_run, smoke)
     if errors:
         report_errors(errors)
         return 1
@@ -178,7 +193,8 @@ def run_tasks(cfg: ClusterConfig, tasks: list[Task], dry_run: bool, smoke: bool,
     for i, (task, env) in enumerate(zip(tasks, envs, strict=True)):
         print(f"{PROG}: [{i + 1}/{len(tasks)}] {task.label()}", flush=True)
         try:
-            record = submit(cfg, task, env, rerun_of[i] if rerun_of else None)
+            record = submit(cfg, task, env, rerun_of[i] if rerun_of else None,
+                            extra[i] if extra else None)
         except RunError as exc:
             print(f"{PROG}: {exc}", file=sys.stderr)
             failed += 1

@@ -46,9 +46,11 @@ class Task:
     repeat: int = 1
     env: Mapping[str, str] = field(default_factory=dict)
     placement: Placement = field(default_factory=Placement)
+    scaling: str = "weak"  # strong: a published strong-scaling row (launch.sh STRONG_SCALING)
 
     def label(self) -> str:
         return values.shown(f"{self.workload} {self.size} {self.dtype} x{self.scale}"
+                            + (f" {self.scaling}-scaling" if self.scaling != "weak" else "")
                             + (" profile" if self.profile else "")
                             + f" (repeat {self.repeat})")
 
@@ -110,10 +112,13 @@ def check_task(cfg: ClusterConfig, task: Task) -> tuple[list[str], list[str], bo
         return [f"{what}: --dtype {values.shown(task.dtype)} is not published for "
                 f"{task.workload} {task.size} on {gpu}; allowed: {', '.join(dtypes) or 'none'}"
                 ], [], False
-    scales = recipe.scales(task.size, task.dtype, gpu)
+    if task.scaling not in catalog.SCALINGS:
+        return [f"{what}: scaling {values.shown(task.scaling)} is not one of "
+                f"{', '.join(catalog.SCALINGS)}"], [], False
+    scales = recipe.scales(task.size, task.dtype, gpu, task.scaling)
     if not scales:
-        return [f"{what}: {task.workload} {task.size} {task.dtype} publishes no weak-scaling "
-                f"scale on {gpu}"], [], False
+        return [f"{what}: {task.workload} {task.size} {task.dtype} publishes no "
+                f"{task.scaling}-scaling scale on {gpu}"], [], False
     errors: list[str] = []
     warnings: list[str] = []
     above = task.scale > max(scales)
@@ -126,7 +131,8 @@ def check_task(cfg: ClusterConfig, task: Task) -> tuple[list[str], list[str], bo
                       f"{listed}")
     else:
         try:
-            recipe.resolve(task.size, task.dtype, gpu, task.scale, allow_unpublished=above)
+            recipe.resolve(task.size, task.dtype, gpu, task.scale, task.scaling,
+                           allow_unpublished=above)
         except catalog.CatalogError as exc:
             errors.append(f"{what}: --scale {task.scale}: {exc}")
     if above and not errors:

@@ -204,6 +204,11 @@ def job_state(job_id: str) -> str | None:
 
 # --- facts for preflight ----------------------------------------------------------------------
 
+# Node states (sinfo %T) in which a node cannot take a job; a trailing `*` (not responding)
+# counts as unusable too. Allocated, mixed, reserved and powered-down nodes can run a job later.
+UNUSABLE_STATES = ("down", "drain", "fail", "inval", "future", "unknown", "maint")
+
+
 @dataclass(frozen=True)
 class PartitionFacts:
     name: str
@@ -211,12 +216,17 @@ class PartitionFacts:
     nodes: int
     idle: int
     gres: str  # "" when none
+    usable: int = 0  # nodes in a state that can run a job (not down, drained, failed, ...)
+
+
+def _usable(state: str) -> bool:
+    return not state.endswith("*") and not state.startswith(UNUSABLE_STATES)
 
 
 def partition_facts(name: str) -> PartitionFacts | None:
     """sinfo's view of one partition (None when sinfo does not list it)."""
     out = _run(["sinfo", "-h", "-p", name, "-o", "%P|%a|%D|%G|%T"])
-    nodes = idle = 0
+    nodes = idle = usable = 0
     avail = gres = ""
     for line in out.splitlines():
         parts = line.split("|")
@@ -226,9 +236,10 @@ def partition_facts(name: str) -> PartitionFacts | None:
         count = int(parts[2]) if parts[2].isdigit() else 0
         nodes += count
         idle += count if parts[4].startswith("idle") else 0
+        usable += count if _usable(parts[4]) else 0
         if parts[3] not in ("", "(null)") and not gres:
             gres = parts[3]
-    return PartitionFacts(name, avail, nodes, idle, gres) if avail else None
+    return PartitionFacts(name, avail, nodes, idle, gres, usable) if avail else None
 
 
 def mpi_types() -> list[str]:

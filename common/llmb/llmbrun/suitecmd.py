@@ -1,0 +1,301 @@
+"""`llmb-run suite submit | status | resume`: accept a cluster in one pass.
+
+    suite submit [--max-scale N] [--min-scale N] [-w W ...] [--dtype D ...] [--repeats R]
+                 [--max-jobs K] [--smoke] [--dry-run] [--yes] [PLACEMENT] [--exclude-suspect]
+    suite status [ID] [--wait [--timeout S]] [--format=table|json]
+    suite resume [ID] [--exclude-suspect] [--dry-run]
+
+`submit` plans (llmb.llmbrun.suiteplan), validates every run as `bulk` does (metadata, scale,
+placement, launch environment) before the first submission, prints the plan with its
+GPU-hours, asks on a terminal (not with --yes), records the suite (llmb.llmbrun.suite) and
+submits its runs largest first, at most --max-jobs of them. `status` counts per configuration
+the runs done, running, pending, held and failed; --wait releases held runs as room appears.
+`resume` submits again the runs whose latest job failed (cancelled, failed, timed out,
+Failed/Invalid, purged without a log) and held ones, nothing else: a configuration with all its
+repeats done gets nothing. --exclude-suspect leaves out the nodes the newest `llmb-run screen`
+named (llmb.llmbrun.suspects), through --exclude: recorded in the manifest and the history.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from llmb.launch.placement import Placement
+from llmb.llmbrun import rerun, submit, suiteplan, suspects
+from llmb.llmbrun import suite as suites
+from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
+from llmb.llmbrun.suite import Slot, Suite
+from llmb.llmbrun.suiteplan import Selection
+from llmb.shared import values
+from llmb.shared.progress import Progress
+
+POLL_S = 5.0
+DEFAULT_REPEATS = 3
+
+
+def require_slurm(cfg: ClusterConfig) -> None:
+    if cfg.cluster_type != "slurm":
+        raise RunError(f"llmb-run suite needs a Slurm install; this one is "
+                       f"{cfg.cluster_type} ({cfg.path}), where job states cannot be asked")
+
+
+def _suspect_nodes(cfg: ClusterConfig) -> tuple[tuple[str, ...], Path]:
+    """The nodes the newest screen named, and its screen.json (RunError when none ran)."""
+    nodes = suspects.for_exclude(cfg.tree)
+    screen = suspects.newest_screen(cfg.tree)
+    assert screen is not None
+    if not nodes:
+        print(f"{PROG}: --exclude-suspect: the newest screen ({screen.path}) names no suspect "
+              "node", file=sys.stderr)
+    return nodes, screen.path
+
+
+# --- submit -----------------------------------------------------------------------------------
+
+def _confirm(question: str, ask: Callable[[str], str]) -> bool:
+    try:
+        answer = ask(f"{question} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def cmd_submit(cfg: ClusterConfig, sel: Selection, repeats: int, max_jobs: int | None,
+               smoke: bool, dry_run: bool, yes: bool, place: Placement,
+               exclude_suspect: bool, ask: Callable[[str], str] = input) -> int:
+    require_slurm(cfg)
+    extra: dict[str, Any] = {}
+    if exclude_suspect:
+        nodes, screen = _suspect_nodes(cfg)
+        place, new = rerun.excluding(place, nodes, "--exclude-suspect")
+        extra.update(excluded_suspects=list(new), screen=str(screen))
+    origin = "--max-scale"
+    suiteplan.check_selection(cfg, sel)
+    if sel.max_scale is None:
+        gpus, origin = suiteplan.partition_gpus(cfg)
+        sel = replace(sel, max_scale=gpus)
+    configs = suiteplan.published(cfg, sel)
+    runs = suiteplan.order_runs(configs, repeats)
+    steps = suiteplan.steps_per_run(cfg, os.environ)
+    extra.update(repeats=repeats, max_jobs=max_jobs, smoke=smoke, steps=steps,
+                 gpu_type=cfg.gpu_type, partition=cfg.slurm.get("partition"),
+                 placement=place.record(),
+                 selection={"workloads": list(sel.workloads), "dtypes": list(sel.dtypes),
+                            "min_scale": sel.min_scale, "max_scale": sel.max_scale,
+                            "max_scale_from": origin})
+    draft = suites.parse("00000000-000000", Path("-"),
+                         suites.plan_data("00000000-000000", configs, runs, extra))
+    _, errors = submit.prepare(cfg, suites.tasks_of(draft, [Slot(r) for r in runs]), False,
+                               False)
+    if errors:
+        submit.report_errors(errors)
+        return 1
+    print_plan(cfg, draft, origin, steps)
+    if dry_run:
+        print(f"{PROG}: dry run: nothing was submitted or recorded")
+        return 0
+    hours = suiteplan.total_gpu_hours(configs, repeats, steps)
+    if not yes and sys.stdin.isatty() and not _confirm(
+            f"Submit {len(runs)} run(s), about {hours:.1f} GPU-hours?", ask):
+        print(f"{PROG}: not submitted; nothing was recorded", file=sys.stderr)
+        return 1
+    suite = suites.create(cfg, suites.plan_data("00000000-000000", configs, runs, extra))
+    print(f"{PROG}: suite {suite.id}: recorded in {suite.path}", flush=True)
+    with suites.locked(suite):
+        view = [Slot(r) for r in suite.runs]
+        now, later = suites.to_submit(suite, view, resume=False)
+        rc = suites.submit_slots(cfg, suite, now)
+    _after_submit(suite, len(now), later, rc)
+    return rc
+
+
+def print_plan(cfg: ClusterConfig, suite: Suite, origin: str, steps: int) -> None:
+    configs = suite.configs
+    workloads = list(dict.fromkeys(c.workload for c in configs))
+    scales = sorted({c.scale for c in configs})
+    print(f"Suite plan: {len(configs)} configuration(s) x {suite.repeats} repeat(s) = "
+          f"{len(suite.runs)} run(s) of {', '.join(workloads)} on {cfg.gpu_type}, "
+          f"{scales[0]} to {scales[-1]} GPUs (at most {suite.data['selection']['max_scale']}: "
+          f"{origin})")
+    sys.stdout.write(suiteplan.render_plan(configs, suite.repeats, steps))
+    print(suiteplan.estimate_line(configs, suite.repeats, steps))
+    if suite.smoke:
+        print("Smoke: every job runs the tiny test workload (SMOKE_TEST), not NeMo; the "
+              "GPU-hours are what the benchmark would use")
+    queue = (f"at most {suite.max_jobs} job(s) of the suite in the queue at once; the others "
+             "are held and released, largest first, by `llmb-run suite status --wait` or "
+             "`llmb-run suite resume`" if suite.max_jobs else "every job at once")
+    print(f"Queue: {queue}; largest scales first")
+    placed = suite.placement.record()
+    if placed:
+        print(f"Placement: {json.dumps(placed)}"
+              + (f" (suspects of {suite.data['screen']}: "
+                 f"{','.join(suite.data['excluded_suspects']) or 'none'})"
+                 if "screen" in suite.data else ""))
+
+
+def _after_submit(suite: Suite, submitted: int, held: int, rc: int) -> None:
+    line = f"{PROG}: suite {suite.id}: {submitted} run(s) submitted"
+    if held:
+        line += (f", {held} held (at most {suite.max_jobs} in the queue): `llmb-run suite "
+                 f"status {suite.id} --wait` releases them as jobs end")
+    print(line)
+    if rc:
+        print(f"{PROG}: suite {suite.id}: a submission failed (above); the run stays held: "
+              f"fix the cause and run `llmb-run suite resume {suite.id}`", file=sys.stderr)
+    print(f"Next: llmb-run suite status {suite.id} --wait; llmb-run suite report {suite.id} "
+          "--check")
+
+
+# --- status -----------------------------------------------------------------------------------
+
+TABLE = ("WORKLOAD", "SIZE", "DTYPE", "SCALING", "GPUS", "DONE", "RUNNING", "PENDING", "HELD",
+         "FAILED", "JOBS")
+
+
+def config_rows(suite: Suite, view: list[Slot]) -> list[dict[str, Any]]:
+    """Per configuration: its runs by state, and each run."""
+    rows = []
+    for index, c in enumerate(suite.configs):
+        mine = [s for s in view if s.run.config == index]
+        found = suites.counts(mine)
+        rows.append({
+            "key": c.key, "workload": c.workload, "size": c.size, "dtype": c.dtype,
+            "scaling": c.scaling, "scale": c.scale,
+            **{state: found[state] for state in suites.STATES},
+            "runs": [{"run": s.run.number, "repeat": s.run.repeat, "state": s.state,
+                      "job_id": s.job_id, "nodes": s.info.nodes if s.info else None,
+                      "detail": s.why,
+                      "jobs": [str(a["job_id"]) for a in s.attempts]} for s in mine],
+        })
+    return rows
+
+
+def render_status(suite: Suite, view: list[Slot]) -> str:
+    rows = config_rows(suite, view)
+    table = [TABLE] + [(r["workload"], r["size"], r["dtype"], r["scaling"], str(r["scale"]),
+                        *(str(r[k] + (r["unknown"] if k == "running" else 0))
+                          for k in ("done", "running", "pending", "held", "failed")),
+                        ",".join(j for run in r["runs"] for j in ([run["job_id"]]
+                                                                 if run["job_id"] else []))
+                        or "-") for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(TABLE))]
+    head = (f"suite {suite.id} ({suite.data.get('created')}): {len(suite.configs)} "
+            f"configuration(s) x {suite.repeats} repeat(s)"
+            + (", smoke" if suite.smoke else "")
+            + (f", at most {suite.max_jobs} job(s) in the queue" if suite.max_jobs else "")
+            + "\n")
+    body = "".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+                   + "\n" for row in table)
+    notes = [f"  run {s.run.number} ({suite.config_of(s.run).label()}, repeat {s.run.repeat}): "
+             f"{s.state}, job {s.job_id}: {values.shown(s.why)}"
+             for s in view if s.state in ("failed", "unknown")]
+    tail = f"{len(view)} run(s): {suites.summary(view)}\n"
+    if any(s.state == "failed" for s in view):
+        tail += f"`llmb-run suite resume {suite.id}` submits the failed runs again\n"
+    return head + body + "".join(n + "\n" for n in notes) + tail
+
+
+def cmd_status(cfg: ClusterConfig, suite_id: str | None, wait: bool, timeout_s: int | None,
+               fmt: str) -> int:
+    require_slurm(cfg)
+    suite = suites.load(cfg, suite_id)
+    if wait:
+        wait_for(cfg, suite, timeout_s)
+    view = suites.slots(cfg, suite)
+    if fmt == "json":
+        print(json.dumps({"suite": suite.id, "created": suite.data.get("created"),
+                          "repeats": suite.repeats, "max_jobs": suite.max_jobs,
+                          "smoke": suite.smoke, "totals": suites.counts(view),
+                          "configurations": config_rows(suite, view)}, indent=2))
+    else:
+        sys.stdout.write(render_status(suite, view))
+    return 0
+
+
+def wait_for(cfg: ClusterConfig, suite: Suite, timeout_s: int | None,
+             poll_s: float = POLL_S) -> None:
+    """Until no run of the suite is queued or held, releasing held runs as room appears."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    with Progress(f"{PROG}: suite {suite.id}") as progress:
+        while True:
+            with suites.locked(suite):
+                view = suites.slots(cfg, suite, analyze=False)
+                now, _ = suites.to_submit(suite, view, resume=False)
+                rc = suites.submit_slots(cfg, suite, now)
+            if rc:
+                progress.finish("a release failed")
+                raise RunError(f"suite {suite.id}: a held run could not be submitted (above); "
+                               f"fix the cause and run llmb-run suite resume {suite.id}")
+            if now:
+                continue
+            active = [s for s in view if s.state in ("pending", "running")]
+            if not active:
+                held = sum(s.state == "held" for s in view)
+                progress.finish(suites.summary(view))
+                if held:
+                    print(f"{PROG}: suite {suite.id}: {held} run(s) still held: Slurm could "
+                          "not be asked about the jobs in the queue", file=sys.stderr)
+                return
+            progress.update(suites.summary(view))
+            if deadline is not None and time.monotonic() > deadline:
+                progress.finish("timed out")
+                raise RunError(f"suite {suite.id}: {len(active)} job(s) still queued after "
+                               f"{timeout_s} s: " + ", ".join(
+                                   f"{s.job_id} {s.info.state if s.info else '?'}"
+                                   for s in active[:5]))
+            time.sleep(poll_s)
+
+
+# --- resume -----------------------------------------------------------------------------------
+
+def cmd_resume(cfg: ClusterConfig, suite_id: str | None, exclude_suspect: bool,
+               dry_run: bool) -> int:
+    require_slurm(cfg)
+    suite = suites.load(cfg, suite_id)
+    with suites.locked(suite):
+        view = suites.slots(cfg, suite)
+        unknown = [s for s in view if s.state == "unknown" and s.why
+                   and s.why.startswith("the analyzer failed")]
+        if unknown:
+            raise RunError(f"suite {suite.id}: {unknown[0].why}; cannot tell which runs "
+                           "succeeded")
+        updated = suite
+        if exclude_suspect:
+            nodes, screen = _suspect_nodes(cfg)
+            updated = suites.with_exclusion(suite, nodes, screen)
+        now, later = suites.to_submit(updated, view, resume=True)
+        if not now and not later:
+            print(f"{PROG}: suite {suite.id}: nothing to resume ({suites.summary(view)})")
+            return 0
+        for s in now:
+            what = (f"job {s.job_id} {s.why}" if s.state == "failed" else "not submitted yet")
+            print(f"{PROG}: suite {suite.id}: run {s.run.number} "
+                  f"({suite.config_of(s.run).label()}, repeat {s.run.repeat}): {what}",
+                  file=sys.stderr)
+        if later:
+            print(f"{PROG}: suite {suite.id}: {later} more wait for room (at most "
+                  f"{suite.max_jobs} in the queue); `llmb-run suite status {suite.id} --wait` "
+                  "releases them", file=sys.stderr)
+        _, errors = submit.prepare(cfg, suites.tasks_of(updated, now), dry_run, False)
+        if errors:
+            submit.report_errors(errors)
+            return 1
+        if dry_run:
+            print(f"{PROG}: dry run: {len(now)} run(s) would be submitted; nothing was")
+            return 0
+        if updated is not suite:
+            updated = suites.save(suite, updated.data)
+            print(f"{PROG}: suite {suite.id}: now excluding "
+                  f"{updated.placement.exclude} (recorded in {suite.path})", file=sys.stderr)
+        rc = suites.submit_slots(cfg, updated, now)
+    print(f"{PROG}: suite {suite.id}: {len(now)} run(s) submitted again"
+          + ("; a submission failed (above)" if rc else ""))
+    return rc

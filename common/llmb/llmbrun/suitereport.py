@@ -1,0 +1,162 @@
+"""`llmb-run suite report [ID] [--check] [--format=table|json] [--output DIR]`: the analyzer's
+verdicts over exactly one suite's runs, and one verdict for the cluster.
+
+The analyzer runs once, through its command line (llmb.llmbrun.report), over a folder
+`suite-<id>` of links to the run directories of every ended job of the suite (earlier attempts
+of resumed runs too, so the HTML report shows their failures), with `--report=DIR` (default
+$LLMB_INSTALL/suites/<id>/report: index.html, report.md, plots/). Each configuration of the
+suite gets the analyzer's figures for its configuration (median step time, reference, percent
+of it, verdict `pass`, `below` or `no_reference`), `no_successful_run` when none of its runs is
+done, and its count of done runs against the suite's repeats.
+
+--check exits 3 while a configuration is below the reference, has no successful run, or has
+fewer runs done than the suite's repeats (failed runs not resumed yet, or runs still queued):
+verdicts need their repeats. Exit 0 otherwise, and without --check.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from llmb.llmbrun import report
+from llmb.llmbrun import suite as suites
+from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
+from llmb.llmbrun.suite import Slot, Suite
+from llmb.llmbrun.suitecmd import require_slurm
+from llmb.shared import values
+
+EXIT_CHECK = 3
+TOLERANCE_PCT = 5.0  # the analyzer's default: `pass` at 95 % of the reference or better
+TABLE = ("WORKLOAD", "SIZE", "DTYPE", "SCALING", "GPUS", "DONE", "MEDIAN_S", "REF_S", "PCT",
+         "VERDICT")
+
+
+def analyze(suite: Suite, view: list[Slot], out: Path) -> tuple[dict[str, Any], str | None]:
+    """The analyzer's JSON over the suite's ended jobs, with its HTML report in `out`;
+    (JSON, why there is no report or None)."""
+    present = report.present_runs(suites.ended_jobs(view))
+    if not present:
+        return {}, "no run of the suite has ended with a training log yet"
+    index = out / "index.html"
+    before = index.stat().st_mtime_ns if index.exists() else None
+    with report.linked(present, f"suite-{suite.id}") as base:
+        proc = report.run(["--format=json", f"--report={out}", base.name], cwd=base.parent)
+        missing = None
+        if not index.is_file() or index.stat().st_mtime_ns == before:
+            missing = report.last_line(proc.stderr) or f"exit {proc.returncode}"
+            if not proc.stdout.strip():  # refused before analyzing (no matplotlib)
+                proc = report.run(["--format=json", base.name], cwd=base.parent)
+    try:
+        data = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        raise RunError("the analyzer gave no JSON: "
+                       f"{report.last_line(proc.stderr) or f'exit {proc.returncode}'}") from None
+    return (data if isinstance(data, dict) else {}), missing
+
+
+def configurations(suite: Suite, view: list[Slot], analysis: report.RunAnalysis
+                   ) -> list[dict[str, Any]]:
+    """One entry per configuration of the suite: its runs and the analyzer's verdict."""
+    rows = []
+    for index, c in enumerate(suite.configs):
+        mine = [s for s in view if s.run.config == index]
+        found = suites.counts(mine)
+        keys = [str(r.get("config_key")) for s in sorted(mine, key=lambda s: s.state != "done")
+                for r in [analysis.result(str(s.job_id))] if s.job_id and r]
+        entry = analysis.configurations.get(keys[0], {}) if keys else {}
+        done = found["done"]
+        verdict = entry.get("verdict") if done and entry else "no_successful_run"
+        rows.append({
+            "key": c.key, "workload": c.workload, "size": c.size, "dtype": c.dtype,
+            "scaling": c.scaling, "scale": c.scale, "repeats": suite.repeats,
+            "successful_runs": done, "failed_runs": found["failed"],
+            "queued_runs": found["pending"] + found["running"] + found["unknown"],
+            "held_runs": found["held"], "complete": done >= suite.repeats,
+            "config_key": keys[0] if keys else None,
+            "time_median": entry.get("time_median") if done else None,
+            "reference_step_time": entry.get("reference_step_time", c.reference),
+            "pct_of_reference": entry.get("pct_of_reference") if done else None,
+            "verdict": verdict,
+            "jobs": [str(a["job_id"]) for s in mine for a in s.attempts],
+        })
+    return rows
+
+
+def problems(rows: list[dict[str, Any]]) -> list[str]:
+    """Why the suite's check fails; empty when it passes."""
+    out = []
+    below = [r for r in rows if r["verdict"] == "below"]
+    if below:
+        worst = min(below, key=lambda r: r["pct_of_reference"] or 0.0)
+        out.append(f"{len(below)} configuration(s) below {100 - TOLERANCE_PCT:g}% of the "
+                   f"reference (worst: {worst['key']} at {worst['pct_of_reference']:.1f}%)")
+    none = [r for r in rows if r["verdict"] == "no_successful_run"]
+    if none:
+        out.append(f"{len(none)} configuration(s) without a successful run (e.g. "
+                   f"{none[0]['key']})")
+    short = [r for r in rows if r["successful_runs"] and not r["complete"]]
+    if short:
+        r = short[0]
+        out.append(f"{len(short)} configuration(s) with fewer runs done than the suite's "
+                   f"{r['repeats']} repeats (e.g. {r['key']}: {r['successful_runs']} done)")
+    if any(r["failed_runs"] for r in rows):
+        out.append("failed runs: `llmb-run suite resume` submits them again")
+    elif any(r["queued_runs"] or r["held_runs"] for r in rows):
+        out.append("runs still queued or held: `llmb-run suite status --wait`")
+    return out
+
+
+def render(suite: Suite, rows: list[dict[str, Any]]) -> str:
+    def num(value: Any, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+
+    table = [TABLE] + [(r["workload"], r["size"], r["dtype"], r["scaling"], str(r["scale"]),
+                        f"{r['successful_runs']}/{r['repeats']}", num(r["time_median"], ".3f"),
+                        num(r["reference_step_time"], "g"), num(r["pct_of_reference"], ".1f"),
+                        r["verdict"]) for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(TABLE))]
+    head = f"suite {suite.id}: {len(rows)} configuration(s), verdicts over its runs\n"
+    return head + "".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
+                          .rstrip() + "\n" for row in table)
+
+
+def cmd_report(cfg: ClusterConfig, suite_id: str | None, check: bool, fmt: str,
+               output: str | None) -> int:
+    require_slurm(cfg)
+    output = report.checked_output(output)
+    suite = suites.load(cfg, suite_id)
+    out = Path(output) if output else cfg.tree.suite(suite.id) / "report"
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunError(f"--output {values.shown(out)}: cannot create it: "
+                       f"{exc.strerror}") from None
+    view = suites.slots(cfg, suite, analyze=False)
+    data, missing = analyze(suite, view, out)
+    analysis = report.from_json(data)
+    suites.classify(view, analysis)
+    rows = configurations(suite, view, analysis)
+    found = problems(rows)
+    failing = [p for p in found if not p.startswith(("failed runs", "runs still"))]
+    where = None if missing else str(out / "index.html")
+    if fmt == "json":
+        print(json.dumps({"suite": suite.id, "configurations": rows,
+                          "check": {"passed": not failing, "problems": found},
+                          "report": where, "summary": data.get("summary")}, indent=2))
+    else:
+        sys.stdout.write(render(suite, rows))
+    note = sys.stderr if fmt == "json" else sys.stdout
+    print(f"report: {values.shown(where)}" if where else
+          f"{PROG}: no HTML report ({values.shown(missing)})", file=note)
+    if not failing:
+        print("check: passed" if check else "verdict: every configuration passes or has no "
+              "reference", file=note)
+        return 0
+    if check:
+        print(f"{PROG}: suite {suite.id} check failed: " + "; ".join(found), file=sys.stderr)
+        return EXIT_CHECK
+    print("verdict: " + "; ".join(found), file=note)
+    return 0
