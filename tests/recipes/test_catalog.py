@@ -447,3 +447,37 @@ def test_experiment_name_of_000s_example_follows_the_table_not_its_typo():
 ])
 def test_experiment_names(recipes, name, args, expected):
     assert recipes[name].resolve(*args).experiment_name == expected
+
+
+# --- gpus.yaml `screen:`: what llmb-run screen expects of one healthy GPU ---------------------
+
+def test_every_gpu_type_has_screen_expectations_with_a_public_source():
+    for name in catalog.gpu_types():
+        gpu = catalog.get_gpu_type(name)
+        found = gpu.expectations()
+        assert set(found) == {"matmul_bf16_tflops", "matmul_fp8_tflops", "memory_gbps",
+                              "nvlink_busbw_gbps"}
+        # the matrix multiply is held to the dense peak the MFU figures use: one number
+        assert found["matmul_bf16_tflops"].expected == gpu.peak_tflops["bf16"]
+        assert found["matmul_fp8_tflops"].expected == gpu.peak_tflops["fp8"]
+        for e in found.values():
+            assert 0 < e.floor < e.expected and "nvidia.com/" in e.source
+    h100 = catalog.get_gpu_type("h100").expectations()
+    assert (h100["matmul_bf16_tflops"].expected, h100["memory_gbps"].expected) == (989, 3350)
+    assert h100["nvlink_busbw_gbps"].expected == 900 / 2  # one direction of 900 GB/s
+
+
+@pytest.mark.parametrize(("block", "message"), [
+    ({"memory": {}}, "unknown key"),
+    ({"memory_gbps": {"expected": 1, "tolerance": 0.1}}, "missing key.*source"),
+    ({"memory_gbps": {"expected": "3 TB/s", "tolerance": 0.1, "source": "x"}},
+     "must be numbers"),
+    ({"memory_gbps": {"expected": 3350, "tolerance": 1.0, "source": "x"}},
+     "tolerance at least 0 and below 1"),
+    ({"memory_gbps": {"expected": 0, "tolerance": 0.1, "source": "x"}}, "must be positive"),
+    ({"matmul": {"tolerance": 0.4, "source": " "}}, "source must name"),
+    ([1], "expected a mapping"),
+])
+def test_a_screen_block_that_cannot_be_used_is_refused(block, message):
+    with pytest.raises(catalog.CatalogError, match=message):
+        catalog._check_screen("gpus.yaml: h100.screen", block)
