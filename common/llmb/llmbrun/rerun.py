@@ -11,7 +11,7 @@ analyzer's Failed/Invalid, or a purged job without any log) and were not rerun b
 from __future__ import annotations
 
 import sys
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from llmb.launch import placement
@@ -79,23 +79,17 @@ def task_of(rec: dict[str, Any], override: Placement) -> Task:
 def with_suspects(job: str, task: Task, suspects: list[str]) -> tuple[Task, tuple[str, ...]]:
     """The task with the suspect nodes added to its --exclude."""
     current = task.placement
-    already = set(placement.expand_hostlist("--exclude", current.exclude)) \
-        if current.exclude else set()
-    new = [n for n in suspects if n not in already]
-    if not new:
-        return task, ()
     if current.nodelist:
         required = set(placement.expand_hostlist("--nodelist", current.nodelist))
-        clash = [n for n in new if n in required]
+        clash = [n for n in suspects if n in required]
         if clash:
             raise RunError(f"job {job}: suspect node {clash[0]} is in its --nodelist "
                            f"{current.nodelist}; give --nodelist with other nodes")
-    exclude = ",".join([*([current.exclude] if current.exclude else []), *new])
     try:
-        place = placement.build(**{**asdict(current), "exclude": exclude})
+        place, new = current.with_excluded(suspects)
     except PlacementError as exc:
         raise RunError(f"job {job}: {exc}") from None
-    return replace(task, placement=place), tuple(new)
+    return replace(task, placement=place), new
 
 
 def _prepare(rec: dict[str, Any], cfg_gpu: str, override: Placement,
