@@ -69,7 +69,7 @@ SLURM_ARGS: dict[str, bool] = {
 MANAGED_ARGS: dict[str, str] = {
     "account": "cluster_config.yaml slurm.account (launch.sh: SBATCH_ACCOUNT)",
     "partition": "cluster_config.yaml slurm.partition (launch.sh: SBATCH_PARTITION)",
-    "nodes": "--scale (GPUs) and the GPUs per node",
+    "nodes": "--scale (GPUs) and the GPUs per node (screen: --nodes)",
     "ntasks": "the GPUs per node", "ntasks-per-node": "the GPUs per node",
     "gpus": "the GPUs per node", "gpus-per-node": "the GPUs per node",
     "gpus-per-task": "the GPUs per node",
