@@ -481,3 +481,22 @@ def test_every_gpu_type_has_screen_expectations_with_a_public_source():
 def test_a_screen_block_that_cannot_be_used_is_refused(block, message):
     with pytest.raises(catalog.CatalogError, match=message):
         catalog._check_screen("gpus.yaml: h100.screen", block)
+
+
+def test_readme_screen_table_is_gpus_yaml():
+    """README's "Screen a cluster" table shows gpus.yaml's figures and tolerances, no others."""
+    from paths import REPO
+
+    text = (REPO / "README.md").read_text().split("## Screen a cluster")[1]
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:6]]
+            for line in text.splitlines() if line.startswith(("| H100", "| B200", "| GB200"))}
+    names = {"H100 SXM": "h100", "B200": "b200", "GB200": "gb200"}
+    assert set(rows) == set(names)
+    for label, gpu in names.items():
+        e = catalog.get_gpu_type(gpu).expectations()
+        figures = [f"{e['matmul_bf16_tflops'].expected:g} / {e['matmul_fp8_tflops'].expected:g}",
+                   f"{e['memory_gbps'].expected:g}", f"{e['nvlink_busbw_gbps'].expected:g}"]
+        assert rows[label][:3] == figures, label
+        head = next(line for line in text.splitlines() if line.startswith("| GPU | matmul"))
+        for key in ("matmul_bf16_tflops", "memory_gbps", "nvlink_busbw_gbps"):
+            assert f"(-{e[key].tolerance:.0%}".replace("%", " %") in head
