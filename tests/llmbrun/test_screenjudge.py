@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from llmb.llmbrun import screenjudge as judge
-from llmb.recipes import catalog
+from llmb.recipes import catalog, screenfacts
 
-H100 = catalog.get_gpu_type("h100").expectations()
+H100 = screenfacts.expectations(catalog.get_gpu_type("h100"))
 
 
 def test_median_and_sigma_from_the_median_absolute_deviation():

@@ -2,7 +2,7 @@
 
 A figure is named when it is below a floor:
 - expected (GPU mode only): gpus.yaml's figure for the GPU type x (1 - its tolerance)
-  (llmb.recipes.catalog.Expectation); CPU figures are never held to a GPU's expectations;
+  (llmb.recipes.screenfacts.Expectation); CPU figures are never held to a GPU's expectations;
 - peers: the figures of the same kind from the rest of the screen, by robust statistics: the
   median m of the others and sigma = 1.4826 x their median absolute deviation (the normal
   distribution's standard deviation, estimated so that a minority of bad values cannot move
@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from llmb.recipes.catalog import Expectation
+from llmb.recipes.screenfacts import Expectation
 
 PEER_K = 3.5
 MAD_TO_SIGMA = 1.4826

@@ -23,7 +23,7 @@ from typing import Any
 
 from llmb.container import probe, screenrun
 from llmb.llmbrun import screenjudge
-from llmb.recipes import catalog
+from llmb.recipes import catalog, screenfacts
 from llmb.shared import files
 
 SCHEMA = 1
@@ -198,7 +198,7 @@ def document(folder: Path, gpu_type: str, allocated: Sequence[str], per_node: in
         results = torch_groups(ranks)
     pairs, everyone = place_groups(nodes, phases, results)
     mode = str(run.get("mode"))
-    expectations = catalog.get_gpu_type(gpu_type).expectations() if mode == "gpu" else {}
+    expectations = screenfacts.expectations(catalog.get_gpu_type(gpu_type)) if mode == "gpu" else {}
     verdicts = screenjudge.judge(nodes, pairs, mode, expectations)
     return {
         "schema": SCHEMA, "gpu_type": gpu_type, "mode": mode, "backend": run.get("backend"),

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llmb.recipes import nemojob, perf
+from llmb.recipes import nemojob, perf, screenfacts
 from llmb.shared import files
 from llmb.shared.errors import UsageError
 
@@ -49,12 +49,7 @@ REFERENCE_KEYS = {"size", "dtype", "gpu_type", "scaling", "source", "step_time"}
 SOURCE_KEYS = {"upstream", "image", "nemo"}
 PROFILE_KEYS = {"start_step", "stop_step"}
 GPU_KEYS = {"gpus_per_node", "arch", "peak_tflops", "cuda_device_max_connections", "env"}
-GPU_OPTIONAL = {"segment_max_nodes", "screen"}
-# gpus.yaml `screen:`: what llmb-run screen expects of one healthy GPU. `matmul` takes its
-# expected figures from peak_tflops (one per dtype); the others carry their own.
-SCREEN_FIGURES = {"matmul": {"tolerance", "source"},
-                  "memory_gbps": {"expected", "tolerance", "source"},
-                  "nvlink_busbw_gbps": {"expected", "tolerance", "source"}}
+GPU_OPTIONAL = {"segment_max_nodes", "screen"}  # screen: llmb.recipes.screenfacts
 
 
 class CatalogError(UsageError):
@@ -82,34 +77,6 @@ class GpuType:
     env: Mapping[str, str]
     segment_max_nodes: int | None = None
     screen: Mapping[str, Mapping[str, Any]] | None = None
-
-    def expectations(self) -> dict[str, Expectation]:
-        """llmb-run screen's expected figure per measured figure name (matmul_<dtype>_tflops,
-        memory_gbps, nvlink_busbw_gbps); {} when gpus.yaml gives none."""
-        out: dict[str, Expectation] = {}
-        for name, entry in (self.screen or {}).items():
-            if name == "matmul":
-                for dtype, peak in self.peak_tflops.items():
-                    out[f"matmul_{dtype}_tflops"] = Expectation(
-                        float(peak), float(entry["tolerance"]), str(entry["source"]))
-            else:
-                out[name] = Expectation(float(entry["expected"]), float(entry["tolerance"]),
-                                        str(entry["source"]))
-        return out
-
-
-@dataclass(frozen=True)
-class Expectation:
-    """A figure one healthy GPU reaches (its public source), and how far below it still
-    passes: the floor is expected x (1 - tolerance)."""
-
-    expected: float
-    tolerance: float
-    source: str
-
-    @property
-    def floor(self) -> float:
-        return self.expected * (1 - self.tolerance)
 
 
 @dataclass(frozen=True)
@@ -492,29 +459,11 @@ def _gpu_table() -> dict[str, GpuType]:
     table = {}
     for name, entry in data.items():
         _check_keys(f"{GPUS_FILE}: {name}", entry, GPU_KEYS, GPU_OPTIONAL)
-        _check_screen(f"{GPUS_FILE}: {name}.screen", entry.get("screen"))
+        problem = screenfacts.problem(f"{GPUS_FILE}: {name}.screen", entry.get("screen"))
+        if problem:
+            raise CatalogError(problem)
         table[name] = GpuType(name=name, **entry)
     return table
-
-
-def _check_screen(where: str, block: object) -> None:
-    """gpus.yaml `screen:`: known figures, each with a positive expected figure, a tolerance
-    from 0 to 1 and a source."""
-    if block is None:
-        return
-    _check_keys(where, block, set(), set(SCREEN_FIGURES))
-    assert isinstance(block, Mapping)
-    for figure, entry in block.items():
-        _check_keys(f"{where}.{figure}", entry, SCREEN_FIGURES[figure])
-        numbers = {k: entry[k] for k in ("expected", "tolerance") if k in entry}
-        if any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in numbers.values()):
-            raise CatalogError(f"{where}.{figure}: expected and tolerance must be numbers")
-        if numbers.get("expected", 1) <= 0 or not 0 <= numbers["tolerance"] < 1:
-            raise CatalogError(f"{where}.{figure}: expected must be positive and tolerance "
-                               "at least 0 and below 1")
-        if not isinstance(entry["source"], str) or not entry["source"].strip():
-            raise CatalogError(f"{where}.{figure}: source must name where the figure comes "
-                               "from")
 
 
 def gpu_types() -> list[str]:
