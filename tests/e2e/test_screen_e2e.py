@@ -7,11 +7,15 @@ small sizes, one task per GPU of a gb200 install, 4 per node):
    found through their environment (SLURMD_NODENAME), paused 85 % of every 0.2 s
    (tests/helpers/nodeslowdown.py); the screen names node3 alone and exits 3;
 3. `single ... --exclude-suspect --dry-run` then leaves node3 out: `#SBATCH --exclude=node3`.
+
+And Ctrl-C while waiting cancels the job (it holds its nodes exclusively).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -43,11 +47,16 @@ def site(tmp_path_factory, slurm_cluster4) -> tuple[Path, dict[str, str]]:
     return root, env
 
 
+def default_sigint() -> None:
+    # a child started without job control would inherit SIGINT ignored
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def llmb_run(site, *args: str) -> subprocess.Popen[str]:
     root, env = site
     return subprocess.Popen(["bash", str(REPO / "installer" / "llmb-run"), *args], cwd=root,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            stdin=subprocess.DEVNULL)
+                            stdin=subprocess.DEVNULL, preexec_fn=default_sigint)
 
 
 def finish(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
@@ -115,3 +124,22 @@ def test_screen_measures_then_names_a_node_slowed_from_outside(site):
     assert rc == 0, err
     assert "#SBATCH --exclude=node3" in out
     assert f"--exclude-suspect: leaving out node3 (named by {root}/screens/" in err
+
+
+def test_ctrl_c_cancels_the_screen_job(site):
+    _, env = site
+    proc = llmb_run(site, *SCREEN)
+    assert proc.stderr is not None
+    job = None
+    for line in proc.stderr:  # "llmb-run: screen job N: 4 node(s), ..."
+        if found := re.match(r"llmb-run: screen job (\d+): 4 node", line):
+            job = found.group(1)
+            break
+    assert job is not None, proc.communicate()
+    proc.send_signal(signal.SIGINT)
+    rc, _, err = finish(proc)
+    assert rc == 130, err
+    assert f"llmb-run: screen job {job} cancelled" in err
+    state = subprocess.run(["squeue", "-h", "-t", "all", "-j", job, "-o", "%T"], env=env,
+                           capture_output=True, text=True, timeout=30).stdout.strip()
+    assert state in ("CANCELLED", "COMPLETING"), state

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -205,9 +206,15 @@ def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: b
                        f"{cfg.cluster_type}")
     count = node_count(nodes, place, rounds)
     stamp, folder, job, image = submit(cfg, count, place, smoke, rounds)
-    print(f"{PROG}: screen job {job}: {count} node(s), {cfg.gpus_per_node} task(s) each"
-          f"{' on the CPU (--smoke)' if smoke else ''}; results in {folder}", file=sys.stderr)
-    info = preflight.wait_job(job, timeout_s, what="screen job")
+    try:
+        print(f"{PROG}: screen job {job}: {count} node(s), {cfg.gpus_per_node} task(s) each"
+              f"{' on the CPU (--smoke)' if smoke else ''}; results in {folder}",
+              file=sys.stderr, flush=True)
+        info = preflight.wait_job(job, timeout_s, what="screen job")
+    except KeyboardInterrupt:  # the job holds its nodes exclusively: give them back
+        subprocess.run(["scancel", job], capture_output=True, timeout=30, check=False)
+        print(f"{PROG}: screen job {job} cancelled", file=sys.stderr)
+        raise
     output = Path(str(folder / "screen-%j.out").replace("%j", job))
     allocated = placement.expand_hostlist("nodes", info.nodes) if info.nodes else []
     doc = screenresults.document(folder, cfg.gpu_type, allocated, cfg.gpus_per_node)
