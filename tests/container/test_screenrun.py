@@ -103,6 +103,19 @@ def test_layout_leaves_out_nodes_without_cuda_on_a_gpu_screen():
     assert (smoke.mode, smoke.nodes, smoke.unmeasured) == ("cpu", ["n0", "n1", "n2"], {})
 
 
+def test_nccl_tests_measure_only_where_every_measured_task_has_them():
+    everyone = [{"rank": r, "node": f"n{r // 2}", "cuda": r != 4,
+                 "nccl_tests": "/usr/bin/all_reduce_perf" if r != 5 else None}
+                for r in range(6)]
+    layout = screenrun.Layout.of(everyone, force_cpu=False)
+    assert layout.nodes == ["n0", "n1"]  # n2 lacks CUDA on task 4: not measured
+    assert layout.tool(everyone) == screenrun.NCCL_TESTS_TOOL  # n2's missing one does not count
+    everyone[1]["nccl_tests"] = None
+    assert layout.tool(everyone) == screenrun.TORCH_TOOL
+    smoke = screenrun.Layout.of([{**e, "nccl_tests": "x"} for e in everyone], force_cpu=True)
+    assert smoke.tool(everyone) == screenrun.TORCH_TOOL  # the CPU: torch.distributed (gloo)
+
+
 def test_nccl_tests_used_only_when_built_with_mpi(tmp_path, monkeypatch):
     # a stand-in for the binary: what is looked at is whether it links libmpi
     binary = tmp_path / "all_reduce_perf"

@@ -229,6 +229,15 @@ class Layout:
         nodes = sorted(n for n in ranks if n not in unmeasured)
         return cls(mode, nodes, {n: sorted(r) for n, r in ranks.items()}, unmeasured)
 
+    def tool(self, everyone: Sequence[Mapping[str, Any]]) -> str:
+        """What measures the all-reduces: nccl-tests where every measured task found an
+        all_reduce_perf built with MPI (GPU mode), torch.distributed otherwise. Decided from
+        what all tasks said, so that all decide alike."""
+        measured = [i for i in everyone if i["node"] in self.nodes]
+        if self.mode == "gpu" and measured and all(i.get("nccl_tests") for i in measured):
+            return NCCL_TESTS_TOOL
+        return TORCH_TOOL
+
     def group_ranks(self, nodes: Sequence[str]) -> list[int]:
         return sorted(r for n in nodes for r in self.ranks[n])
 
@@ -293,9 +302,10 @@ class Run:
                                 world_size=self.task.world,
                                 timeout=datetime.timedelta(seconds=float(self.plan["timeout_s"])))
         cuda = not self.plan.get("force_cpu") and has_cuda()
+        binary = nccl_tests_binary() if cuda else None
         everyone: list[Any] = [None] * self.task.world
         dist.all_gather_object(everyone, {"rank": self.task.rank, "node": self.task.node,
-                                          "cuda": cuda})
+                                          "cuda": cuda, "nccl_tests": binary})
         self.layout = Layout.of(everyone, bool(self.plan.get("force_cpu")))
         self.measured = self.task.node in self.layout.nodes
         self.params = self.plan[self.layout.mode]
@@ -307,10 +317,8 @@ class Run:
             self.device = probe.Device("cuda", self.task.local_rank % torch.cuda.device_count())
             torch.cuda.set_device(self.device.index)
             self.record.data["device"] = gpu_identity(self.device.index)
-        self.tool = TORCH_TOOL
-        binary = nccl_tests_binary() if self.layout.mode == "gpu" else None
-        if binary is not None:
-            self.tool = NCCL_TESTS_TOOL
+        self.tool = self.layout.tool(everyone)
+        binary = binary if self.tool == NCCL_TESTS_TOOL else None
         if self.task.rank == 0:
             self.record.data["run"] = self.description(binary)
         self.record.write()
