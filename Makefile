@@ -38,7 +38,7 @@ bench: venv ## speed and memory targets (analyzer, launch start-up)
 test-nemo: ## every NeMo recipe with the image's nemo-toolkit 2.3.1 (.venv-nemo, 3 GB; CI runs it)
 	bash tests/nemo/run.sh
 
-slurm-up: ## start the throw-away test Slurm cluster (root)
+slurm-up: ## start the throw-away test Slurm cluster (root; LLMB_SLURM_NODES=N nodes, default 2)
 	bash tests/slurm/cluster.sh up
 
 slurm-down: ## stop it

@@ -52,3 +52,17 @@ def slurm_cluster():
         pytest.skip(state)
     yield state
     next(resource, None)
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster4():
+    """Client env of a second, 4-node test Slurm cluster (the screen's pairing rounds), beside
+    the 2-node one; started for this session when a test asks for it."""
+    from slurmcluster import four_nodes, session_cluster
+
+    resource = session_cluster(four_nodes())
+    state = next(resource)
+    if isinstance(state, str):
+        pytest.skip(state)
+    yield state
+    next(resource, None)

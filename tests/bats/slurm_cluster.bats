@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # The throw-away Slurm cluster of tests/slurm/cluster.sh: up, a 2-node x
-# 8-task job through the pyxis test double, idempotent up. Needs root; skipped
-# otherwise. Brings the cluster down afterwards only if it started it.
+# 8-task job through the pyxis test double, idempotent up, a 4-node cluster
+# (LLMB_SLURM_NODES). Needs root; skipped otherwise. Brings the cluster down
+# afterwards only if it started it.
 
 CLUSTER="${BATS_TEST_DIRNAME}/../slurm/cluster.sh"
 
@@ -94,11 +95,17 @@ daemons_of() {
     done
 }
 
+# Point cluster.sh at a private cluster in state dir $1 (own ports, /etc untouched); the
+# teardown stops it should the test fail half-way.
+private_cluster() {
+    PRIVATE_SLURM_STATE="$1"
+    export LLMB_SLURM_STATE="$1" LLMB_SLURM_PORT_BASE=17917 LLMB_SLURM_SYSTEM_CONF=0
+}
+
 @test "down stops a cluster's daemons even when their pid files are gone" {
     # a private cluster (own state dir and ports, /etc untouched): the shared one keeps running
     local state="${BATS_FILE_TMPDIR}/private-slurm"
-    PRIVATE_SLURM_STATE="${state}"
-    export LLMB_SLURM_STATE="${state}" LLMB_SLURM_PORT_BASE=17917 LLMB_SLURM_SYSTEM_CONF=0
+    private_cluster "${state}"
     run bash "${CLUSTER}" up
     echo "${output}"
     [ "${status}" -eq 0 ]
@@ -110,6 +117,49 @@ daemons_of() {
     run daemons_of "${state}"
     [ -z "${output}" ]
     [ ! -e "${state}" ]
+}
+
+@test "LLMB_SLURM_NODES=4: four nodes take a 4-node job; another size restarts it" {
+    # a private cluster again (own state dir and ports), so the shared one keeps its size
+    local state="${BATS_FILE_TMPDIR}/private-4" out="${BATS_FILE_TMPDIR}/job4.out"
+    private_cluster "${state}"
+    LLMB_SLURM_NODES=4 run bash "${CLUSTER}" up
+    echo "${output}"
+    [ "${status}" -eq 0 ]
+    [[ "${output}" == *"up: 4 node(s) node1 node2 node3 node4 idle"* ]]
+    export SLURM_CONF="${state}/etc/slurm.conf"
+    run sinfo -h -N -p batch -o '%N %T %G'
+    echo "${output}"
+    [ "$(grep -cE '^node[1-4] idle gpu:8$' <<<"${output}")" -eq 4 ]
+    run timeout 60 sbatch --wait --parsable --account=testacct --partition=batch --nodes=4 \
+        --ntasks-per-node=2 --output="${out}" --wrap "srun bash -c 'echo \$SLURMD_NODENAME'"
+    [ "${status}" -eq 0 ]
+    [ "$(sort -u "${out}" | tr '\n' ' ')" == "node1 node2 node3 node4 " ]
+    # status describes the cluster that runs, whatever size the caller asks for
+    run bash "${CLUSTER}" status
+    [ "${status}" -eq 0 ]
+    [[ "${output}" == *"slurmd-node4.pid"* ]]
+    # asked for 4 again: a no-op; asked for 2: stopped and started with two
+    LLMB_SLURM_NODES=4 run bash "${CLUSTER}" up
+    [[ "${output}" == *"already up"* ]]
+    run bash "${CLUSTER}" up
+    [ "${status}" -eq 0 ]
+    [[ "${output}" == *"up: 2 node(s) node1 node2 idle"* ]]
+    [ "$(daemons_of "${state}" | grep -c '^slurmd ')" -eq 2 ]
+    run bash "${CLUSTER}" down --purge
+    [ "${status}" -eq 0 ]
+    [ -z "$(daemons_of "${state}")" ]
+}
+
+@test "a bad LLMB_SLURM_NODES is refused in one line (exit 2)" {
+    local bad
+    for bad in 0 -1 x 2.5 17 ' 4'; do
+        LLMB_SLURM_NODES="${bad}" run bash "${CLUSTER}" status
+        echo "${bad}: ${output}"
+        [ "${status}" -eq 2 ]
+        [ "${#lines[@]}" -eq 1 ]
+        [[ "${output}" == "llmb-slurm: LLMB_SLURM_NODES="*" is not a node count; give a whole number from 1 to 16 (default 2)" ]]
+    done
 }
 
 @test "a non-root caller is told to skip (exit 77)" {

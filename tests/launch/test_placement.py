@@ -160,3 +160,20 @@ def test_every_placement_variable_and_flag_is_documented():
         text = (repo / recipe / "README.md").read_text()
         for var in placement.ENV_VARS:
             assert f"`{var}" in text, (recipe, var)
+
+
+def test_sbatch_argv_and_the_default_segment():
+    place = placement.build(exclude="n7", qos="q", slurm_args=["--contiguous", "--comment=x"])
+    assert place.sbatch_argv() == ["--exclude=n7", "--qos=q", "--contiguous", "--comment=x"]
+    assert place.sbatch_argv(18) == [*place.sbatch_argv(), "--segment=18"]
+    assert placement.build(segment=9).sbatch_argv(18) == ["--segment=9"]  # given wins
+
+
+def test_with_excluded_adds_only_new_nodes_and_refuses_a_required_one():
+    place = placement.build(exclude="node[1-2]", qos="q")
+    wider, new = place.with_excluded(["node2", "node5", "node5"])
+    assert (wider.exclude, new, wider.qos) == ("node[1-2],node5", ("node5",), "q")
+    assert place.with_excluded(["node1"]) == (place, ())
+    with pytest.raises(placement.PlacementError, match=r"^--exclude-suspect: node node4 is to "
+                       r"be left out but --nodelist=node\[3-4\] requires it"):
+        placement.build(nodelist="node[3-4]").with_excluded(["node4"])

@@ -447,3 +447,4 @@ def test_experiment_name_of_000s_example_follows_the_table_not_its_typo():
 ])
 def test_experiment_names(recipes, name, args, expected):
     assert recipes[name].resolve(*args).experiment_name == expected
+

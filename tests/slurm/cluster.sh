@@ -6,13 +6,14 @@
 #   bash tests/slurm/cluster.sh status   print daemon and node state
 #   bash tests/slurm/cluster.sh env      print `export` lines for clients: eval "$(... env)"
 #
-# One slurmctld, two slurmd (node1, node2) on 127.0.0.1 with 16 CPUs and 8 fake
-# GPUs each, a private munged, partition `batch`, no accounting, and a SPANK
-# test double for pyxis (spank_pyxis_stub.c). All state lives under
-# $LLMB_SLURM_STATE (default /tmp/llmb-slurm). See tests/slurm/README.md.
+# One slurmctld, LLMB_SLURM_NODES slurmd (default 2: node1, node2) on 127.0.0.1
+# with 16 CPUs and 8 fake GPUs each, a private munged, partition `batch` with
+# every node, no accounting, and a SPANK test double for pyxis
+# (spank_pyxis_stub.c). All state lives under $LLMB_SLURM_STATE (default
+# /tmp/llmb-slurm). See tests/slurm/README.md.
 #
-# Exit codes: 0 ok; 1 failure; 2 usage; 3 `status`: not running or unhealthy;
-# 77 skipped: not root (the cluster needs root).
+# Exit codes: 0 ok; 1 failure; 2 usage (or a bad LLMB_SLURM_NODES); 3 `status`:
+# not running or unhealthy; 77 skipped: not root (the cluster needs root).
 set -euo pipefail
 
 readonly EXIT_FAIL=1
@@ -27,7 +28,18 @@ STATE="${STATE%/}"
 readonly STATE
 readonly PORT_BASE="${LLMB_SLURM_PORT_BASE:-16817}"
 readonly START_TIMEOUT="${LLMB_SLURM_START_TIMEOUT:-30}"
-readonly NODES=(node1 node2)
+readonly MAX_NODES=16
+NODE_COUNT="${LLMB_SLURM_NODES:-2}"
+if ! [[ "${NODE_COUNT}" =~ ^[1-9][0-9]*$ ]] || ((NODE_COUNT > MAX_NODES)); then
+    printf 'llmb-slurm: LLMB_SLURM_NODES=%q is not a node count; give a whole number from 1 to %d (default 2)\n' \
+        "${NODE_COUNT}" "${MAX_NODES}" >&2
+    exit "${EXIT_USAGE}"
+fi
+NODES=()
+for ((i = 1; i <= NODE_COUNT; i++)); do
+    NODES+=("node${i}")
+done
+readonly NODE_COUNT
 readonly GPUS_PER_NODE=8
 readonly CPUS_PER_NODE=16
 readonly CONF="${STATE}/etc/slurm.conf"
@@ -162,8 +174,16 @@ node_states() {
     timeout 5 sinfo -h -N -p batch -o '%N %T' 2>/dev/null | sort -u
 }
 
+# The nodes the running cluster's config declares (empty without a config).
+configured_nodes() {
+    [[ -r "${CONF}" ]] || return 0
+    sed -n -E 's/^NodeName=([^ ]+) .*/\1/p' "${CONF}"
+}
+
 healthy() {
     local line file comm node state
+    # a cluster of another size is not the one asked for: `up` restarts it
+    [[ "$(configured_nodes | tr '\n' ' ')" == "${NODES[*]} " ]] || return 1
     while read -r file comm; do
         [[ -n "$(pid_from_file "${file}" "${comm}")" ]] || return 1
     done < <(daemon_pidfiles)
@@ -430,7 +450,7 @@ cmd_up() {
     write_configs
     start_daemons
     link_system_conf
-    log "up: nodes ${NODES[*]} idle; SLURM_CONF=${CONF}"
+    log "up: ${NODE_COUNT} node(s) ${NODES[*]} idle; SLURM_CONF=${CONF}"
 }
 
 cmd_down() {
@@ -454,7 +474,10 @@ cmd_down() {
 }
 
 cmd_status() {
-    local file comm pid rc=0
+    local file comm pid rc=0 configured=()
+    # the cluster that runs, whatever size this shell asks for
+    mapfile -t configured < <(configured_nodes)
+    ((${#configured[@]} == 0)) || NODES=("${configured[@]}")
     echo "state dir: ${STATE}"
     echo "SLURM_CONF=${CONF}"
     while read -r file comm; do

@@ -69,7 +69,7 @@ SLURM_ARGS: dict[str, bool] = {
 MANAGED_ARGS: dict[str, str] = {
     "account": "cluster_config.yaml slurm.account (launch.sh: SBATCH_ACCOUNT)",
     "partition": "cluster_config.yaml slurm.partition (launch.sh: SBATCH_PARTITION)",
-    "nodes": "--scale (GPUs) and the GPUs per node",
+    "nodes": "--scale (GPUs) and the GPUs per node (screen: --nodes)",
     "ntasks": "the GPUs per node", "ntasks-per-node": "the GPUs per node",
     "gpus": "the GPUs per node", "gpus-per-node": "the GPUs per node",
     "gpus-per-task": "the GPUs per node",
@@ -170,6 +170,32 @@ class Placement:
             key, eq, value = arg[2:].partition("=")
             opts[key.replace("-", "_")] = value if eq else True
         return opts
+
+    def sbatch_argv(self, segment: int | None = None) -> list[str]:
+        """These settings as sbatch command-line options (`segment`: the size to use when
+        none was given, e.g. GB200's default)."""
+        args = [f"--{key.replace('_', '-')}" + ("" if value is True else f"={value}")
+                for key, value in self.sbatch_options().items()]
+        size = self.segment if self.segment is not None else segment
+        return args + ([f"--segment={size}"] if size is not None else [])
+
+    def with_excluded(self, nodes: Sequence[str], label: str = "--exclude-suspect"
+                      ) -> tuple[Placement, tuple[str, ...]]:
+        """This placement with `nodes` added to --exclude, and the nodes that were new;
+        PlacementError (naming `label`) when one of them is in --nodelist."""
+        already = set(expand_hostlist("--exclude", self.exclude)) if self.exclude else set()
+        new = tuple(n for n in dict.fromkeys(nodes) if n not in already)
+        if not new:
+            return self, ()
+        if self.nodelist:
+            required = set(expand_hostlist("--nodelist", self.nodelist))
+            clash = [n for n in new if n in required]
+            if clash:
+                raise PlacementError(f"{label}: node {clash[0]} is to be left out but "
+                                     f"--nodelist={self.nodelist} requires it; give "
+                                     "--nodelist without it")
+        exclude = ",".join([*([self.exclude] if self.exclude else []), *new])
+        return build(**{**dataclasses.asdict(self), "exclude": exclude}), new
 
     def merged(self, other: Placement) -> Placement:
         """This placement with every setting `other` gives replacing ours."""

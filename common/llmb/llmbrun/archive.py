@@ -12,6 +12,8 @@ An archive (`.tar.gz`, everything under `llmb-archive/`) holds:
     history.jsonl, preflight.json             llmb-run's history; the newest preflight report
     suite.json                                with --suite ID: the suite's record (then runs/
                                               and history.jsonl hold that suite's alone)
+    screen/                                   the newest screen: screen.json and its job's
+                                              output (its section is in the report too)
     system.json                               sinfo/scontrol facts, GPU and driver facts where
                                               visible (nvidia-smi here; what the newest
                                               preflight job saw on the compute nodes),
@@ -302,10 +304,31 @@ def stage(cfg: ClusterConfig, root: Path, progress: Progress,
         json.dumps(system_facts(cfg, latest), indent=2) + "\n", secrets))
     progress.update("analyzing the logs and writing the report")
     state = stage_analysis(root)
+    state["screen"] = stage_screen(cfg, root, secrets, state["report"]["status"] == "written")
     return {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "made_by": f"{PROG} archive", "install": str(cfg.install),
             **({"suite": scope.suite_id} if scope else {}), "runs": runs, **state,
             "left_out": {k: {**v, "why": LEFT_OUT[k]} for k, v in left.items()}}
+
+
+def stage_screen(cfg: ClusterConfig, root: Path, secrets: set[str], report: bool
+                 ) -> dict[str, Any] | None:
+    """The newest screen: screen/screen.json and its job's output (redacted), and its section
+    in the report; the index's note on it (None: the install has no screen)."""
+    from llmb.llmbrun import screenreport
+
+    found = screenreport.load_newest(cfg.tree)
+    if found is None:
+        return None
+    path, doc = found
+    copy_redacted(path, root / "screen" / path.name, secrets)
+    output = Path(str(doc.get("output") or ""))
+    if output.name and output.parent == path.parent and output.is_file():
+        copy_redacted(output, root / "screen" / output.name, secrets)
+    if report:
+        screenreport.add_to_report(root / "report", cfg.tree)
+    return {"stamp": doc.get("stamp") or path.parent.name, "suspects": doc.get("suspects"),
+            "in_report": report}
 
 
 def list_files(root: Path) -> dict[str, dict[str, Any]]:
@@ -368,6 +391,9 @@ def summarize(out: Path, index: dict[str, Any]) -> None:
         if not run["manifest"]:
             print(f"  note: {values.shown(run['run'])} has no {manifest.NAME} (a run made "
                   "without llmb's launch)")
+    if index.get("screen"):
+        named = ",".join(index["screen"]["suspects"] or []) or "none"
+        print(f"  screen {index['screen']['stamp']}: suspects {named}")
     if index["analysis_error"]:
         print(f"  no analysis.json: {index['analysis_error']}")
     if index["report"]["status"] != "written":

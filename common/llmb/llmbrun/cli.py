@@ -1,12 +1,15 @@
 """llmb-run: one command per benchmark run, sweeps, and what became of them.
 
     llmb-run list
-    llmb-run single -w pretrain_<recipe> -s <size> --dtype <dtype> --scale <N> [-p] [PLACEMENT]
-    llmb-run bulk <file.yaml> [PLACEMENT]
+    llmb-run single -w pretrain_<recipe> -s <size> --dtype <dtype> --scale <N> [-p]
+                    [--exclude-suspect] [PLACEMENT]
+    llmb-run bulk <file.yaml> [--exclude-suspect] [PLACEMENT]
     llmb-run status [--all] [--wait] [--format=table|json] [JOB...]
     llmb-run rerun [--failed] [--exclude-suspect] [PLACEMENT] [JOB...]
     llmb-run jobs log JOB [--follow] [--batch]
     llmb-run preflight [--nodes N] [--format=table|json] [PLACEMENT]
+    llmb-run screen (--nodes N | --nodelist NODES) [--rounds R] [--smoke] [--format=table|json]
+                    [--timeout S] [PLACEMENT]
     llmb-run report [--output DIR]
     llmb-run archive [--output FILE] [--suite ID]
     llmb-run verify-archive FILE
@@ -19,14 +22,15 @@
 
 PLACEMENT: --nodelist, --exclude, --reservation, --qos, --segment, --slurm-arg=--KEY=VALUE.
 This module is the command line only; each command lives in a module of its own: tasks
-(task building, bulk files), submit (launch.sh), jobs (status, logs), rerun, preflight,
-archive, analysis (the analyzer's CLI), placement, runconfig (cluster_config.yaml), suite
-(suiteplan, suite, suitecmd, suitereport).
+(task building, bulk files), submit (launch.sh), status (status, jobs log), rerun, preflight,
+screen, report (the analyzer, through its CLI), archive, verify_archive, clusterconfig
+(cluster_config.yaml), suite (suiteplan, suite, suitecmd, suitereport).
 
 Exit status: 0 success; 1 a refused request (validation against the recipe metadata or the
-install), a failed submission, a failed preflight check or an incomplete archive; 2 a command
-line that cannot be used (an unknown option, a flag's value); 3 `suite report --check`: a
-configuration is below its reference or lacks its successful runs; 130 interrupted.
+install), a failed submission, a failed preflight check, a screen that could not run or an
+incomplete archive; 2 a command line that cannot be used (an unknown option, a flag's value);
+3 a screen that named a GPU, node or link, or `suite report --check`: a configuration is below
+its reference or lacks its successful runs; 130 interrupted.
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ from llmb.shared.errors import LlmbError, UsageError
 
 MAX_NODES = 100_000
 MAX_TIMEOUT_S = 7 * 24 * 3600
+MAX_ROUNDS = 64
+DEFAULT_SCREEN_TIMEOUT_S = 1800
 
 
 class Parser(argparse.ArgumentParser):
@@ -128,6 +134,9 @@ def build_parser() -> Parser:
     for q in (s, b):
         q.add_argument("--smoke", action="store_true",
                        help="SMOKE_TEST=true: a tiny real torch job instead of NeMo")
+        q.add_argument("--exclude-suspect", action="store_true",
+                       help="add the nodes the newest screen named (llmb-run screen) to "
+                       "--exclude")
     st = sub.add_parser("status", help="state and result of the submitted jobs",
                         allow_abbrev=False)
     st.add_argument("jobs", nargs="*", metavar="JOB")
@@ -149,6 +158,20 @@ def build_parser() -> Parser:
     pf.add_argument("--timeout", type=whole_number("seconds", MAX_TIMEOUT_S),
                     default=900, help="give up on the job after this many seconds (900)")
     add_placement(pf)
+    sc = sub.add_parser("screen", help="find the slow GPU, node or link with one short job",
+                        allow_abbrev=False)
+    sc.add_argument("--nodes", type=whole_number("a node count", MAX_NODES),
+                    help="screen this many nodes (or name them with --nodelist)")
+    sc.add_argument("--rounds", type=whole_number("a number of rounds", MAX_ROUNDS),
+                    help="rounds of node pairs (default: 2, 3 for an odd node count)")
+    sc.add_argument("--smoke", action="store_true",
+                    help="the same job on the CPU (gloo, small sizes): no GPU needed")
+    sc.add_argument("--format", choices=("table", "json"), default="table")
+    sc.add_argument("--timeout", type=whole_number("seconds", MAX_TIMEOUT_S),
+                    default=DEFAULT_SCREEN_TIMEOUT_S,
+                    help="give up on the job after this many seconds "
+                    f"({DEFAULT_SCREEN_TIMEOUT_S})")
+    add_placement(sc)
     rp = sub.add_parser("report", help="the analyzer's report for the whole install",
                         allow_abbrev=False)
     rp.add_argument("--output", metavar="DIR", help="default: $LLMB_INSTALL/report")
@@ -273,6 +296,29 @@ def cmd_list(cfg: Any) -> int:
     return 0
 
 
+def exclude_suspects(cfg: Any, place: Placement) -> Placement:
+    """--exclude-suspect: the placement with the newest screen's suspects added to --exclude
+    (recorded, as any --exclude, in the job script, the manifest and the history)."""
+    from llmb.llmbrun import suspects
+
+    screen = suspects.newest_screen(cfg.tree)
+    nodes = suspects.for_exclude(cfg.tree)
+    where = screen.path if screen is not None else cfg.tree.screens
+    try:
+        widened, new = place.with_excluded(nodes)
+    except PlacementError as exc:
+        raise RunError(str(exc)) from None
+    if not nodes:
+        print(f"{PROG}: --exclude-suspect: the newest screen ({where}) names no suspect",
+              file=sys.stderr)
+    else:
+        already = [n for n in nodes if n not in new]
+        print(f"{PROG}: --exclude-suspect: leaving out {','.join(nodes)} (named by {where})"
+              + (f"; {','.join(already)} already excluded" if already else ""),
+              file=sys.stderr)
+    return widened
+
+
 def cmd_bulk(cfg: Any, file: str, place: Placement, dry_run: bool, smoke: bool) -> int:
     from llmb.llmbrun.submit import report_errors, run_tasks
 
@@ -321,11 +367,18 @@ def dispatch(args: argparse.Namespace) -> int:
         from llmb.llmbrun import preflight
 
         return preflight.cmd_preflight(cfg, args.nodes, args.format, place, args.timeout)
+    if command == "screen":
+        from llmb.llmbrun import screen
+
+        return screen.cmd_screen(cfg, args.nodes, place, args.smoke, args.rounds, args.format,
+                                 args.timeout)
     if command == "rerun":
         from llmb.llmbrun import rerun
 
         return rerun.cmd_rerun(cfg, args.jobs, args.failed, args.exclude_suspect, place,
                                args.dry_run)
+    if args.exclude_suspect:
+        place = exclude_suspects(cfg, place)
     if command == "bulk":
         return cmd_bulk(cfg, args.file, place, args.dry_run, args.smoke)
     from llmb.llmbrun.submit import run_tasks

@@ -241,11 +241,7 @@ def sbatch_args(cfg: ClusterConfig, nodes: int, place: Placement, out: Path) -> 
             f"--nodes={nodes}", "--ntasks-per-node=1",
             f"--gres={gres}" if gres else f"--gpus-per-node={cfg.gpus_per_node}",
             f"--time={JOB_TIME}", "--job-name=llmb-preflight", f"--output={out}"]
-    for key, value in place.sbatch_options().items():
-        args.append(f"--{key.replace('_', '-')}" + ("" if value is True else f"={value}"))
-    if place.segment is not None:
-        args.append(f"--segment={place.segment}")
-    return args
+    return args + place.sbatch_argv()
 
 
 def job_script(image: str | None, args: list[str]) -> str:
@@ -281,9 +277,11 @@ def submit_job(script: Path, args: list[str]) -> str:
     return proc.stdout.strip().split(";")[0]
 
 
-def wait_job(job: str, timeout_s: float, poll_s: float = 2.0) -> slurmquery.JobInfo:
+def wait_job(job: str, timeout_s: float, poll_s: float = 2.0,
+             what: str = "preflight job") -> slurmquery.JobInfo:
+    """Wait for the job to end (progress on stderr); cancel it after timeout_s."""
     deadline = time.monotonic() + timeout_s
-    with Progress(f"{PROG}: preflight job {job}") as progress:
+    with Progress(f"{PROG}: {what} {job}") as progress:
         while True:
             info = slurmquery.job_infos([job])[job]
             if info.final:

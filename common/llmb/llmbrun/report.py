@@ -162,8 +162,9 @@ def checked_output(output: str | None) -> str | None:
 
 def cmd_report(cfg: Any, output: str | None) -> int:
     """`llmb-run report`: the analyzer's report (`--report=DIR`) over every run of the install:
-    DIR/index.html (self-contained), DIR/report.md and DIR/plots/; prints where, and the
-    analyzer's summary line."""
+    DIR/index.html (self-contained), DIR/report.md and DIR/plots/, with the newest screen's
+    section (llmb.llmbrun.screenreport) added; prints where, and the analyzer's summary
+    line."""
     from llmb.llmbrun.clusterconfig import RunError
 
     output = checked_output(output)
@@ -182,7 +183,12 @@ def cmd_report(cfg: Any, output: str | None) -> int:
     if not index.is_file() or index.stat().st_mtime_ns == before:
         why = last_line(proc.stderr) or f"exit {proc.returncode}"
         raise RunError(f"the analyzer wrote no report into {values.shown(out)}: {why}")
+    from llmb.llmbrun import screenreport
+
+    stamp = screenreport.add_to_report(out, cfg.tree)
     print(f"report: {values.shown(index)}")
+    if stamp is not None:
+        print(f"report: includes the newest screen ({stamp}, {cfg.tree.screens / stamp})")
     if (out / "report.md").is_file():
         print(f"report: {values.shown(out / 'report.md')}")
     try:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from llmb.launch import placement
@@ -81,23 +81,16 @@ def excluding(current: Placement, suspects: Sequence[str], what: str
               ) -> tuple[Placement, tuple[str, ...]]:
     """The placement with the suspect nodes added to its --exclude, and those that were not
     excluded already; RunError (prefixed with `what`) when one is in its --nodelist."""
-    already = set(placement.expand_hostlist("--exclude", current.exclude)) \
-        if current.exclude else set()
-    new = [n for n in dict.fromkeys(suspects) if n not in already]
-    if not new:
-        return current, ()
     if current.nodelist:
         required = set(placement.expand_hostlist("--nodelist", current.nodelist))
-        clash = [n for n in new if n in required]
+        clash = [n for n in suspects if n in required]
         if clash:
             raise RunError(f"{what}: suspect node {clash[0]} is in its --nodelist "
                            f"{current.nodelist}; give --nodelist with other nodes")
-    exclude = ",".join([*([current.exclude] if current.exclude else []), *new])
     try:
-        place = placement.build(**{**asdict(current), "exclude": exclude})
+        return current.with_excluded(suspects)
     except PlacementError as exc:
         raise RunError(f"{what}: {exc}") from None
-    return place, tuple(new)
 
 
 def with_suspects(job: str, task: Task, suspects: list[str]) -> tuple[Task, tuple[str, ...]]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llmb.recipes import nemojob, perf
+from llmb.recipes import nemojob, perf, screenfacts
 from llmb.shared import files
 from llmb.shared.errors import UsageError
 
@@ -49,7 +49,7 @@ REFERENCE_KEYS = {"size", "dtype", "gpu_type", "scaling", "source", "step_time"}
 SOURCE_KEYS = {"upstream", "image", "nemo"}
 PROFILE_KEYS = {"start_step", "stop_step"}
 GPU_KEYS = {"gpus_per_node", "arch", "peak_tflops", "cuda_device_max_connections", "env"}
-GPU_OPTIONAL = {"segment_max_nodes"}
+GPU_OPTIONAL = {"segment_max_nodes", "screen"}  # screen: llmb.recipes.screenfacts
 
 
 class CatalogError(UsageError):
@@ -76,6 +76,7 @@ class GpuType:
     cuda_device_max_connections: int
     env: Mapping[str, str]
     segment_max_nodes: int | None = None
+    screen: Mapping[str, Mapping[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -473,6 +474,9 @@ def _gpu_table() -> dict[str, GpuType]:
     table = {}
     for name, entry in data.items():
         _check_keys(f"{GPUS_FILE}: {name}", entry, GPU_KEYS, GPU_OPTIONAL)
+        problem = screenfacts.problem(f"{GPUS_FILE}: {name}.screen", entry.get("screen"))
+        if problem:
+            raise CatalogError(problem)
         table[name] = GpuType(name=name, **entry)
     return table
 

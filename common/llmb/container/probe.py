@@ -1,0 +1,169 @@
+"""What `llmb-run screen` measures, as one task (one GPU; with --smoke one CPU process) does it.
+
+All-reduce bandwidth, as nccl-tests defines it (NVIDIA/nccl-tests v2.19.6, doc/PERFORMANCE.md;
+src/all_reduce.cu, AllReduceGetBw; src/common.cu for the timing):
+
+    algbw = S / t                      S: bytes each rank reduces, t: seconds per all-reduce
+    busbw = algbw * 2 (n - 1) / n      n: ranks taking part
+
+t is each rank's mean over `iters` back-to-back all-reduces after `warmup` untimed ones,
+averaged over the ranks (nccl-tests' default, `-a 1`). GB/s are 1e9 bytes per second, as
+nccl-tests prints them. torch.distributed.all_reduce works in place: compare with nccl-tests'
+in-place columns, which `parse_nccl_tests` reads.
+
+Per task: dense matrix multiply throughput, 2 n^3 floating-point operations per n x n product
+(bf16, and fp8 through torch._scaled_mm where GPU and PyTorch have it; fp32 on the CPU), and
+memory bandwidth of a copy between two buffers, counted as bytes read plus bytes written
+(2 x the buffer per copy, as STREAM's Copy counts it). Both run back to back for a fixed wall
+time (`window_s`): every task measures over the same stretch of time.
+
+The CPU and the GPU share every line but the device and the process-group backend, both held
+by `Device`. torch is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+GB = 1e9
+TERA = 1e12
+
+
+@dataclass(frozen=True)
+class Device:
+    """Where a task measures: `cuda` (GPU `index`, NCCL) or `cpu` (gloo)."""
+
+    kind: str
+    index: int = 0
+
+    @property
+    def backend(self) -> str:
+        return "nccl" if self.kind == "cuda" else "gloo"
+
+    def torch(self) -> Any:
+        import torch
+
+        return torch.device(self.kind, self.index) if self.kind == "cuda" else torch.device("cpu")
+
+    def sync(self) -> None:
+        """Wait for the work queued on the device (a GPU runs kernels asynchronously)."""
+        if self.kind == "cuda":
+            import torch
+
+            torch.cuda.synchronize(self.index)
+
+
+def bus_factor(ranks: int) -> float:
+    """nccl-tests' all-reduce correction: 2 (n - 1) / n."""
+    return 2 * (ranks - 1) / ranks
+
+
+def bandwidths(nbytes: int, seconds: float, ranks: int) -> tuple[float, float]:
+    """(algbw, busbw) in GB/s of an all-reduce of `nbytes` per rank taking `seconds`."""
+    algbw = nbytes / GB / seconds
+    return algbw, algbw * bus_factor(ranks)
+
+
+def timed_window(step: Callable[[], object], device: Device, window_s: float,
+                 warmup: int = 2) -> tuple[int, float]:
+    """Run `step` until `window_s` seconds have passed (after `warmup` untimed calls):
+    (calls, seconds)."""
+    for _ in range(warmup):
+        step()
+    device.sync()
+    calls, start = 0, time.perf_counter()
+    while True:
+        step()
+        device.sync()
+        calls += 1
+        elapsed = time.perf_counter() - start
+        if elapsed >= window_s:
+            return calls, elapsed
+
+
+def matmul_tflops(device: Device, dtype: str, n: int, window_s: float) -> float:
+    """Dense n x n matrix products per second, in TFLOPS (2 n^3 operations each)."""
+    import torch
+
+    dev = device.torch()
+    if dtype == "fp8":
+        a = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn).t()  # column-major
+        one = torch.tensor(1.0, device=dev)
+
+        def step() -> object:
+            return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    else:
+        kind = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
+        a, b = (torch.randn(n, n, device=dev, dtype=kind) for _ in range(2))
+
+        def step() -> object:
+            return a @ b
+    calls, seconds = timed_window(step, device, window_s)
+    return 2 * n**3 * calls / seconds / TERA
+
+
+def memory_gbps(device: Device, nbytes: int, window_s: float) -> float:
+    """Copies of an `nbytes` buffer per second, counted as read + written, in GB/s."""
+    import torch
+
+    src = torch.ones(nbytes // 4, dtype=torch.float32, device=device.torch())
+    dst = torch.empty_like(src)
+    calls, seconds = timed_window(lambda: dst.copy_(src), device, window_s)
+    return 2 * src.numel() * 4 * calls / seconds / GB
+
+
+def allreduce_sweep(device: Device, group: Any, ranks: int, sizes: Sequence[int], iters: int,
+                    warmup: int) -> list[dict[str, float]]:
+    """One all-reduce per size in `group` (n = ranks): per size the bytes, the time in
+    microseconds (the ranks' mean) and algbw/busbw in GB/s. Every rank of the group calls it."""
+    import torch
+    import torch.distributed as dist
+
+    rows = []
+    for nbytes in sizes:
+        buf = torch.zeros(nbytes // 4, dtype=torch.float32, device=device.torch())
+        for _ in range(warmup):
+            dist.all_reduce(buf, group=group)
+        device.sync()
+        start = time.perf_counter()
+        for _ in range(iters):
+            dist.all_reduce(buf, group=group)
+        device.sync()
+        mine = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64,
+                            device=device.torch())
+        dist.all_reduce(mine, group=group)  # the sum over the ranks: their mean below
+        seconds = float(mine.item()) / ranks
+        algbw, busbw = bandwidths(nbytes, seconds, ranks)
+        rows.append({"bytes": nbytes, "time_us": seconds * 1e6, "algbw_gbps": algbw,
+                     "busbw_gbps": busbw})
+    return rows
+
+
+# nccl-tests' table: size count type redop root | time algbw busbw #wrong (out of place)
+# | time algbw busbw #wrong (in place). Rows of numbers; "N/A" where a check was not made.
+_NCCL_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+"
+                       r"\s+(\S+)\s+(\S+)\s+(\S+)\s+\S+\s+(\S+)\s+(\S+)\s+(\S+)\s+\S+\s*$")
+_NCCL_RANK = re.compile(r"^#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)")
+
+
+def parse_nccl_tests(text: str) -> dict[str, Any]:
+    """all_reduce_perf's output: the ranks it reports (`# Rank N ... on HOST`) and, per
+    size, the in-place time (us), algbw and busbw (GB/s)."""
+    ranks: dict[int, str] = {}
+    rows = []
+    for line in text.splitlines():
+        if m := _NCCL_RANK.match(line):
+            ranks[int(m.group(1))] = m.group(2)
+        elif m := _NCCL_ROW.match(line):
+            try:
+                time_us, algbw, busbw = (float(m.group(i)) for i in (6, 7, 8))
+            except ValueError:
+                continue
+            rows.append({"bytes": int(m.group(1)), "time_us": time_us, "algbw_gbps": algbw,
+                         "busbw_gbps": busbw})
+    return {"ranks": len(ranks), "hosts": sorted(set(ranks.values())), "sizes": rows}

@@ -1,0 +1,246 @@
+"""`llmb-run screen`: find the slow GPU, node or link with one short job, before a benchmark does.
+
+    llmb-run screen (--nodes N | --nodelist NODES) [--rounds R] [--smoke] [--format=table|json]
+                    [--timeout S] [PLACEMENT]
+
+One job on the install's account and partition, in the benchmark's container image, through
+the benchmark's srun path (`--mpi=pmix`, pyxis) and environment (llmb.launch.jobenv's base and
+GPU variables), one task per GPU: llmb.container.screenrun measures every GPU, every node's
+all-reduce, the nodes in pairs over a fixed number of rounds (every node meets a new partner
+each round) and one all-reduce over all nodes. llmb.llmbrun.screenresults puts the results
+together and llmb.llmbrun.screenjudge judges them; they are kept, with the job's script, plan
+and output, in $LLMB_INSTALL/screens/<UTC YYYYmmdd-HHMMSS>/ (screen.json is written last: a
+screen without it never counts for --exclude-suspect). `--smoke` runs the same job on the CPU
+(gloo, small sizes), as a node without CUDA does.
+
+Exit status: 0 nothing named; 3 a GPU, node or link named (as the analyzer's --check); 1 the
+screen could not run (refused by sbatch, or ended before any task reported); 2 a bad option.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from llmb import layout
+from llmb.container import screenrun
+from llmb.launch import jobenv, placement, slurm
+from llmb.launch.placement import Placement, PlacementError
+from llmb.llmbrun import preflight, screenreport, screenresults
+from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
+from llmb.recipes import catalog
+from llmb.shared import files, shellsafe, slurmquery, values
+from llmb.shared.errors import UsageError
+
+EXIT_NAMED = 3
+JOB_TIME = "00:30:00"
+DEFAULT_TIMEOUT_S = 1800
+MAX_ROUNDS = 64
+JOB_NAME = "llmb-screen"
+SCRIPT = "screen.sbatch"
+# What a task measures. GPU: nccl-tests' usual sweep up to 1 GiB, a GEMM large enough to keep
+# a GPU's tensor cores busy, a 1 GiB copy. CPU (--smoke, or no CUDA): small, quick sizes.
+GPU_PARAMS: dict[str, Any] = {
+    "sizes": [1 << p for p in range(20, 31)], "iters": 20, "warmup": 5, "window_s": 2.0,
+    "matmul_n": 8192, "memory_bytes": 1 << 30, "dtypes": ["bf16", "fp8"]}
+CPU_PARAMS: dict[str, Any] = {
+    "sizes": [1 << 18, 1 << 20], "iters": 30, "warmup": 3, "window_s": 1.0,
+    "matmul_n": 128, "memory_bytes": 8 << 20, "dtypes": ["fp32"]}
+COLLECTIVE_TIMEOUT_S = 300
+
+
+def node_count(nodes: int | None, place: Placement, rounds: int | None) -> int:
+    """The job's node count from --nodes or --nodelist; UsageError for a combination that
+    cannot be run (before anything is written or submitted)."""
+    listed = placement.expand_hostlist("--nodelist", place.nodelist) if place.nodelist else []
+    count = nodes if nodes is not None else len(listed)
+    if not count:
+        raise UsageError("screen needs --nodes N or --nodelist NODES (the nodes to screen)")
+    try:
+        placement.check_nodelist_size(place, count)
+        placement.check_segment(place, count)
+    except PlacementError as exc:
+        raise UsageError(str(exc)) from None
+    most = screenrun.max_rounds(count)
+    if rounds is not None and rounds > most:
+        raise UsageError(f"--rounds {rounds}: {count} node(s) give at most {most} round(s) of "
+                         "pairs with a new partner each" + ("" if most else
+                                                            "; pairs need 2 nodes or more"))
+    return count
+
+
+def image_of(cfg: ClusterConfig) -> str | None:
+    """The benchmark's image (the first configured): an existing file, or a reference."""
+    image = next(iter(preflight.images(cfg)), None)
+    if image is not None and shellsafe.looks_like_file(image) and not Path(image).is_file():
+        raise RunError(f"the benchmark image {values.shown(image)} does not exist; import it "
+                       "(rerun the installer, or <recipe>/setup.sh) or run llmb-run preflight")
+    return image
+
+
+def plan(smoke: bool, rounds: int | None, gpus_per_node: int) -> dict[str, Any]:
+    return {"schema": 1, "force_cpu": smoke, "rounds": rounds, "gpus_per_node": gpus_per_node,
+            "timeout_s": COLLECTIVE_TIMEOUT_S, "gpu": GPU_PARAMS, "cpu": CPU_PARAMS}
+
+
+def sbatch_args(cfg: ClusterConfig, nodes: int, place: Placement, out: Path) -> list[str]:
+    """The benchmark's account, partition and GPU request, exclusive nodes, one task per
+    GPU, the placement (GB200's default segment as a benchmark gets it)."""
+    gpu = catalog.get_gpu_type(cfg.gpu_type)
+    gres = cfg.slurm.get("gres")
+    return [f"--account={cfg.slurm['account']}", f"--partition={cfg.slurm['partition']}",
+            f"--nodes={nodes}", f"--ntasks-per-node={cfg.gpus_per_node}",
+            f"--gres={gres}" if gres else f"--gpus-per-node={cfg.gpus_per_node}",
+            "--exclusive", "--mem=0", f"--time={JOB_TIME}", f"--job-name={JOB_NAME}",
+            f"--output={out}",
+            *place.sbatch_argv(slurm.segment_size(nodes, gpu.segment_max_nodes))]
+
+
+def job_env(gpu_type: str) -> dict[str, str]:
+    """The variables every benchmark job of this GPU type gets (llmb.launch.jobenv)."""
+    return {**jobenv.BASE_ENV, **{str(k): str(v) for k, v in
+                                  catalog.get_gpu_type(gpu_type).env.items()}}
+
+
+def job_script(cfg: ClusterConfig, folder: Path, image: str | None, args: list[str]) -> str:
+    """The batch script: the probe on every GPU; then, where the probe found nccl-tests'
+    all_reduce_perf in the image, one all_reduce_perf step per group, a phase at a time."""
+    q = shlex.quote
+    repo = cfg.repo
+    env = job_env(cfg.gpu_type)
+    mounts = f"{repo}:{repo},{folder}:{folder}"
+    container = (f"--container-image={q(image)} --container-mounts={q(mounts)} "
+                 f"--container-name={JOB_NAME} "
+                 f"--container-env={','.join(sorted(env))} " if image else "")
+    per_node = cfg.gpus_per_node
+    step = f"srun --mpi=pmix --ntasks-per-node={per_node} {container}"
+    inner = (f"export PYTHONPATH={q(str(repo / 'common'))}${{PYTHONPATH:+:$PYTHONPATH}}; "
+             f"exec python -m llmb.container.screenrun --plan {q(str(folder / 'plan.json'))}")
+    p = GPU_PARAMS
+    nccl = folder / screenrun.NCCL_TESTS_DIR
+    perf = (f"{screenrun.NCCL_TESTS_BINARY} -b {p['sizes'][0]} -e {p['sizes'][-1]} -f 2 -g 1 "
+            f"-n {p['iters']} -w {p['warmup']}")
+    return "\n".join([
+        "#!/bin/bash",
+        "# llmb screen job, written by llmb-run screen. Submitted as:",
+        f"# sbatch {shlex.join(args)} <this file>",
+        "set -u",
+        "export PYTHONUNBUFFERED=1",
+        *(f"export {k}={q(v)}" for k, v in sorted(env.items())),
+        "# one task per GPU; $PYTHONPATH is the container's, expanded by the task's shell",
+        "# shellcheck disable=SC2016",
+        f"{step}bash -c {q(inner)}",
+        'echo "LLMB_SCREEN probe exit $?"',
+        f"nccl={q(str(nccl))}",
+        'if [ -s "$nccl/groups.txt" ]; then',
+        '    phase="" start=""',
+        "    while read -r name index count nodes; do",
+        '        if [ "$name" != "$phase" ]; then',
+        "            wait",
+        '            [ -z "$phase" ] || echo "$phase $start $(date +%s.%N)" >>"$nccl/walls.txt"',
+        '            phase="$name" start="$(date +%s.%N)"',
+        "        fi",
+        f'        {step}--nodes="$count" --ntasks="$((count * {per_node}))" '
+        f'--nodelist="$nodes" {perf} </dev/null >"$nccl/$name.$index.out" 2>&1 &',
+        '    done <"$nccl/groups.txt"',
+        "    wait",
+        '    [ -z "$phase" ] || echo "$phase $start $(date +%s.%N)" >>"$nccl/walls.txt"',
+        "fi",
+        "",
+    ])
+
+
+def new_folder(cfg: ClusterConfig) -> tuple[str, Path]:
+    """screens/<UTC stamp>/, made here (a second screen in the same second waits for the
+    next one: stamps order the screens)."""
+    for _ in range(5):
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        folder = cfg.tree.screens / stamp
+        try:
+            folder.mkdir(parents=True)
+            return stamp, folder
+        except FileExistsError:
+            time.sleep(1)
+        except OSError as exc:
+            raise RunError(f"cannot create {folder}: {exc.strerror}") from None
+    raise RunError(f"cannot create a new folder under {cfg.tree.screens}: every stamp is taken")
+
+
+def check_paths(cfg: ClusterConfig) -> None:
+    """The repository and the screens folder are mounted into the container."""
+    try:
+        shellsafe.mount_path("the llmb repository", str(cfg.repo), label=True)
+        shellsafe.mount_path("LLMB_INSTALL", str(cfg.install))
+    except values.BadValue as exc:
+        raise RunError(str(exc)) from None
+
+
+def submit(cfg: ClusterConfig, nodes: int, place: Placement, smoke: bool, rounds: int | None,
+           ) -> tuple[str, Path, str, str | None]:
+    """Write the plan and the script, submit: (stamp, folder, job id, image)."""
+    image = image_of(cfg)
+    check_paths(cfg)
+    stamp, folder = new_folder(cfg)
+    out = folder / "screen-%j.out"
+    args = sbatch_args(cfg, nodes, place, out)
+    files.atomic_write(folder / "plan.json", json.dumps(plan(smoke, rounds,
+                                                             cfg.gpus_per_node), indent=1))
+    files.atomic_write(folder / SCRIPT, job_script(cfg, folder, image, args), files.EXECUTABLE)
+    try:
+        job = preflight.submit_job(folder / SCRIPT, args)
+    except (slurmquery.SlurmUnavailable, OSError) as exc:
+        raise RunError(f"sbatch refused the screen job: {exc}") from None
+    return stamp, folder, job, image
+
+
+def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: bool,
+               rounds: int | None, fmt: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> int:
+    if cfg.cluster_type != "slurm":
+        raise RunError(f"screen runs on Slurm clusters; this install's cluster_type is "
+                       f"{cfg.cluster_type}")
+    count = node_count(nodes, place, rounds)
+    stamp, folder, job, image = submit(cfg, count, place, smoke, rounds)
+    try:
+        print(f"{PROG}: screen job {job}: {count} node(s), {cfg.gpus_per_node} task(s) each"
+              f"{' on the CPU (--smoke)' if smoke else ''}; results in {folder}",
+              file=sys.stderr, flush=True)
+        info = preflight.wait_job(job, timeout_s, what="screen job")
+    except KeyboardInterrupt:  # the job holds its nodes exclusively: give them back
+        subprocess.run(["scancel", job], capture_output=True, timeout=30, check=False)
+        print(f"{PROG}: screen job {job} cancelled", file=sys.stderr)
+        raise
+    output = Path(str(folder / "screen-%j.out").replace("%j", job))
+    allocated = placement.expand_hostlist("nodes", info.nodes) if info.nodes else []
+    doc = screenresults.document(folder, cfg.gpu_type, allocated, cfg.gpus_per_node)
+    if doc is None:
+        raise RunError(f"the screen job {job} ended {info.state} before any task reported "
+                       f"(see {output}): {last_error(output)}")
+    doc.update(stamp=stamp, created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+               job_id=job, job_state=info.state, smoke=smoke, image=image, output=str(output))
+    files.write_private(folder / layout.SCREEN_FILE, json.dumps(doc, indent=1) + "\n")
+    if fmt == "json":
+        print(json.dumps(doc, indent=1))
+    else:
+        print(screenreport.table(doc))
+    if doc["named"] or doc["suspects"]:
+        print(f"{PROG}: screen: named {len(doc['named'])} figure(s) below their floor; "
+              f"suspects: {','.join(doc['suspects']) or 'none'}", file=sys.stderr)
+        return EXIT_NAMED
+    return 0
+
+
+def last_error(output: Path) -> str:
+    """The last line of the job's output that says something went wrong, else its last line."""
+    try:
+        lines = [ln.strip() for ln in files.read_bounded(output, 64 << 20).decode(
+            "utf-8", "replace").splitlines() if ln.strip()]
+    except files.FileRefused as exc:
+        return f"no output ({exc.reason})"
+    bad = [ln for ln in lines if "error" in ln.lower() or "llmb screen:" in ln]
+    return values.shown((bad or lines or ["(empty)"])[-1])[:300]

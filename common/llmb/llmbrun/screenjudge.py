@@ -1,0 +1,261 @@
+"""The screen's verdicts: each figure against its expected figure and against its peers.
+
+A figure is named when it is below a floor:
+- expected (GPU mode only): gpus.yaml's figure for the GPU type x (1 - its tolerance)
+  (llmb.recipes.screenfacts.Expectation); CPU figures are never held to a GPU's expectations;
+- peers: the figures of the same kind from the rest of the screen, by robust statistics: the
+  median m of the others and sigma = 1.4826 x their median absolute deviation (the normal
+  distribution's standard deviation, estimated so that a minority of bad values cannot move
+  it). A figure is below its peers when it is below both m x (1 - PEER_TOLERANCE[mode]) and
+  m - PEER_K x sigma: far below the others in relative terms, and far outside their spread
+  (PEER_K = 3.5 is Iglewicz and Hoaglin's modified z-score cut-off for outliers). Each figure is
+  compared with the others, not with a median it is part of ("leave one out"), so that one bad
+  node among four still stands out; above LEAVE_ONE_OUT figures it makes no difference and
+  the median of all is used.
+
+Who the peers are: every GPU screened, for a GPU's figures; every node, for a node's
+all-reduce; for a pair of nodes, the pairs that share neither of its nodes (both of a slow
+node's pairs are slow, so its partners' other pairs are the fair comparison), or every other
+pair where no pair is disjoint from it (three nodes).
+
+Verdicts: a GPU is `slow` below a floor and `fail` when it could not be measured. A node is
+`fail` when it, or one of its GPUs, could not be measured, `slow` when one of its GPUs or its
+own all-reduce is slow, or when every one of its pairs (two at least) is slow: a node slow with
+every partner is slow itself. A pair that is slow while both its nodes are fine with their
+other partners names that link: it is in `named`, neither node is a suspect (leaving one out
+would be a guess). `suspects` lists every node whose verdict is slow or fail.
+
+numpy is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from llmb.recipes.screenfacts import Expectation
+
+PEER_K = 3.5
+MAD_TO_SIGMA = 1.4826
+PEER_TOLERANCE = {"gpu": 0.10, "cpu": 0.65}
+LEAVE_ONE_OUT = 64
+NODE_FIGURE = "busbw_gbps"
+NODE_EXPECTATION = "nvlink_busbw_gbps"
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The floor one figure is held to, and where it comes from."""
+
+    value: float
+    peers_median: float | None
+    expected: float | None
+    why: str
+
+
+def robust(values: Sequence[float]) -> tuple[float, float]:
+    """(median, sigma) of values: sigma = 1.4826 x the median absolute deviation."""
+    import numpy as np
+
+    data = np.asarray(values, dtype=float)
+    median = float(np.median(data))
+    return median, MAD_TO_SIGMA * float(np.median(np.abs(data - median)))
+
+
+def peer_floor(others: Sequence[float], tolerance: float, k: float = PEER_K
+               ) -> tuple[float, float] | None:
+    """(floor, median) from the peers' figures, None without peers."""
+    if not others:
+        return None
+    median, sigma = robust(others)
+    return min(median * (1 - tolerance), median - k * sigma), median
+
+
+def peer_floors(values: Sequence[float], peers: Sequence[Sequence[int]] | None,
+                tolerance: float) -> list[tuple[float, float] | None]:
+    """The peer floor of each value; peers[i] are the indexes of value i's peers (default:
+    every other value, or all of them above LEAVE_ONE_OUT values)."""
+    if peers is None and len(values) > LEAVE_ONE_OUT:
+        shared = peer_floor(values, tolerance)
+        return [shared] * len(values)
+    out = []
+    for i in range(len(values)):
+        chosen = peers[i] if peers is not None else [j for j in range(len(values)) if j != i]
+        out.append(peer_floor([values[j] for j in chosen], tolerance))
+    return out
+
+
+def floor_of(value: float, peer: tuple[float, float] | None,
+             expectation: Expectation | None) -> Floor | None:
+    """The floor `value` falls below (the expectation's first), or None."""
+    median = peer[1] if peer else None
+    if expectation is not None and value < expectation.floor:
+        return Floor(expectation.floor, median, expectation.expected,
+                     f"below {expectation.expected:g} less {expectation.tolerance:.0%} "
+                     f"({expectation.source})")
+    if peer is not None and value < peer[0]:
+        return Floor(peer[0], median, expectation.expected if expectation else None,
+                     "far below its peers")
+    return None
+
+
+# --- the screen's verdicts --------------------------------------------------------------------
+
+def _named(kind: str, name: str, figure: str, value: float, floor: Floor) -> dict[str, Any]:
+    return {"kind": kind, "name": name, "figure": figure, "value": value, "floor": floor.value,
+            "expected": floor.expected, "peers_median": floor.peers_median, "why": floor.why}
+
+
+def judge_gpus(nodes: list[dict[str, Any]], mode: str,
+               expectations: Mapping[str, Expectation]) -> list[dict[str, Any]]:
+    """Each GPU's figures against the expectations and the other GPUs; sets each GPU's
+    verdict and reasons; returns what it named."""
+    gpus = [(node["node"], gpu) for node in nodes for gpu in node["gpus"]]
+    figures = sorted({f for _, gpu in gpus for f in gpu["figures"]})
+    named = []
+    for _, gpu in gpus:
+        gpu.setdefault("reasons", [])
+        gpu["verdict"] = "fail" if gpu.get("error") else "pass"
+    for figure in figures:
+        having = [(n, g) for n, g in gpus if g["figures"].get(figure) is not None]
+        values = [float(g["figures"][figure]) for _, g in having]
+        floors = peer_floors(values, None, PEER_TOLERANCE[mode])
+        expectation = expectations.get(figure) if mode == "gpu" else None
+        for (node, gpu), value, peer in zip(having, values, floors, strict=True):
+            floor = floor_of(value, peer, expectation)
+            if floor is not None:
+                what = f"{node} GPU {gpu['local_rank']}"
+                named.append(_named("gpu", what, figure, value, floor))
+                gpu["reasons"].append(f"{figure} {value:.4g} < {floor.value:.4g}: {floor.why}")
+                if gpu["verdict"] == "pass":
+                    gpu["verdict"] = "slow"
+    return named
+
+
+def judge_nodes(nodes: list[dict[str, Any]], mode: str,
+                expectations: Mapping[str, Expectation]) -> list[dict[str, Any]]:
+    """Each node's all-reduce across its GPUs against the NVLink expectation (GPU mode) and
+    the other nodes; sets allreduce.verdict; returns what it named."""
+    having = [n for n in nodes if (n.get("allreduce") or {}).get(NODE_FIGURE) is not None]
+    values = [float(n["allreduce"][NODE_FIGURE]) for n in having]
+    expectation = expectations.get(NODE_EXPECTATION) if mode == "gpu" else None
+    named = []
+    for node in nodes:
+        if node.get("allreduce") is not None:
+            node["allreduce"]["verdict"] = "fail" if node["allreduce"].get("error") else "pass"
+    multi_gpu = [n["allreduce"].get("ranks", 0) > 1 for n in having]
+    for node, value, peer, many in zip(having, values, peer_floors(values, None,
+                                       PEER_TOLERANCE[mode]), multi_gpu, strict=True):
+        floor = floor_of(value, peer, expectation if many else None)
+        if floor is not None:
+            node["allreduce"]["verdict"] = "slow"
+            named.append(_named("node", node["node"], f"all-reduce {NODE_FIGURE}", value,
+                                floor))
+    return named
+
+
+def disjoint_peers(pairs: Sequence[Mapping[str, Any]]) -> list[list[int]]:
+    """For each pair, the pairs that share neither of its nodes; every other pair where
+    there is none."""
+    out = []
+    for i, pair in enumerate(pairs):
+        mine = set(pair["nodes"])
+        others = [j for j in range(len(pairs)) if j != i]
+        apart = [j for j in others if not mine & set(pairs[j]["nodes"])]
+        out.append(apart or others)
+    return out
+
+
+def judge_pairs(pairs: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
+    """Each pair's all-reduce against the pairs that share none of its nodes; sets each pair's
+    verdict; returns what it named (links are named by judge(), once the nodes are known)."""
+    for pair in pairs:
+        pair["verdict"] = "fail" if pair.get("error") or pair.get(NODE_FIGURE) is None \
+            else "pass"
+    measured = [p for p in pairs if p["verdict"] == "pass"]
+    values = [float(p[NODE_FIGURE]) for p in measured]
+    floors = peer_floors(values, disjoint_peers(measured), PEER_TOLERANCE[mode])
+    for pair, value, peer in zip(measured, values, floors, strict=True):
+        floor = floor_of(value, peer, None)
+        if floor is not None:
+            pair["verdict"] = "slow"
+            pair["floor"] = floor.value
+            pair["peers_median"] = floor.peers_median
+    return measured
+
+
+def node_verdict(node: dict[str, Any], pairs: Sequence[Mapping[str, Any]]) -> None:
+    """A node's verdict from its GPUs, its all-reduce and its pairs; its reasons."""
+    reasons = [str(node["error"])] if node.get("error") else []
+    gpu_verdicts = [g["verdict"] for g in node["gpus"]]
+    allreduce = node.get("allreduce") or {}
+    mine = [p for p in pairs if node["node"] in p["nodes"]]
+    all_pairs_slow = len(mine) >= 2 and all(p["verdict"] != "pass" for p in mine)
+    if node.get("error") or "fail" in gpu_verdicts or allreduce.get("verdict") == "fail":
+        verdict = "fail"
+    elif "slow" in gpu_verdicts or allreduce.get("verdict") == "slow" or all_pairs_slow:
+        verdict = "slow"
+    else:
+        verdict = "pass"
+    for g in node["gpus"]:
+        reasons += [f"GPU {g['local_rank']}: {r}" for r in g.get("reasons") or []]
+        if g.get("error") and not node.get("error"):
+            reasons.append(f"GPU {g['local_rank']}: {g['error']}")
+    if allreduce.get("verdict") in ("slow", "fail"):
+        reasons.append("its own all-reduce " + ("is slow" if allreduce["verdict"] == "slow"
+                                                 else "failed")
+                       + (f": {allreduce['error']}" if allreduce.get("error") else ""))
+    if all_pairs_slow:
+        reasons.append(f"slow with every partner ({', '.join(_partner(p, node) for p in mine)})")
+    node["verdict"], node["reasons"] = verdict, reasons
+
+
+def _partner(pair: Mapping[str, Any], node: Mapping[str, Any]) -> str:
+    return next(n for n in pair["nodes"] if n != node["node"])
+
+
+def named_nodes(nodes: Sequence[Mapping[str, Any]], pairs: Sequence[Mapping[str, Any]],
+                named: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The nodes not measured, and those slow with every partner (its best pair against
+    that pair's floor), unless one of their figures is named already."""
+    out = []
+    for node in nodes:
+        mine = [p for p in pairs if node["node"] in p["nodes"] and p["verdict"] == "slow"]
+        if node["verdict"] == "fail":
+            out.append({"kind": "node", "name": node["node"], "figure": None, "value": None,
+                        "floor": None, "expected": None, "peers_median": None,
+                        "why": "; ".join(node["reasons"]) or "not measured"})
+        elif node["verdict"] == "slow" and mine and not any(
+                n["name"] == node["node"] or n["name"].startswith(f"{node['node']} GPU ")
+                for n in named):
+            best = max(mine, key=lambda p: float(p[NODE_FIGURE]))
+            out.append(_named("node", node["node"], f"pairs {NODE_FIGURE}",
+                              float(best[NODE_FIGURE]), Floor(
+                                  best["floor"], best["peers_median"], None,
+                                  "slow with every partner: its best pair is far below the "
+                                  "pairs that share neither node")))
+    return out
+
+
+def judge(nodes: list[dict[str, Any]], pairs: list[dict[str, Any]], mode: str,
+          expectations: Mapping[str, Expectation]) -> dict[str, Any]:
+    """Verdicts for every GPU, node and pair (set in place); `named` (what is below a floor,
+    with its figure, floor, expectation and the peers' median) and `suspects`."""
+    named = judge_gpus(nodes, mode, expectations)
+    named += judge_nodes(nodes, mode, expectations)
+    judge_pairs(pairs, mode)
+    for node in nodes:
+        node_verdict(node, pairs)
+    fine = {n["node"] for n in nodes if n["verdict"] == "pass"}
+    for pair in pairs:
+        pair["link"] = pair["verdict"] == "slow" and set(pair["nodes"]) <= fine
+        if pair["link"]:
+            named.append(_named("link", " - ".join(pair["nodes"]), f"all-reduce {NODE_FIGURE}",
+                                float(pair[NODE_FIGURE]), Floor(
+                                    pair["floor"], pair["peers_median"], None,
+                                    "far below the pairs that share neither node, while both "
+                                    "nodes are fine with their other partners")))
+    named += named_nodes(nodes, pairs, named)
+    suspects = [n["node"] for n in nodes if n["verdict"] != "pass"]
+    return {"named": named, "suspects": suspects}

@@ -1,0 +1,255 @@
+"""A screen for people: the table `llmb-run screen` prints, and the section `llmb-run report`
+and `archive` add to the analyzer's report (a per-node plot with the suspects marked, the
+verdicts and what was named), for the newest screen of the install.
+
+The plot has one panel per figure against the nodes, in name order: each GPU's matrix
+multiply and memory bandwidth (a dot per GPU), and each node's own all-reduce bus bandwidth
+(a square) with its pairs' (dots); the floor each was held to where an expectation applies
+(dashed), the peers' median (dotted); suspects' names in red on a shaded band. matplotlib is
+imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from llmb import layout
+from llmb.llmbrun import suspects as newest
+from llmb.shared import files, values
+from llmb.shared.files import atomic_write
+
+PLOT_FILE = "screen.png"
+SECTION_TITLE = "Cluster screen"
+COLOURS = {"gpu": "#1f5fa8", "node": "#15803d", "pair": "#9aa5b1", "suspect": "#b91c1c",
+           "band": "#fee2e2", "floor": "#c2410c", "median": "#6b7280"}
+
+
+def _num(value: Any) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def gpu_figures(doc: Mapping[str, Any]) -> list[str]:
+    return sorted({f for n in doc["nodes"] for g in n["gpus"] for f in g["figures"]})
+
+
+def headline(doc: Mapping[str, Any]) -> str:
+    mode = ("on the CPU (gloo), judged against their peers only" if doc["mode"] == "cpu"
+            else f"on {doc['gpu_type']} GPUs, judged against gpus.yaml and their peers")
+    return (f"screen {doc.get('stamp', '?')} (job {doc.get('job_id', '?')}, "
+            f"{doc.get('job_state', '?')}): {len(doc['nodes'])} node(s) x "
+            f"{doc['gpus_per_node']} task(s) {mode}; all-reduces measured by "
+            f"{doc['measured_by']} ({doc['backend']})")
+
+
+def node_rows(doc: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+    figures = gpu_figures(doc)
+    head = ["node", "verdict", "GPUs", *(f"{f} min/median" for f in figures),
+            "all-reduce busbw GB/s", "pairs busbw GB/s"]
+    rows = []
+    for node in doc["nodes"]:
+        cells = [node["node"], str(node["verdict"]), str(len(node["gpus"]))]
+        for figure in figures:
+            got = sorted(g["figures"][figure] for g in node["gpus"] if figure in g["figures"])
+            cells.append(f"{_num(got[0])}/{_num(got[len(got) // 2])}" if got else "-")
+        cells.append(_num((node.get("allreduce") or {}).get("busbw_gbps")))
+        cells.append(" ".join(f"{_num(p['busbw_gbps'])} ({p['with']})" for p in node["pairs"])
+                     or "-")
+        rows.append(cells)
+    return head, rows
+
+
+def named_lines(doc: Mapping[str, Any]) -> list[str]:
+    out = []
+    for n in doc["named"]:
+        if n.get("figure") is None:
+            out.append(f"{n['name']}: {n['why']}")
+            continue
+        out.append(f"{n['name']}: {n['figure']} {_num(n['value'])} < floor {_num(n['floor'])}"
+                   f" (peers' median {_num(n.get('peers_median'))}"
+                   + (f", expected {_num(n['expected'])}" if n.get("expected") else "")
+                   + f"): {n['why']}")
+    return [values.shown(line) for line in out]
+
+
+def rounds_line(doc: Mapping[str, Any]) -> str:
+    return "rounds: " + ", ".join(f"{r['name']} {r['wall_s']:.1f} s" for r in doc["rounds"])
+
+
+def table(doc: Mapping[str, Any]) -> str:
+    head, rows = node_rows(doc)
+    widths = [max(len(str(c)) for c in col) for col in zip(head, *rows, strict=True)]
+    lines = [headline(doc),
+             "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+              for r in rows]
+    for node in doc["nodes"]:
+        lines += [f"  {node['node']}: {values.shown(r)}" for r in node["reasons"]]
+    lines.append(rounds_line(doc))
+    if doc.get("all_nodes"):
+        lines.append(f"all nodes: busbw {_num(doc['all_nodes'].get('busbw_gbps'))} GB/s"
+                     + (f" ({doc['all_nodes']['error']})" if doc["all_nodes"].get("error")
+                        else ""))
+    links = [f"{' - '.join(p['nodes'])} (round {p['round']}): {p['verdict']}"
+             for p in doc["pairs"] if p["verdict"] != "pass"]
+    if links:
+        lines.append("pairs below par: " + "; ".join(links))
+    if doc["named"]:
+        lines += ["named:", *(f"  {line}" for line in named_lines(doc))]
+    lines.append(f"suspects: {','.join(doc['suspects']) or 'none'}")
+    return "\n".join(lines)
+
+
+# --- the plot ---------------------------------------------------------------------------------
+
+def _mark_suspects(ax: Any, names: Sequence[str], suspects: set[str]) -> None:
+    for i, name in enumerate(names):
+        if name in suspects:
+            ax.axvspan(i - 0.45, i + 0.45, color=COLOURS["band"], zorder=0)
+    ax.set_xticks(range(len(names)), names, rotation=90 if len(names) > 8 else 0,
+                  fontsize=8 if len(names) <= 64 else 5)
+    for label in ax.get_xticklabels():
+        if label.get_text() in suspects:
+            label.set_color(COLOURS["suspect"])
+            label.set_fontweight("bold")
+
+
+def _floor_lines(ax: Any, doc: Mapping[str, Any], figure: str, points: Sequence[float]) -> None:
+    import numpy as np
+
+    expected = (doc.get("expectations") or {}).get(figure)
+    if expected:
+        ax.axhline(expected["floor"], color=COLOURS["floor"], linestyle="--",
+                   label=f"floor ({expected['expected']:g} less {expected['tolerance']:.0%})")
+    if points:
+        ax.axhline(float(np.median(points)), color=COLOURS["median"], linestyle=":",
+                   label="median")
+
+
+def plot_png(doc: Mapping[str, Any]) -> bytes:
+    """The per-node figure as PNG bytes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    names = [n["node"] for n in doc["nodes"]]
+    figures = gpu_figures(doc)
+    width = max(6.0, min(24.0, 0.3 * len(names) + 4))
+    fig = Figure(figsize=(width, 2.6 * (len(figures) + 1)), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(figures) + 1, 1, sharex=True, squeeze=False)[:, 0]
+    bad = set(doc["suspects"])
+    fig.suptitle(f"llmb screen {doc.get('stamp', '')}: suspects "
+                 f"{', '.join(doc['suspects']) or 'none'}", fontsize=11, fontweight="bold")
+    for ax, figure in zip(axes, figures, strict=False):
+        xs, ys, colours = [], [], []
+        for i, node in enumerate(doc["nodes"]):
+            for gpu in node["gpus"]:
+                if figure in gpu["figures"]:
+                    xs.append(i)
+                    ys.append(gpu["figures"][figure])
+                    colours.append(COLOURS["suspect"] if gpu.get("verdict") != "pass"
+                                   else COLOURS["gpu"])
+        ax.scatter(xs, ys, s=14, c=colours, zorder=3, label="each GPU")
+        _floor_lines(ax, doc, figure, ys)
+        ax.set_ylabel(figure, fontsize=8)
+    ax = axes[-1]
+    pairs = [(i, p["busbw_gbps"]) for i, n in enumerate(doc["nodes"]) for p in n["pairs"]
+             if p.get("busbw_gbps") is not None]
+    if pairs:
+        ax.scatter(*zip(*pairs, strict=True), s=14, color=COLOURS["pair"], zorder=3,
+                   label="its pairs")
+    own = [(i, n["allreduce"]["busbw_gbps"]) for i, n in enumerate(doc["nodes"])
+           if (n.get("allreduce") or {}).get("busbw_gbps") is not None]
+    if own:
+        ax.scatter(*zip(*own, strict=True), s=30, marker="s", color=COLOURS["node"],
+                   zorder=4, label="the node's own")
+    _floor_lines(ax, doc, "nvlink_busbw_gbps", [y for _, y in own])
+    ax.set_ylabel("all-reduce busbw GB/s", fontsize=8)
+    for ax in axes:
+        _mark_suspects(ax, names, bad)
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="best")
+    out = io.BytesIO()
+    fig.savefig(out, format="png", metadata={"Software": None})
+    return out.getvalue()
+
+
+# --- in the report ----------------------------------------------------------------------------
+
+def load_newest(tree: layout.Install) -> tuple[Path, dict[str, Any]] | None:
+    """The newest complete screen of the install and its results, or None."""
+    screen = newest.newest_screen(tree)
+    if screen is None:
+        return None
+    try:
+        doc = json.loads(files.read_bounded(screen.path, newest.MAX_SCREEN_BYTES))
+    except (files.FileRefused, ValueError):
+        return None
+    return (screen.path, doc) if isinstance(doc, dict) and isinstance(doc.get("nodes"),
+                                                                      list) else None
+
+
+def html_section(doc: Mapping[str, Any], png: bytes | None) -> str:
+    head, rows = node_rows(doc)
+    parts = [f"<h2>{SECTION_TITLE}</h2>", f'<p class="meta">{html.escape(headline(doc))}<br>'
+             f"{html.escape(rounds_line(doc))}<br>suspects: "
+             f"<b>{html.escape(', '.join(doc['suspects']) or 'none')}</b></p>"]
+    if png is not None:
+        data = base64.b64encode(png).decode("ascii")
+        parts.append(f'<img class="plot" alt="screen per node" src="data:image/png;base64,'
+                     f'{data}">')
+    parts += ["<table>", "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
+    for row in rows:
+        style = ' style="background:#fee2e2"' if row[1] != "pass" else ""
+        parts.append(f"<tr{style}>" + "".join(f"<td>{html.escape(values.shown(c))}</td>"
+                                              for c in row) + "</tr>")
+    parts.append("</table>")
+    if doc["named"]:
+        parts += ["<ul>", *(f"<li>{html.escape(line)}</li>" for line in named_lines(doc)),
+                  "</ul>"]
+    return "\n".join(parts) + "\n"
+
+
+def markdown_section(doc: Mapping[str, Any], plot: bool) -> str:
+    head, rows = node_rows(doc)
+    lines = ["", f"## {SECTION_TITLE}", "", f"- {headline(doc)}", f"- {rounds_line(doc)}",
+             f"- suspects: {', '.join(doc['suspects']) or 'none'}", ""]
+    if plot:
+        lines += [f"![screen per node](plots/{PLOT_FILE})", ""]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(values.shown(c).replace("|", "\\|") for c in r) + " |"
+              for r in rows]
+    lines += ["", *(f"- {line}" for line in named_lines(doc))]
+    return "\n".join(lines) + "\n"
+
+
+def add_to_report(directory: Path, tree: layout.Install) -> str | None:
+    """Add the newest screen to the analyzer's report in `directory` (index.html, report.md,
+    plots/screen.png); the screen's stamp, or None when the install has no screen."""
+    found = load_newest(tree)
+    if found is None:
+        return None
+    path, doc = found
+    try:
+        png: bytes | None = plot_png(doc)
+    except ImportError:  # no matplotlib: the table still goes in
+        png = None
+    if png is not None:
+        (directory / "plots").mkdir(parents=True, exist_ok=True)
+        atomic_write(directory / "plots" / PLOT_FILE, png)
+    report_md = directory / "report.md"
+    if report_md.is_file():
+        atomic_write(report_md, report_md.read_text() + markdown_section(doc, png is not None))
+    index = directory / "index.html"
+    page = index.read_text()
+    end = page.rfind("</body>")
+    if end < 0:
+        end = len(page)
+    atomic_write(index, page[:end] + html_section(doc, png) + page[end:])
+    return str(doc.get("stamp") or path.parent.name)

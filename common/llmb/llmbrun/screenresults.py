@@ -1,0 +1,214 @@
+"""The screen's results: what the job's tasks wrote, put together and judged.
+
+The job's tasks (llmb.container.screenrun) leave, in the screen's folder:
+    ranks/rank-NNNNN.json     one per task: its node, GPU identity, figures, errors, and the
+                              all-reduces it led (task 0 also the run: mode, tool, nodes, the
+                              phases' wall times)
+    nccl-tests/NAME.I.out     where nccl-tests measured: all_reduce_perf's output per group,
+    nccl-tests/walls.txt      and each phase's start and end (the job script writes these)
+`document` turns them into screen.json's content: top-level `nodes` (each with `node`,
+`verdict`, its GPUs and figures), `pairs`, `all_nodes`, `rounds` (each phase's wall time),
+`named` and `suspects` (llmb.llmbrun.screenjudge), and what measured (`measured_by`).
+Every file is read with a bound; a task that wrote nothing, a node none of whose tasks
+reported, a group without a result are verdicts (`fail`, with why), never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from llmb.container import probe, screenrun
+from llmb.llmbrun import screenjudge
+from llmb.recipes import catalog, screenfacts
+from llmb.shared import files
+
+SCHEMA = 1
+MAX_RANK_BYTES = 1 << 20
+MAX_NCCL_OUTPUT = 16 << 20
+BUSBW, ALGBW = "busbw_gbps", "algbw_gbps"
+
+
+def read_ranks(folder: Path) -> list[dict[str, Any]]:
+    """Every task's record that can be read (a half-written or foreign file is skipped)."""
+    out = []
+    for path in sorted((folder / screenrun.RANKS_DIR).glob("rank-*.json")):
+        try:
+            data = json.loads(files.read_bounded(path, MAX_RANK_BYTES))
+        except (files.FileRefused, ValueError):
+            continue
+        if isinstance(data, dict) and isinstance(data.get("rank"), int) and \
+                isinstance(data.get("node"), str):
+            out.append(data)
+    return out
+
+
+def summary(result: Mapping[str, Any]) -> dict[str, Any]:
+    """A group's all-reduce: its figures at the largest size (where bandwidth has risen to
+    what the link carries), and the whole sweep."""
+    sizes = [s for s in result.get("sizes") or [] if isinstance(s, dict)]
+    out: dict[str, Any] = {"ranks": result.get("ranks"), "error": result.get("error"),
+                           "bytes": None, BUSBW: None, ALGBW: None, "sizes": sizes}
+    if sizes and not out["error"]:
+        largest = max(sizes, key=lambda s: s["bytes"])
+        out.update(bytes=largest["bytes"], **{k: largest[k] for k in (BUSBW, ALGBW)})
+    elif not out["error"]:
+        out["error"] = "no all-reduce result"
+    return out
+
+
+def torch_groups(ranks: Sequence[Mapping[str, Any]]) -> dict[tuple[str, tuple[str, ...]],
+                                                            dict[str, Any]]:
+    """(phase, nodes) -> result, from the tasks that led each group."""
+    return {(str(g["phase"]), tuple(g["nodes"])): g for r in ranks for g in r.get("groups") or []
+            if isinstance(g, dict) and "phase" in g and isinstance(g.get("nodes"), list)}
+
+
+def nccl_tests_groups(folder: Path, phases: Sequence[screenrun.Phase], per_node: int
+                      ) -> tuple[dict[tuple[str, tuple[str, ...]], dict[str, Any]],
+                                 list[dict[str, Any]]]:
+    """The groups all_reduce_perf measured (its in-place columns) and the phases' walls."""
+    where = folder / screenrun.NCCL_TESTS_DIR
+    out = {}
+    for phase in phases:
+        for index, nodes in enumerate(phase.groups):
+            expected = len(nodes) * per_node
+            result: dict[str, Any] = {"phase": phase.name, "nodes": list(nodes),
+                                      "ranks": expected, "sizes": [], "error": None}
+            try:
+                raw = files.read_bounded(where / f"{phase.name}.{index}.out", MAX_NCCL_OUTPUT)
+                parsed = probe.parse_nccl_tests(raw.decode("utf-8", "replace"))
+            except files.FileRefused as exc:
+                result["error"] = f"all_reduce_perf's output {exc.reason}"
+            else:
+                result["sizes"] = parsed["sizes"]
+                if parsed["ranks"] != expected:
+                    result["error"] = (f"all_reduce_perf reported {parsed['ranks']} rank(s), "
+                                       f"not {expected}")
+            out[(phase.name, tuple(nodes))] = result
+    walls = []
+    try:
+        walls_text = files.read_bounded(where / "walls.txt", MAX_RANK_BYTES).decode(
+            "utf-8", "replace")
+    except files.FileRefused:
+        walls_text = ""
+    for line in walls_text.splitlines():
+        if m := re.fullmatch(r"(\S+) ([0-9.]+) ([0-9.]+)", line.strip()):
+            walls.append({"name": m.group(1),
+                          "wall_s": round(float(m.group(3)) - float(m.group(2)), 3)})
+    return out, walls
+
+
+def gpu_entry(rank: Mapping[str, Any]) -> dict[str, Any]:
+    device = rank.get("device")
+    if not isinstance(device, dict):
+        device = {}
+    figures = {k: float(v) for k, v in (rank.get("figures") or {}).items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    errors = [str(e) for e in rank.get("errors") or []]
+    return {"rank": rank["rank"], "local_rank": rank.get("local_rank"),
+            **{k: device.get(k) for k in ("index", "name", "uuid", "pci_bus_id", "serial")},
+            "figures": figures, "notes": errors, "error": None}
+
+
+def node_entries(ranks: Sequence[Mapping[str, Any]], run: Mapping[str, Any],
+                 allocated: Sequence[str], per_node: int) -> list[dict[str, Any]]:
+    """One entry per node of the job: its GPUs (a task that never reported is a failed GPU),
+    or why it was not measured."""
+    by_node: dict[str, list[Mapping[str, Any]]] = {}
+    for r in ranks:
+        by_node.setdefault(r["node"], []).append(r)
+    names = sorted(set(allocated) | set(run.get("ranks") or {}) | set(by_node))
+    unmeasured = run.get("unmeasured") or {}
+    out = []
+    for name in names:
+        mine = sorted(by_node.get(name, []), key=lambda r: r.get("local_rank") or 0)
+        gpus = [gpu_entry(r) for r in mine]
+        expected = len((run.get("ranks") or {}).get(name, [])) or per_node
+        error = unmeasured.get(name)
+        if not mine:
+            error = error or "none of its tasks reported (they did not start, or died first)"
+        elif len(mine) < expected:
+            error = error or f"{expected - len(mine)} of its {expected} tasks never reported"
+        out.append({"node": name, "verdict": None, "reasons": [], "error": error,
+                    "gpus": gpus, "allreduce": None, "pairs": []})
+    return out
+
+
+def mark_missing_figures(nodes: Sequence[dict[str, Any]]) -> None:
+    """A figure the other GPUs have and this one lacks: this GPU failed to measure it."""
+    for node in nodes:
+        if node["error"]:
+            for gpu in node["gpus"]:
+                gpu["error"] = "not measured"
+    gpus = [g for n in nodes if not n["error"] for g in n["gpus"]]
+    seen = {f for g in gpus for f in g["figures"]}
+    for gpu in gpus:
+        missing = sorted(seen - set(gpu["figures"]))
+        if not gpu["figures"] or missing:
+            gpu["error"] = "; ".join(gpu["notes"]) or f"no {', '.join(missing) or 'figure'}"
+
+
+def place_groups(nodes: list[dict[str, Any]], phases: Sequence[screenrun.Phase],
+                 results: Mapping[tuple[str, tuple[str, ...]], Mapping[str, Any]]
+                 ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Each node's own all-reduce into its entry; the pairs; the all-nodes all-reduce."""
+    by_name = {n["node"]: n for n in nodes}
+    pairs: list[dict[str, Any]] = []
+    everyone = None
+    for phase in phases:
+        for group in phase.groups:
+            result = summary(results.get((phase.name, group)) or {"error": "no result (the "
+                             "task that led this group did not report it)"})
+            if phase.name == "nodes":
+                by_name[group[0]]["allreduce"] = result
+            elif phase.name == "all":
+                everyone = {"nodes": list(group), **result}
+            else:
+                pair = {"round": int(phase.name.rsplit("-", 1)[1]), "nodes": list(group),
+                        **result}
+                pairs.append(pair)
+                for n in group:
+                    partner = next(m for m in group if m != n)
+                    by_name[n]["pairs"].append({"round": pair["round"], "with": partner,
+                                                BUSBW: pair[BUSBW]})
+    return pairs, everyone
+
+
+def document(folder: Path, gpu_type: str, allocated: Sequence[str], per_node: int
+             ) -> dict[str, Any] | None:
+    """screen.json's content from the job's files; None when no task described the run
+    (the job never got as far as meeting)."""
+    ranks = read_ranks(folder)
+    run = next((r["run"] for r in ranks if r["rank"] == 0 and isinstance(r.get("run"), dict)),
+               None)
+    if run is None:
+        return None
+    nodes = node_entries(ranks, run, allocated, per_node)
+    mark_missing_figures(nodes)
+    phases = screenrun.phases(list(run.get("nodes") or []), int(run.get("rounds") or 0))
+    rounds = [p for p in run.get("phases") or [] if isinstance(p, dict)]
+    if run.get("tool") == screenrun.NCCL_TESTS_TOOL:
+        results, walls = nccl_tests_groups(folder, phases, per_node)
+        rounds += walls
+    else:
+        results = torch_groups(ranks)
+    pairs, everyone = place_groups(nodes, phases, results)
+    mode = str(run.get("mode"))
+    expectations = screenfacts.expectations(catalog.get_gpu_type(gpu_type)) if mode == "gpu" else {}
+    verdicts = screenjudge.judge(nodes, pairs, mode, expectations)
+    return {
+        "schema": SCHEMA, "gpu_type": gpu_type, "mode": mode, "backend": run.get("backend"),
+        "measured_by": run.get("tool"), "torch": run.get("torch"), "nccl": run.get("nccl"),
+        "tasks": run.get("tasks"), "gpus_per_node": per_node, "params": run.get("params"),
+        "nodes": nodes, "pairs": pairs, "all_nodes": everyone, "rounds": rounds,
+        "expectations": {k: {"expected": e.expected, "tolerance": e.tolerance,
+                             "floor": e.floor, "source": e.source}
+                         for k, e in expectations.items()},
+        "peers": {"k": screenjudge.PEER_K,
+                  "tolerance": screenjudge.PEER_TOLERANCE.get(mode)},
+        **verdicts,
+    }

@@ -1,0 +1,91 @@
+"""llmb.llmbrun.screenreport: the table llmb-run screen prints, the per-node plot (suspects
+marked), and the newest screen in `llmb-run report` and `archive` (an install as real runs
+leave it, tests/helpers/fakeinstall.py; verify-archive accepts the result)."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import fakeinstall
+import pytest
+import runinstall
+import screenfiles
+from llmb import layout
+from llmb.llmbrun import screenreport
+
+SLOW = {"pairs-1:node2,node3": 0.01, "pairs-2:node1,node3": 0.012}
+
+
+def test_table_names_the_suspect_with_its_figures(tmp_path):
+    doc = screenfiles.screen_json(tmp_path, slow=SLOW)
+    lines = screenreport.table(doc).splitlines()
+    assert lines[0] == ("screen 20260102-030405 (job 9, COMPLETED): 4 node(s) x 2 task(s) on "
+                        "the CPU (gloo), judged against their peers only; all-reduces measured "
+                        "by torch.distributed (gloo)")
+    assert lines[1].split() == ["node", "verdict", "GPUs", "matmul_fp32_tflops",
+                                "min/median", "memory_gbps", "min/median", "all-reduce",
+                                "busbw", "GB/s", "pairs", "busbw", "GB/s"]
+    assert lines[4].split()[:2] == ["node3", "slow"]
+    assert lines[4].endswith("0.01 (node2) 0.012 (node1)")
+    assert "  node3: slow with every partner (node2, node1)" in lines
+    assert "rounds: gpus 1.5 s, nodes 1.5 s, pairs-1 1.5 s, pairs-2 1.5 s, all 1.5 s" in lines
+    assert lines[-1] == "suspects: node3"
+    assert any(ln.startswith("  node3: pairs busbw_gbps 0.012 < floor 0.035") for ln in lines)
+
+
+def test_plot_is_a_png(tmp_path):
+    png = screenreport.plot_png(screenfiles.screen_json(tmp_path, slow=SLOW))
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    root = fakeinstall.make_install(tmp_path_factory.mktemp("i") / "llmb")
+    fakeinstall.make_run(root, "14", workload="pretrain_nemotron4", size="15b", scale=16)
+    screenfiles.screen_json(root, "20260101-000000")  # an older screen: not shown
+    screenfiles.screen_json(root, slow=SLOW)
+    return root
+
+
+def test_report_shows_the_newest_screen(site, tmp_path):
+    out = tmp_path / "report"
+    proc = runinstall.run(["report", "--output", str(out)], site, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert (f"report: includes the newest screen (20260102-030405, {site}/screens/"
+            "20260102-030405)") in proc.stdout
+    page = (out / "index.html").read_text()
+    assert page.count("<h2>Cluster screen</h2>") == 1
+    assert page.index("<h2>Cluster screen</h2>") < page.index("</body>")
+    assert "suspects: <b>node3</b>" in page
+    assert 'alt="screen per node" src="data:image/png;base64,' in page
+    assert (out / "plots" / screenreport.PLOT_FILE).read_bytes().startswith(b"\x89PNG")
+    markdown = (out / "report.md").read_text()
+    assert "## Cluster screen" in markdown and "![screen per node](plots/screen.png)" in markdown
+    assert "| node3 | slow |" in markdown
+
+
+def test_archive_holds_the_newest_screen_and_verifies(site, tmp_path):
+    archive = tmp_path / "a.tar.gz"
+    proc = runinstall.run(["archive", "--output", str(archive)], site, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "  screen 20260102-030405: suspects node3" in proc.stdout
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+        index = json.load(tar.extractfile("llmb-archive/ARCHIVE.json"))  # type: ignore[arg-type]
+        doc = json.load(tar.extractfile("llmb-archive/screen/screen.json"))  # type: ignore[arg-type]
+        page = tar.extractfile("llmb-archive/report/index.html").read().decode()  # type: ignore[union-attr]
+    assert "llmb-archive/screen/screen-9.out" in names
+    assert index["screen"] == {"stamp": "20260102-030405", "suspects": ["node3"],
+                               "in_report": True}
+    assert doc["suspects"] == ["node3"]
+    assert "<h2>Cluster screen</h2>" in page
+    check = runinstall.run(["verify-archive", str(archive)], tmp_path, timeout=300)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "complete and consistent" in check.stdout
+
+
+def test_no_screen_no_section(tmp_path):
+    assert screenreport.load_newest(layout.Install(tmp_path)) is None
+    assert screenreport.add_to_report(tmp_path, layout.Install(tmp_path)) is None
