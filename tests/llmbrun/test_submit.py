@@ -165,6 +165,7 @@ def test_the_record_says_what_ran(cfg: clusterconfig.ClusterConfig) -> None:
         "type": "submit", "job_id": "4242", "experiment": "exp", "experiment_dir": "/runs/exp_1",
         "workload": "pretrain_nemotron4", "size": "15b", "dtype": "fp8", "scale": 4096,
         "gpu_type": "h100", "profile": True, "repeat": 3, "smoke": False, "unvalidated": True,
+        "scaling": "weak",
         # the launch settings in effect, from any source, and the task's own overrides
         "env": {"ENABLE_CHECKPOINT": "true", "MAX_STEPS": "30", "NCCL_DEBUG": "INFO"},
         "placement": {"exclude": "node7"}, "rerun_of": "4100"}
