@@ -360,7 +360,7 @@ def analyze(roots: str | list[str], gpu_type: str | None = None,
     if not results and not skipped:
         raise LookupError(f"no .out log files under {', '.join(display(r) for r in roots)}")
     results.sort(key=_order)
-    configs = verdicts.configurations(results, tolerance)
+    configs = verdicts.configurations(results, tolerance, window)
     return {"analysis": _settings(roots, base, gpu_type, window, tolerance, run.identifier),
             "results": results, "configurations": configs, "comparison": None,
             "skipped": skipped, "warnings": run.warnings,
@@ -492,7 +492,7 @@ def run(argv: list[str]) -> int:
     where = ", ".join(display(d) for d in opts.directories)
     if opts.check:
         problems = verdicts.check_problems(result["results"], result["configurations"],
-                                           opts.tolerance)
+                                           opts.tolerance, opts.window)
         if problems:
             return _fail("check failed: " + "; ".join(problems), EXIT_CHECK)
     if summary["success"] == 0:

@@ -25,7 +25,7 @@ from llmb.analysis.formats import config_label, display_names, printable
 from llmb.shared.files import atomic_write
 
 VERDICT_COLOURS = {"pass": "#dcfce7", "below": "#fee2e2", "no_reference": "#f3f4f6",
-                   "no_successful_run": "#fde68a"}
+                   "no_successful_run": "#fde68a", "window_outside_runs": "#fde68a"}
 STATUS_COLOURS = {"Success": "#dcfce7", "Failed": "#fee2e2", "Invalid": "#fde68a"}
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #111827; max-width: 1400px; }
