@@ -181,6 +181,9 @@ class Identifier:
         # the identities of the last MANIFESTS_KEPT manifests (a run's logs come together)
         self._manifests: OrderedDict[str, tuple[dict[str, Any] | None, str | None]] = \
             OrderedDict()
+        self._names: OrderedDict[str, NameInfo | None] = OrderedDict()  # name -> its parts
+        self._named: OrderedDict[NameInfo, dict[str, Any]] = OrderedDict()  # -> identity
+        self._layers: OrderedDict[tuple[Any, ...], int | None] = OrderedDict()
 
     def recipe(self, key: object) -> Any:
         return self.recipes.get(str(key)) or self._by_name.get(str(key))
@@ -256,6 +259,11 @@ class Identifier:
     def catalog_layers(self, ident: dict[str, Any]) -> int | None:
         """The layer count the catalog gives the identified configuration (the launcher writes
         it into the manifest), or None when the catalog has no such row."""
+        key = (ident["recipe"].name, *(ident[k] for k in ("model_size", "dtype", "gpu_type",
+                                                          "num_gpus", "scaling")))
+        return _kept(self._layers, key, lambda: self._catalog_layers(ident))
+
+    def _catalog_layers(self, ident: dict[str, Any]) -> int | None:
         try:
             cfg = ident["recipe"].resolve(ident["model_size"], ident["dtype"], ident["gpu_type"],
                                           ident["num_gpus"], ident["scaling"] or "weak",
@@ -314,7 +322,20 @@ class Identifier:
         ident, warning = self.from_manifest(*manifest) if manifest else (None, None)
         if ident is None and self.recipes:
             for candidate in name_candidates(rel, root):
-                info = parse_name(candidate, list(self.recipes))
+                info = _kept(self._names, candidate,
+                             lambda c=candidate: parse_name(c, list(self.recipes)))
                 if info is not None:
-                    return self.from_name(info), warning
+                    return _kept(self._named, info, lambda i=info: self.from_name(i)), warning
         return ident, warning
+
+
+def _kept(cache: OrderedDict[Any, Any], key: Any, make: Any) -> Any:
+    """cache[key], made once; the cache keeps its last MANIFESTS_KEPT keys (the logs of a run,
+    and of a configuration, come together)."""
+    if key in cache:
+        cache.move_to_end(key)
+        return cache[key]
+    value = cache[key] = make()
+    while len(cache) > MANIFESTS_KEPT:
+        cache.popitem(last=False)
+    return value

@@ -59,8 +59,16 @@ def short(text: str) -> str:
 
 
 def number(text: str) -> float | None:
-    """The value of a whole decimal number (nan and inf included), else None."""
+    """The value of a whole decimal number (nan and inf included), else None.
+
+    float() reads exactly these from ASCII text without blanks, except `1_000`: so ASCII without
+    `_` goes straight to float() (a tenth of the regex's cost); the regex says the rest."""
     text = text.removesuffix(",")
+    if text.isascii() and "_" not in text and text.strip() == text:
+        try:
+            return float(text)
+        except ValueError:
+            return None
     return float(text) if _WHOLE_NUMBER.fullmatch(text) else None
 
 
