@@ -30,7 +30,6 @@ and neither can an MFU above 100%: Invalid, saying which GPU type the figure wou
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,7 +104,7 @@ def implied_flops(scan: timing.LogScan, idx: list[int], gpus: int, gbs: int) -> 
     """Model FLOPs per sample the logged TFLOPS_per_GPU imply: the median over the window."""
     values = [scan.steps[i].tflops * 1e12 * gpus * scan.steps[i].time / gbs  # type: ignore[operator]
               for i in idx if scan.steps[i].tflops is not None]
-    return statistics.median(values) if values else None
+    return timing.median(values) if values else None
 
 
 def model_check(scan: timing.LogScan, ident: dict[str, Any], idx: list[int],

@@ -8,12 +8,7 @@ returns, and CRLF files end in both), and a line is read whole however long it i
 written as UTF-16 or UTF-32 (a Windows redirect: a byte-order mark, or a NUL beside every
 ASCII character) is decoded to UTF-8 first and read the same way.
 
-The two step-line forms of SPEC.md section 4:
-
-    Training epoch 0, iteration 11/49 | ... | train_step_timing in s: 12.39 | TFLOPS_per_GPU: 610.2
-    Epoch 0: : 100%|###| 100/100 [07:57<00:00, global_step=99.00, train_step_timing in s=3.590]
-
-Iteration numbers are 0-based. In the pipe form NeMo prints `iteration {i}/{max_steps - 1}`, so
+Of the two step-line forms NeMo prints (llmb.analysis.stepline), iteration numbers are 0-based. In the pipe form NeMo prints `iteration {i}/{max_steps - 1}`, so
 the denominator is the index of the final iteration: `iteration 49/49` is the last step of a
 50-step run. In the progress-bar form `{done}/{total}` counts finished steps, so the step just
 finished has index `done - 1` and the final index is `total - 1` (`100/100` with
@@ -52,7 +47,7 @@ import codecs
 import io
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
@@ -508,3 +503,10 @@ def stats(values: Iterable[float]) -> WindowStats:
     mean = math.fsum(scaled) / n
     spread = math.sqrt(math.fsum((v - mean) ** 2 for v in scaled) / n)
     return WindowStats(n, mean * scale, spread * scale)
+
+
+def median(values: Sequence[float]) -> float:
+    """statistics.median, without importing statistics (fractions and decimal: start-up time)."""
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2

@@ -16,7 +16,6 @@ published) and the verdict, at a tolerance of PCT percent, is:
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -45,7 +44,7 @@ def config_key(result: Mapping[str, Any]) -> str:
 
 
 def _median(values: Sequence[float]) -> float | None:
-    return statistics.median(values) if values else None
+    return timing.median(values) if values else None
 
 
 def _r(value: float | None, places: int) -> float | None:
