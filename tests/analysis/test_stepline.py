@@ -53,6 +53,10 @@ def test_a_value_that_is_not_a_number_is_refused_not_cut() -> None:
     assert underscore.refused == ("TFLOPS_per_GPU", "1_000")
     gbs = stepline.parse(LINE.replace("global_batch_size: 128", "global_batch_size: 12_8"))
     assert gbs is not None and gbs.gbs is None and gbs.refused == ("global_batch_size", "12_8")
+    half = stepline.parse(LINE.replace("global_batch_size: 128", "global_batch_size: 127.5"))
+    assert half is not None and half.gbs is None and half.refused == ("global_batch_size", "127.5")
+    whole = stepline.parse(LINE.replace("global_batch_size: 128", "global_batch_size: 128.0"))
+    assert whole is not None and whole.gbs == 128 and whole.refused is None
 
 
 def test_nan_loss_is_kept_as_such() -> None:

@@ -29,7 +29,6 @@ _FIELD = re.compile(r"(train_step_timing in s|tflops_per_gpu|global_batch_size|g
 # ASCII digits only: `\d` alone would take ١٢ for 12.
 _WHOLE_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|infinity)",
                            re.I | re.A)
-_COUNT = re.compile(r"\d{1,18}", re.A)
 _ITERATION = re.compile(r"iteration\s+(\d{1,18})\s*/\s*(\d{1,18})(?![\d.,_])", re.A)
 _PROGRESS = re.compile(r"(\d{1,18})\s*/\s*(\d{1,18})\s*\[", re.A)
 TIME, TFLOPS, GBS, GLOBAL_STEP = ("train_step_timing in s", "tflops_per_gpu", "global_batch_size",
@@ -108,8 +107,9 @@ def parse(line: str) -> StepLine | None:
         refused, tflops = ("TFLOPS_per_GPU", tflops_text), None
     gbs = None
     if (gbs_text := fields.get(GBS)) is not None:
-        if _COUNT.fullmatch(gbs_text) and int(gbs_text) > 0:
-            gbs = int(gbs_text)
+        value = number(gbs_text)  # a count, perhaps printed as a float (128.0)
+        if value is not None and value.is_integer() and 0 < value < 1e18:
+            gbs = int(value)
         else:
             refused = refused or (GBS, gbs_text)
     nonfinite = None

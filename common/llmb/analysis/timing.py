@@ -8,9 +8,10 @@ returns, and CRLF files end in both), and a line is read whole however long it i
 written as UTF-16 or UTF-32 (a Windows redirect: a byte-order mark, or a NUL beside every
 ASCII character) is decoded to UTF-8 first and read the same way.
 
-Of the two step-line forms NeMo prints (llmb.analysis.stepline), iteration numbers are 0-based. In the pipe form NeMo prints `iteration {i}/{max_steps - 1}`, so
-the denominator is the index of the final iteration: `iteration 49/49` is the last step of a
-50-step run. In the progress-bar form `{done}/{total}` counts finished steps, so the step just
+Of the two step-line forms NeMo prints (llmb.analysis.stepline), iteration numbers are
+0-based. In the pipe form NeMo prints `iteration {i}/{max_steps - 1}`, so the denominator is
+the index of the final iteration: `iteration 49/49` is the last step of a 50-step run. In the
+progress-bar form `{done}/{total}` counts finished steps, so the step just
 finished has index `done - 1` and the final index is `total - 1` (`100/100` with
 `global_step=99.00`). A run is complete when its highest iteration reaches that final index.
 A final index that changes within the log, and an iteration beyond its own line's final index,
