@@ -12,6 +12,7 @@ Workers ignore Ctrl-C: the analyzer's own process takes it, stops the pool and e
 
 from __future__ import annotations
 
+import gc
 import itertools
 import os
 import signal
@@ -70,6 +71,7 @@ def _pooled(analyzer: LogAnalyzer, tasks: Iterator[Task], cores: int, chunk: int
     global _analyzer
     analyzer.prepare()
     _analyzer = analyzer  # forked into every worker
+    gc.freeze()  # what exists now is shared, never collected: a worker's GC leaves it unwritten
     pool = multiprocessing.get_context("fork").Pool(cores, initializer=_worker_start)
     try:
         yield from pool.imap_unordered(_analyze, tasks, chunksize=chunk)
@@ -77,6 +79,7 @@ def _pooled(analyzer: LogAnalyzer, tasks: Iterator[Task], cores: int, chunk: int
     finally:
         pool.terminate()
         pool.join()
+        gc.unfreeze()
         _analyzer = None
 
 

@@ -417,7 +417,8 @@ def _scan_file(scan: LogScan, f: io.RawIOBase, head: bytes, chunk_bytes: int) ->
 
 def _take(scan: LogScan, buf: bytearray, view: memoryview, end: int, held: int) -> int:
     """Feed the complete lines of buf[:end]; move what is left to the front; its length."""
-    cut = max(buf.rfind(b"\n", held, end), buf.rfind(b"\r", held, end))
+    cut = buf.rfind(b"\n", held, end)
+    cut = max(cut, buf.rfind(b"\r", max(cut, held), end))  # only past the last \n
     if cut < 0:  # no line end at all yet: keep a bounded tail
         if end > MAX_CARRY:
             view[:LINE_REACH] = view[end - LINE_REACH:end]
