@@ -177,7 +177,8 @@ def test_skipped_and_summary(fixture_json: dict[str, Any]) -> None:
         "skipped_by_reason": {"NCCL trace": 2, "sbatch output": 4},
         # Invalid runs, configurations and their verdicts are counted too
         "invalid": 0, "configurations": 9,
-        "verdicts": {"pass": 5, "below": 0, "no_reference": 1, "no_successful_run": 3}}
+        "verdicts": {"pass": 5, "below": 0, "no_reference": 1, "no_successful_run": 3,
+                     "window_outside_runs": 0}}
     assert fixture_json["analysis"]["window"] == {"first_iteration": 11, "last_iteration": 44}
     for r in fixture_json["results"]:
         assert r["filename"] == os.path.relpath(r["path"], FIXTURES)

@@ -79,6 +79,17 @@ def test_short_names_add_only_what_distinguishes() -> None:
     assert same == ["x #123", "x #123 (2)"]
 
 
+def test_labels_one_at_a_time_are_the_same_names() -> None:
+    """The table names rows as it writes them: each stretch of runs sharing a short name (the
+    analysis's order puts them together) is told apart on its own."""
+    rows = [result(**IDENTIFIED, filename=f"e/r/log-e_{n}_0.out") for n in (111, 222)]
+    rows.append(result(**{**IDENTIFIED, "scaling": "strong", "global_batch_size": 512}))
+    rows += [result(**{**IDENTIFIED, "num_gpus": 256}) for _ in range(3)]
+    rows += [result(experiment="x"), result(experiment="x"), result(experiment="y")]
+    assert list(formats.labels(rows, False)) == formats.display_names(rows, False)
+    assert list(formats.labels(iter(rows), True)) == formats.display_names(rows, True)
+
+
 def test_unidentified_names_are_cut_in_the_middle_and_escaped() -> None:
     long = "pretrain_" + "abcdefghij" * 6 + "_tail"
     [name] = formats.display_names([result(experiment=long)], full_names=False)

@@ -152,3 +152,83 @@ def test_memory_stays_bounded_however_large_the_log(tmp_path: Path) -> None:
     tracemalloc.stop()
     assert scan.complete() and len(scan.steps) == 600
     assert peak < 4 * timing.CHUNK_BYTES + (1 << 20)
+
+
+# --- what a log states besides its step times ----------------------------------------------
+
+TRUST = Path(__file__).resolve().parents[1] / "fixtures" / "logs" / "trust"
+
+
+def trust_log(case: str) -> Path:
+    [log] = (TRUST / case).rglob("log-*.out")
+    return log
+
+
+@pytest.mark.parametrize("case", ["utf16", "utf16-nobom"])
+def test_a_utf16_log_reads_like_its_utf8_twin(case: str) -> None:
+    """A Windows redirect writes UTF-16 (with or without a byte-order mark): the same run."""
+    scan = timing.scan_log(trust_log(case))
+    assert scan.encoding == "utf-16-le"
+    twin = timing.scan_lines(trust_log(case).read_bytes().decode("utf-16").splitlines())
+    assert scan.steps == twin.steps and len(scan.steps) == 50
+    assert scan.complete() and scan.world_size == 8 and scan.gbs == 128
+    for size in (7, 4096):  # a chunk may end inside a two-byte character
+        assert timing.scan_log(trust_log(case), chunk_bytes=size).steps == scan.steps
+
+
+def test_utf16_detection_needs_the_pattern_not_a_stray_nul() -> None:
+    assert timing.wide_encoding(b"\xff\xfeT\x00r\x00") == "utf-16-le"
+    assert timing.wide_encoding("Training epoch 0".encode("utf-16-be")) == "utf-16-be"
+    assert timing.wide_encoding(b"Training epoch 0, iteration 1/49\x00 | lr: 1e-05") is None
+    assert timing.wide_encoding(bytes(range(256)) * 4) is None
+
+
+def test_step_lines_longer_than_4kb_are_read_whole() -> None:
+    log = trust_log("long-lines")
+    assert min(len(line) for line in log.read_bytes().splitlines()
+               if b"train_step_timing" in line) > 4096
+    scan = timing.scan_log(log)
+    assert scan.complete() and scan.final_index == 49 and len(scan.steps) == 50
+    assert scan.steps[11] == timing.Step(9.31, 814.6)  # odd iterations 9.31 s, even 9.33 s
+    for size in (64, 5000):
+        assert timing.scan_log(log, chunk_bytes=size) == scan
+
+
+def test_world_size_from_the_start_up_lines_only() -> None:
+    lines = ["Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/16",
+             "All distributed processes registered. Starting with 16 processes",
+             pipe(0, "1.0"), "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/64"]
+    scan = timing.scan_lines(lines)
+    assert scan.world_sizes == {16: "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/16"}
+    torchrun = timing.scan_lines(["  global_world_sizes=[8, 8, 8, 8, 8, 8, 8, 8]", pipe(0, "1")])
+    assert torchrun.world_size == 8
+    mixed = timing.scan_lines(["12: Initializing distributed: GLOBAL_RANK: 11, MEMBER: 12/16",
+                               "0: All distributed processes registered. Starting with 32 "
+                               "processes", pipe(0, "1.0")])
+    assert list(mixed.world_sizes) == [16, 32]
+
+
+def test_gbs_and_largest_tflops_and_what_disagrees() -> None:
+    lines = [pipe(i, "1.0", f="610.2") for i in range(5)]
+    lines.append(pipe(5, "1.0", f="1.5e+03").replace("global_batch_size: 128",
+                                                     "global_batch_size: 1"))
+    scan = timing.scan_lines(lines)
+    assert (scan.gbs, scan.gbs_change, scan.tflops_max) == (128, (5, 1), (1500.0, 5, "1.5e+03"))
+
+
+def test_final_index_changes_and_iterations_beyond_it_are_kept() -> None:
+    scan = timing.scan_lines([pipe(0, "1.0", last=99), pipe(1, "1.0", last=49),
+                              pipe(60, "1.0", last=49)])
+    assert scan.final_change == (1, 99, 49) and scan.beyond_final == (60, 49)
+    clean = timing.scan_lines([pipe(i, "1.0", last=4) for i in range(5)])
+    assert clean.final_change is None and clean.beyond_final is None
+
+
+def test_checkpoint_lines_count_before_the_first_step_and_after_the_last() -> None:
+    save = nemolog.checkpoint_save_line(0, 50, 1744408121.151, 4.389)
+    load = nemolog.checkpoint_load_line(0, 1744407969.270, 9.712)
+    scan = timing.scan_lines([load, pipe(0, "1.0"), save.replace("4.389", "1.0"), pipe(1, "1.0"),
+                              save])
+    assert (scan.checkpoint_save_s, scan.checkpoint_load_s) == (4.389, 9.712)
+    mid = timing.scan_lines([pipe(0, "1.0"), save, pipe(1, "1.0")])  # a save between steps
+    assert mid.checkpoint_save_s is None

@@ -63,7 +63,8 @@ def test_every_result_and_configuration_carries_the_interface_fields(data: dict[
         assert r["status"] == "Success" or r["reason"]  # a Failed or Invalid run says why
     for c in data["configurations"]:
         assert set(c) >= CONFIG_FIELDS
-        assert c["verdict"] in ("pass", "below", "no_reference", "no_successful_run")
+        assert c["verdict"] in ("pass", "below", "no_reference", "no_successful_run",
+                                "window_outside_runs")
     assert data["comparison"] is None
 
 
@@ -300,3 +301,74 @@ def test_srun_lines_in_the_batch_output_name_a_failed_runs_nodes(tmp_path: Path)
     assert results["done"]["suspect_nodes"] == []
     assert results["other"]["suspect_nodes"] == []
     assert "nothing after the last step line says why" in results["other"]["reason"]
+
+
+# --- the window rule -------------------------------------------------------------------------
+
+TRUST = LOGS / "trust"
+
+
+@pytest.fixture(scope="module")
+def trust() -> dict[str, dict[str, Any]]:
+    return {r["filename"].split("/")[0]: r
+            for r in json.loads(cli("--format=json", str(TRUST)).stdout)["results"]}
+
+
+@pytest.mark.parametrize(("case", "words"), [
+    # steps 0-12 and 49: complete, but 2 of the window's 34 iterations
+    ("window-gap", ["only 2 of the 34 window iterations 11-44 have a step line with a plausible "
+                    "time (at least 31 needed)"]),
+    ("beyond-final", ["iteration 20 is beyond its final iteration 19"]),
+    ("final-changes", ["the final iteration changes within the log (99, then 49 at iteration 21)"
+                       ": two runs in one log"]),
+])
+def test_a_run_without_its_window_is_invalid(trust: dict[str, dict[str, Any]], case: str,
+                                             words: list[str]) -> None:
+    r = trust[case]
+    assert r["status"] == "Invalid", r["reason"]
+    for word in words:
+        assert word in r["reason"]
+
+
+def one_good_run(tmp_path: Path, keep: Any = lambda i: True) -> Path:
+    """One passing llama3.1 8b fp8 run (window 9.31/9.33), its step lines kept where keep(i)."""
+    src = sorted((VERDICTS / LLAMA8_FP8_8_DIR).iterdir())[0]
+    dest = tmp_path / "runs" / LLAMA8_FP8_8_DIR / src.name
+    shutil.copytree(src, dest)
+    [log] = dest.rglob("log-*.out")
+    lines = log.read_text().splitlines(keepends=True)
+    log.write_text("".join(x for x in lines if "train_step_timing" not in x
+                           or keep(int(x.split("iteration ")[1].split("/")[0]))))
+    return tmp_path / "runs"
+
+
+@pytest.mark.parametrize(("missing", "status"), [(3, "Success"), (4, "Invalid")])
+def test_a_run_needs_90_percent_of_its_window(tmp_path: Path, missing: int, status: str) -> None:
+    gone = set(range(20, 20 + missing))
+    [r] = json.loads(cli("--format=json", str(one_good_run(tmp_path, lambda i: i not in gone))
+                         ).stdout)["results"]
+    assert (r["status"], r["window_steps"]) == (status, 34 - missing)
+    if status == "Invalid":
+        assert f"only {34 - missing} of the 34 window iterations 11-44" in r["reason"]
+
+
+def test_a_window_beyond_the_runs_is_said_to_be(tmp_path: Path) -> None:
+    root = one_good_run(tmp_path)
+    proc = cli("--check", "--window=60-70", str(root))
+    assert proc.returncode == 3
+    [line] = proc.stderr.splitlines()
+    assert "the window 60-70 lies outside the runs of 1 configuration(s) (e.g. " \
+           f"{LLAMA8_FP8_8}, whose runs end at iteration 49)" in line
+    assert "without a successful run" not in line
+    data = json.loads(cli("--format=json", "--window=60-70", str(root)).stdout)
+    assert data["configurations"][0]["verdict"] == "window_outside_runs"
+    [r] = data["results"]
+    assert r["status"] == "Success" and r["window_steps"] == 0
+    assert r["reason"] == "the window 60-70 lies beyond its final iteration 49: no figure"
+
+
+def test_a_run_that_ends_inside_the_window_says_what_its_figure_covers() -> None:
+    data = json.loads(cli("--format=json", str(EXPERIMENTS)).stdout)
+    r = run_of(data, "custom-nemotron-run")  # 30 steps: iterations 0-29
+    assert (r["status"], r["window_steps"]) == ("Success", 19)
+    assert r["reason"] == "its final iteration 29 cuts the window 11-44 to 11-29"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Analyzer speed and memory: generate (once) a synthetic experiments tree under
-# ${LLMB_BENCH_DIR:-/tmp/llmb-bench}, then time parse_train_timing.sh against
-# `grep -rc train_step_timing` over it. Targets: within 3x grep's wall time, peak RSS < 150 MB.
+# Analyzer speed and memory: generate (once) the synthetic experiments trees under
+# ${LLMB_BENCH_DIR:-/tmp/llmb-bench} (with and without a 1 GB NCCL trace), then time
+# parse_train_timing.sh against `grep -rc train_step_timing` over each (medians of 5 runs).
+# Targets on each: within 3x grep's wall time, peak RSS < 150 MB.
 set -euo pipefail
 
 main() {

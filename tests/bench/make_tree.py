@@ -1,9 +1,9 @@
-"""Generate (once; reused after) the experiments tree the analyzer benchmark reads.
+"""Generate (once; reused after) the two experiments trees the analyzer benchmark reads.
 
     python tests/bench/make_tree.py [TREE]      (default $LLMB_BENCH_DIR/experiments,
                                                  LLMB_BENCH_DIR defaulting to /tmp/llmb-bench)
 
-The benchmark tree: RUNS runs named after published rows of the catalog (both naming
+TREE holds RUNS runs named after published rows of the catalog (both naming
 styles, some with a run manifest, some repeated), each a NeMo job's log of about RUN_MB MiB:
 per-rank start-up chatter and NCCL INFO set-up lines, then per step a hundred KB of noise
 (memory usage, NCCL INFO, warnings, rank-prefixed timers) around the step line. Some runs fail
@@ -13,7 +13,11 @@ each step from two ranks; an sbatch_*.out per run. Plus one NCCL-trace run of TR
 `NCCL INFO` lines, identified by its run manifest (`options.nccl_trace: true`) and not by its
 name: the analyzer must skip it unread on the manifest's word alone, which also holds for a
 renamed directory (the `_nccltrace` name rule has its own unit tests).
-The tree is regenerated when it is missing or was made by a different version of this file.
+TREE + "-notrace" holds the same runs without the trace: hard links to the same files (no
+second copy on disk or in the page cache). The two shapes time differently for grep, which is
+slow on the trace's content and fast on NeMo's: measure.py times both.
+Step lines log the TFLOPS_per_GPU NeMo would for the row's model and step time.
+The trees are regenerated when missing or made by a different version of this file.
 """
 
 from __future__ import annotations
@@ -124,6 +128,10 @@ def startup(rng: random.Random, gpus: int) -> list[str]:
     return lines + noise(rng, 0, 400)
 
 
+def notrace_of(tree: Path) -> Path:
+    return tree.with_name(tree.name + "-notrace")
+
+
 def step_text(form: str, i: int, last: int, t: float, tflops: float, gbs: int) -> str:
     if form == "bar":
         done = i + 1
@@ -136,7 +144,8 @@ def step_text(form: str, i: int, last: int, t: float, tflops: float, gbs: int) -
                              tflops_per_gpu=tflops, consumed_samples=gbs * (i + 1))
 
 
-def write_run(root: Path, rng: random.Random, cfg: catalog.Config, ref: float, n: int) -> None:
+def write_run(root: Path, rng: random.Random, cfg: catalog.Config, ref: float, flops: float,
+              n: int) -> None:
     old_style = rng.random() < 0.2
     exp = (f"{cfg.workload}_{cfg.model_size}_{cfg.dtype}_{cfg.num_gpus}" if old_style
            else cfg.experiment_name)
@@ -161,7 +170,8 @@ def write_run(root: Path, rng: random.Random, cfg: catalog.Config, ref: float, n
         lines += noise(rng, i, per_step)
         t = ref * (4 if i == 0 else 1.3 if i < 5 else rng.gauss(1.0, 0.005))
         for r in range(ranks):
-            text = step_text(form, i, 49, t, 600 * rng.gauss(1, 0.01), cfg.gbs)
+            tflops = cfg.gbs * flops / t / cfg.num_gpus / 1e12  # what NeMo's callback logs
+            text = step_text(form, i, 49, t, tflops, cfg.gbs)
             lines.append(f"\x1b[1m{text}\x1b[0m" if colour else text if r == 0 else f"8: {text}")
     job = 3000000 + n
     if failure:
@@ -197,13 +207,24 @@ def write_trace(root: Path, cfg: catalog.Config) -> None:
 def generate(tree: Path) -> None:
     rng = random.Random(20261121)
     rows = [(cfg, recipe.reference(cfg.model_size, cfg.dtype, cfg.gpu_type, cfg.num_gpus,
-                                   cfg.scaling))
+                                   cfg.scaling), recipe.model_flops(cfg.model_size, cfg.num_layers))
             for recipe in catalog.all_recipes() for cfg in recipe.rows() if cfg.num_gpus <= 512]
-    rows = [(cfg, ref.step_time) for cfg, ref in rows if ref is not None]
+    rows = [(cfg, ref.step_time, flops) for cfg, ref, flops in rows if ref is not None]
     for n in range(RUNS):
-        cfg, ref = rows[(n * 3) % len(rows)]  # every row about twice over 100 runs: repeats
-        write_run(tree, rng, cfg, ref, n)
+        cfg, ref, flops = rows[(n * 3) % len(rows)]  # every row about twice in 100 runs: repeats
+        write_run(tree, rng, cfg, ref, flops, n)
+    link_runs(tree, notrace_of(tree))
     write_trace(tree, rows[0][0])
+
+
+def link_runs(tree: Path, notrace: Path) -> None:
+    """notrace: the runs of tree (not its trace), hard links to the same files."""
+    for path in sorted(tree.rglob("*")):
+        target = notrace / path.relative_to(tree)
+        if path.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+        else:
+            os.link(path, target)
 
 
 def main(argv: list[str]) -> int:
@@ -211,11 +232,12 @@ def main(argv: list[str]) -> int:
     tree = Path(argv[0]) if argv else base / "experiments"
     stamp = tree / STAMP
     if stamp.is_file() and stamp.read_text().strip() == version():
-        print(f"bench tree: reusing {tree}")
+        print(f"bench tree: reusing {tree} and {notrace_of(tree)}")
         return 0
     print(f"bench tree: generating {tree} ({RUNS} runs of ~{RUN_MB} MiB, a {TRACE_MB} MiB "
-          "NCCL trace) ...", flush=True)
+          f"NCCL trace) and {notrace_of(tree)} (the runs alone) ...", flush=True)
     shutil.rmtree(tree, ignore_errors=True)
+    shutil.rmtree(notrace_of(tree), ignore_errors=True)
     tree.mkdir(parents=True)
     generate(tree)
     stamp.write_text(version() + "\n")  # last: an interrupted generation is redone

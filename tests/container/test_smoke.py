@@ -312,6 +312,12 @@ def test_torchrun_two_processes_only_rank_0_prints(tmp_path: Path, torch: Any) -
     assert "world size 2 (data parallel over gloo, ranks from torchrun, rendezvous env://)" in (
         done.stdout
     )
+    # Lightning's lines, from which the analyzer takes the world size it checks the manifest by
+    from llmb.analysis import timing
+
+    assert timing.scan_lines(done.stdout.splitlines()).world_sizes == {
+        2: "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/2"}
+    assert "All distributed processes registered. Starting with 2 processes" in done.stdout
 
 
 def slurm_task(path: Path, rank: int, ntasks: int, **extra: str) -> subprocess.Popen[str]:

@@ -15,6 +15,7 @@ Every call is appended to calls.log. The real cluster is used by tests/e2e.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -66,14 +67,22 @@ class Slurm:
         self.set()
 
     def set(self, **world: object) -> None:
-        (self.dir / "world.json").write_text(json.dumps(world))
+        """A new world, each file replaced whole: a job thread may change the world while
+        the code under test runs a shim (a half-written file would be a traceback)."""
+        self._replace(self.dir / "world.json", json.dumps(world), 0o644)
         for cmd in ("squeue", "scontrol", "sacct", "scancel"):
             path = self.dir / cmd
             if cmd in world.get("absent", []):  # type: ignore[operator]
                 path.unlink(missing_ok=True)
                 continue
-            path.write_text(SHIM.format(python=sys.executable))
-            path.chmod(0o755)
+            self._replace(path, SHIM.format(python=sys.executable), 0o755)
+
+    @staticmethod
+    def _replace(path: Path, text: str, mode: int) -> None:
+        tmp = path.with_name(f".{path.name}.new")
+        tmp.write_text(text)
+        tmp.chmod(mode)
+        os.replace(tmp, path)
 
     def calls(self) -> list[str]:
         log = self.dir / "calls.log"

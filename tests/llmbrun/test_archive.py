@@ -225,10 +225,13 @@ def a_log(tree: Path, job: str = "101") -> Path:
 
 
 def faster(log: Path) -> None:
-    """Every step 2x faster: what someone polishing the numbers would do."""
-    log.write_text(re.sub(r"train_step_timing in s: ([0-9.]+)",
-                          lambda m: f"train_step_timing in s: {float(m.group(1)) / 2:.4g}",
-                          log.read_text()))
+    """Every step 2x faster, and its TFLOPS_per_GPU 2x higher to match (a log whose figures
+    disagree with each other reads as Invalid): what someone polishing the numbers would do."""
+    text = re.sub(r"train_step_timing in s: ([0-9.]+)",
+                  lambda m: f"train_step_timing in s: {float(m.group(1)) / 2:.4g}",
+                  log.read_text())
+    log.write_text(re.sub(r"TFLOPS_per_GPU: ([0-9.e+]+)",
+                          lambda m: f"TFLOPS_per_GPU: {float(m.group(1)) * 2:.4g}", text))
 
 
 def rehash(tree: Path) -> None:

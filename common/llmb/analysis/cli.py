@@ -1,12 +1,13 @@
 """Analyze benchmark logs: `python -m llmb.analysis.cli [options] [DIR ...]` (see USAGE).
 
-Walks each DIR for `*.out` logs, skips Slurm batch output and NCCL-trace runs (without reading
-them), scans each log (llmb.analysis.timing, llmb.analysis.failures), identifies the run
-(llmb.analysis.identify), turns it into a result with a status and a reason (llmb.analysis.result),
-groups repeats and judges each configuration against its published reference
-(llmb.analysis.verdicts), compares with a baseline tree (llmb.analysis.compare), prints a table, CSV
-or JSON (llmb.analysis.formats) and writes the HTML/markdown report with plots
-(llmb.analysis.htmlreport, which alone imports matplotlib).
+Walks each DIR for `*.out` logs (llmb.analysis.discover), skips Slurm batch output and
+NCCL-trace runs (without reading them), and has each log read, identified and turned into a
+result (llmb.analysis.perlog: llmb.analysis.timing, failures, identify, crosscheck, result), on
+every core for a large tree (llmb.analysis.parallel); puts the results together in bounded
+memory (llmb.analysis.assemble), groups repeats and judges each configuration against its
+published reference (llmb.analysis.verdicts), compares with a baseline tree
+(llmb.analysis.compare), prints a table, CSV or JSON (llmb.analysis.formats, streamed) and writes
+the HTML/markdown report with plots (llmb.analysis.htmlreport, which alone imports matplotlib).
 
 One bad log never stops the analysis: a log that cannot be read or analyzed is a Failed result
 whose reason says why. Start-up stays small: the catalog (pyyaml) is imported only when there
@@ -20,17 +21,20 @@ import importlib.util
 import math
 import os
 import re
-import stat
 import sys
-from collections import Counter
+from collections import deque
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from llmb.analysis.identify import DEFAULT_GPU, Identifier, Manifests, display, nccl_traced
+from llmb.analysis.identify import DEFAULT_GPU, Manifests, display, nccl_traced
 from llmb.shared.errors import UsageError
 from llmb.shared.files import path_problem
 from llmb.shared.values import BadValue, require_printable, shown
+
+if TYPE_CHECKING:
+    from llmb.analysis.perlog import Task
 
 PROG = os.environ.get("LLMB_ANALYZE_PROG", "parse_train_timing.sh")
 FORMATS = ("table", "csv", "json")
@@ -199,203 +203,72 @@ def _set_value(opts: Options, name: str, value: str) -> None:
         opts.baseline = _path_option(name, value)
 
 
-# --- finding logs ---------------------------------------------------------------------------
+# --- analyzing a tree -----------------------------------------------------------------------
 
-def discover(root: str, seen: set[tuple[int, int]] | None = None
-             ) -> tuple[list[str], list[dict[str, str]]]:
-    """Every *.out under root (following directory links once), and what could not be walked."""
-    files: list[str] = []
-    problems: list[dict[str, str]] = []
-    seen = set() if seen is None else seen
+def _tasks(roots: list[str], base: str, skips: deque[tuple[str, str]]) -> Iterator[Task]:
+    """A Task for each log to read; what is skipped without reading goes to skips (this runs
+    in the pool's feeding thread: a deque is safe to share)."""
+    from llmb.analysis import discover
+    from llmb.analysis.perlog import Task
 
-    def walk_error(exc: OSError) -> None:
-        problems.append({"path": str(exc.filename), "reason": f"cannot list: {exc.strerror}"})
-
-    for dirpath, dirnames, filenames in os.walk(root, onerror=walk_error, followlinks=True):
-        try:
-            st = os.stat(dirpath)
-        except OSError:
-            dirnames[:] = []
+    manifests = Manifests()
+    for found in discover.walk(roots):
+        if found.problem is not None:
+            skips.append((found.path, found.problem))
             continue
-        if (st.st_dev, st.st_ino) in seen:  # a directory link back into the tree
-            dirnames[:] = []
+        path = found.path
+        if os.path.basename(path).startswith("sbatch_"):
+            skips.append((path, "sbatch output"))
             continue
-        seen.add((st.st_dev, st.st_ino))
-        dirnames.sort()
-        files.extend(os.path.join(dirpath, f) for f in sorted(filenames) if f.endswith(".out"))
-        problems.extend({"path": os.path.join(dirpath, d), "reason": "directory"}
-                        for d in dirnames if d.endswith(".out"))
-    return files, problems
+        manifest = manifests.near(path)
+        if nccl_traced(manifest[1] if manifest else None) or NCCL_TAG in os.path.relpath(
+                path, base) or NCCL_TAG in os.path.basename(os.path.abspath(found.root)):
+            skips.append((path, "NCCL trace"))
+            continue
+        yield Task(found.root, path, manifest)
 
 
-def _base(roots: list[str]) -> str:
-    """What file names are relative to: the one DIR, or the directory all DIRs share."""
-    if len(roots) == 1:
-        return roots[0]
-    return os.path.commonpath([os.path.abspath(r) for r in roots])
+def analyze_tree(roots: str | list[str], gpu_type: str | None = None,
+                 window: tuple[int, int] = DEFAULT_WINDOW, tolerance: float = DEFAULT_TOLERANCE
+                 ) -> tuple[dict[str, Any], Any]:
+    """Analyze every log under the roots: (the analysis, its Assembly, to close when done).
+    Results stay on disk past a few thousand logs (llmb.analysis.assemble). Raises
+    FileNotFoundError/LookupError for exit-1 cases."""
+    from llmb.analysis import discover, parallel
+    from llmb.analysis.assemble import Assembly
+    from llmb.analysis.perlog import LogAnalyzer
 
-
-def _experiment(rel: str, base: str) -> str:
-    """The experiment of an unidentified log: the folder under `experiments` when the path has
-    one (an install tree), else the first folder under DIR, else DIR's own name."""
-    parts = Path(rel).parts[:-1]
-    if "experiments" in parts[:-1]:
-        return parts[parts.index("experiments") + 1]
-    return parts[0] if parts else Path(os.path.abspath(base)).name
-
-
-def _order(result: dict[str, Any]) -> tuple[Any, ...]:
-    """Runs of one configuration together: recipe, size (as a number), dtype, GPU type, scale;
-    runs that could not be identified last; then by path."""
-    size = re.match(r"\d+(?:\.\d+)?", str(result["model_size"] or ""))
-    return (result["recipe"] is None, result["recipe"] or "", float(size.group()) if size else 0.0,
-            result["dtype"] or "", result["gpu_type"] or "", result["num_gpus"] or 0,
-            str(result["scaling"] or ""), result["filename"])
-
-
-def _find_logs(roots: list[str]) -> tuple[list[tuple[str, str]], list[dict[str, str]]]:
-    """(root, log path) for every `*.out` under the roots, and what could not be walked."""
-    for root in roots:
-        if not os.path.isdir(root):
-            what = "is not a directory" if os.path.exists(root) else "does not exist"
-            raise FileNotFoundError(f"{display(root)} {what}; pass the experiments directory, "
-                                    "e.g. $LLMB_WORKLOAD/experiments")
-    files: list[tuple[str, str]] = []
-    problems: list[dict[str, str]] = []
-    seen: set[tuple[int, int]] = set()
-    for root in roots:
-        found, trouble = discover(root, seen)
-        files += [(root, f) for f in found]
-        problems += trouble
-    if not files and not problems:
-        raise LookupError(f"no .out log files under {', '.join(display(r) for r in roots)}")
-    return files, problems
-
-
-class _Run:
-    """What analyzing the logs of one tree keeps between logs: the manifests read, the
-    identifier (built on the first log that needs it), the warnings given once."""
-
-    def __init__(self, base: str, gpu_type: str | None, window: tuple[int, int]) -> None:
-        self.base, self.gpu_type, self.window = base, gpu_type, window
-        self.manifests = Manifests()
-        self.identifier: Identifier | None = None
-        self.warnings: list[dict[str, str]] = []
-        self.warned: set[str] = set()
-
-    def log(self, root: str, path: str) -> tuple[dict[str, Any] | None, str | None]:
-        """(the log's result, None) or (None, why it is skipped)."""
-        from llmb.analysis import result as runs
-        from llmb.analysis import timing
-
-        rel = os.path.relpath(path, self.base)
-        name = os.path.basename(path)
-        if name.startswith("sbatch_"):
-            return None, "sbatch output"
-        manifest = self.manifests.near(path)
-        if nccl_traced(manifest[1] if manifest else None) or NCCL_TAG in rel \
-                or NCCL_TAG in os.path.basename(os.path.abspath(root)):
-            return None, "NCCL trace"
-        try:
-            st = os.stat(path)
-            if not stat.S_ISREG(st.st_mode):
-                raise OSError(0, "not a regular file")
-            scan = timing.scan_log(path)
-        except OSError as exc:
-            reason = exc.strerror or str(exc)
-            if os.path.islink(path) and not os.path.exists(path):  # a loop is not dangling
-                reason = str(path_problem(path, "file")).removeprefix("is a ")
-            return runs.unreadable(rel, path, f"cannot read: {reason}"), None
-        if not scan.steps and not scan.reached and not scan.looks_like_log \
-                and not name.startswith("log-"):
-            return None, "no training output"
-        try:
-            return self._identified(root, path, rel, scan, manifest), None
-        except ModuleNotFoundError:
-            raise
-        except Exception as exc:  # one bad log must never stop the report
-            return runs.unreadable(rel, path, f"cannot analyze: {type(exc).__name__}: "
-                                   f"{shown(exc)[:200]}"), None
-
-    def _identified(self, root: str, path: str, rel: str, scan: Any,
-                    manifest: tuple[str, dict[str, Any] | str] | None) -> dict[str, Any]:
-        from llmb.analysis import result as runs
-
-        if self.identifier is None:
-            self.identifier = Identifier(self.gpu_type)
-        ident, warning = self.identifier.identify(manifest, rel, root)
-        if warning and manifest and manifest[0] not in self.warned:  # once per manifest
-            self.warned.add(manifest[0])
-            self.warnings.append({"path": display(os.path.relpath(manifest[0], self.base)),
-                                  "warning": warning})
-        result = runs.analyze_log(path, rel, scan, ident, self.identifier, self.window)
-        if result["status"] == "Failed" and runs.add_batch_output(path, scan):
-            result = runs.analyze_log(path, rel, scan, ident, self.identifier, self.window)
-        return result
+    roots = [roots] if isinstance(roots, str) else list(roots)
+    discover.check_roots(roots)
+    assembly = Assembly(roots, gpu_type, window, tolerance)
+    try:
+        skips: deque[tuple[str, str]] = deque()
+        analyzer = LogAnalyzer(assembly.base, gpu_type, window)
+        for outcome in parallel.outcomes(analyzer, _tasks(roots, assembly.base, skips)):
+            while skips:
+                assembly.skip(*skips.popleft())
+            assembly.add(outcome)
+        while skips:
+            assembly.skip(*skips.popleft())
+        if not len(assembly.results) and not len(assembly.skipped):
+            raise LookupError(f"no .out log files under {', '.join(display(r) for r in roots)}")
+        return assembly.finish(), assembly
+    except BaseException:
+        assembly.close()
+        raise
 
 
 def analyze(roots: str | list[str], gpu_type: str | None = None,
             window: tuple[int, int] = DEFAULT_WINDOW,
             tolerance: float = DEFAULT_TOLERANCE) -> dict[str, Any]:
-    """Analyze every log under the roots; raises FileNotFoundError/LookupError for exit-1
-    cases."""
-    from llmb.analysis import verdicts
+    """The whole analysis as plain lists (a small tree: tests, a baseline)."""
+    from llmb.analysis.assemble import materialize
 
-    roots = [roots] if isinstance(roots, str) else list(roots)
-    files, problems = _find_logs(roots)
-    base = _base(roots)
-    run = _Run(base, gpu_type, window)
-    results: list[dict[str, Any]] = []
-    skipped = [{"path": display(os.path.relpath(p["path"], base)), "reason": p["reason"]}
-               for p in problems]
-    for root, path in files:
-        result, why = run.log(root, path)
-        if result is None:
-            skipped.append({"path": display(os.path.relpath(path, base)), "reason": str(why)})
-            continue
-        if result["experiment"] is None:
-            result["experiment"] = display(_experiment(os.path.relpath(path, base), base))
-        result["config_key"] = verdicts.config_key(result)
-        results.append(result)
-    if not results and not skipped:
-        raise LookupError(f"no .out log files under {', '.join(display(r) for r in roots)}")
-    results.sort(key=_order)
-    configs = verdicts.configurations(results, tolerance)
-    return {"analysis": _settings(roots, base, gpu_type, window, tolerance, run.identifier),
-            "results": results, "configurations": configs, "comparison": None,
-            "skipped": skipped, "warnings": run.warnings,
-            "summary": _summary(results, configs, skipped)}
-
-
-def _settings(roots: list[str], base: str, gpu_type: str | None, window: tuple[int, int],
-              tolerance: float, identifier: Identifier | None) -> dict[str, Any]:
-    """The JSON's `analysis`: what was analyzed, and how."""
-    return {
-        "directory": display(os.path.abspath(base)),
-        "directories": [display(os.path.abspath(r)) for r in roots],
-        "window": {"first_iteration": window[0], "last_iteration": window[1]},
-        "tolerance_pct": tolerance,
-        "std_dev": "population",
-        "iterations": "0-based; Success when the last iteration printed is the final one",
-        "default_gpu_type": gpu_type or DEFAULT_GPU,
-        "time_to_train_tokens": 1e12,
-        "catalog_error": identifier.error if identifier else None,
-    }
-
-
-def _summary(results: list[dict[str, Any]], configs: list[dict[str, Any]],
-             skipped: list[dict[str, str]]) -> dict[str, Any]:
-    from llmb.analysis import verdicts
-
-    status = Counter(r["status"] for r in results)
-    reasons = Counter(s["reason"] for s in skipped)
-    return {
-        "logs": len(results), "success": status["Success"], "failed": status["Failed"],
-        "invalid": status["Invalid"], "unreadable": sum(1 for r in results if r["error"]),
-        "skipped": len(skipped), "skipped_by_reason": dict(sorted(reasons.items())),
-        "configurations": len(configs),
-        "verdicts": {v: sum(c["verdict"] == v for c in configs) for v in verdicts.VERDICTS},
-    }
+    analysis, assembly = analyze_tree(roots, gpu_type, window, tolerance)
+    try:
+        return materialize(analysis)
+    finally:
+        assembly.close()
 
 
 def with_baseline(result: dict[str, Any], baseline_dir: str, gpu_type: str | None,
@@ -403,9 +276,10 @@ def with_baseline(result: dict[str, Any], baseline_dir: str, gpu_type: str | Non
     from llmb.analysis import compare
 
     try:
-        before = analyze(baseline_dir, gpu_type, window, tolerance)
+        before, assembly = analyze_tree(baseline_dir, gpu_type, window, tolerance)
     except (FileNotFoundError, LookupError) as exc:
         raise LookupError(f"--baseline={display(baseline_dir)}: {exc}") from None
+    assembly.close()  # its configurations are all a comparison needs
     compared = compare.compare(result["configurations"], before["configurations"])
     result["comparison"] = compared
     result["analysis"]["baseline"] = {
@@ -427,6 +301,7 @@ def _fail(message: str, code: int) -> int:
 def _validate(opts: Options) -> int | None:
     """Checks that need the environment; an exit status when one fails, before any work."""
     if opts.gpu_type is not None:
+        catalog: Any
         try:
             from llmb.recipes import catalog
         except ModuleNotFoundError:
@@ -461,10 +336,13 @@ def run(argv: list[str]) -> int:
         return EXIT_OK
     if (code := _validate(opts)) is not None:
         return code
+    assembly = None
     try:
-        result = analyze(opts.directories, opts.gpu_type, opts.window, opts.tolerance)
+        result, assembly = analyze_tree(opts.directories, opts.gpu_type, opts.window,
+                                        opts.tolerance)
         if opts.baseline is not None:
             with_baseline(result, opts.baseline, opts.gpu_type, opts.window, opts.tolerance)
+        return _output(opts, result)
     except (FileNotFoundError, LookupError) as exc:
         return _fail(str(exc), EXIT_NONE)
     except ModuleNotFoundError as exc:
@@ -474,11 +352,18 @@ def run(argv: list[str]) -> int:
                      "(source $LLMB_INSTALL/venvs/<workload>/bin/activate), set LLMB_PYTHON to a "
                      f"python that has it, or run: {sys.executable} -m pip install pyyaml",
                      EXIT_NONE)
+    finally:
+        if assembly is not None:
+            assembly.close()
+
+
+def _output(opts: Options, result: dict[str, Any]) -> int:
+    """Print the analysis, write the report, and the exit status."""
     from llmb.analysis import formats, verdicts
 
     if hasattr(sys.stdout, "reconfigure"):
         sys.stdout.reconfigure(errors="backslashreplace")
-    sys.stdout.write(formats.render(result, opts.format, opts.full_names))
+    formats.write(result, opts.format, sys.stdout, opts.full_names)
     sys.stdout.flush()
     if opts.report is not None:
         from llmb.analysis import htmlreport
@@ -493,7 +378,7 @@ def run(argv: list[str]) -> int:
     where = ", ".join(display(d) for d in opts.directories)
     if opts.check:
         problems = verdicts.check_problems(result["results"], result["configurations"],
-                                           opts.tolerance)
+                                           opts.tolerance, opts.window)
         if problems:
             return _fail("check failed: " + "; ".join(problems), EXIT_CHECK)
     if summary["success"] == 0:

@@ -16,8 +16,8 @@ import io
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, TextIO
 
 from llmb.shared.values import shown
 
@@ -62,26 +62,104 @@ DEFAULT_GPU = "h100"
 
 
 def render(analysis: Mapping[str, Any], fmt: str, full_names: bool = False) -> str:
+    out = io.StringIO()
+    write(analysis, fmt, out, full_names)
+    return out.getvalue()
+
+
+def write(analysis: Mapping[str, Any], fmt: str, out: TextIO, full_names: bool = False) -> None:
+    """Write the analysis in fmt to out, one result at a time (results may be a Spill)."""
     if fmt == "json":
-        return to_json(analysis)
-    if fmt == "csv":
-        return to_csv(analysis["results"])
-    return to_table(analysis, full_names)
+        write_json(analysis, out)
+    elif fmt == "csv":
+        write_csv(analysis["results"], out)
+    else:
+        write_table(analysis, out, full_names)
 
 
 # --- JSON and CSV -------------------------------------------------------------------------
 
+def _dumps(value: Any, level: int) -> str:
+    """json.dumps(value, indent=2) as it reads `level` levels deep inside the document.
+    ensure_ascii: valid in any locale; allow_nan=False: a NaN would not be JSON."""
+    text = json.dumps(value, indent=2, ensure_ascii=True, allow_nan=False)
+    return text.replace("\n", "\n" + "  " * level) if level else text
+
+
+def _json_list(out: TextIO, items: Iterable[Any], level: int, one_line: bool = False) -> None:
+    """A list written item by item, as json.dumps(indent=2) writes it, or with each item on
+    one line (json's C encoder: fast)."""
+    pad, opened = "  " * (level + 1), False
+    for item in items:
+        text = (json.dumps(item, ensure_ascii=True, allow_nan=False) if one_line
+                else _dumps(item, level + 1))
+        out.write((",\n" if opened else "[\n") + pad + text)
+        opened = True
+    out.write("\n" + "  " * level + "]" if opened else "[]")
+
+
+def write_json(analysis: Mapping[str, Any], out: TextIO) -> None:
+    """The analysis as json.dumps(analysis, indent=2) would write it, except that each result
+    and skipped file is one line (json indents in Python, ~20x slower than its one-line C
+    encoder: 200,000 results would take half a minute); streamed: results and skipped files one
+    by one, each configuration's files from the results."""
+    for n, (key, value) in enumerate(analysis.items()):
+        out.write(("{" if n == 0 else ",") + "\n  " + json.dumps(key) + ": ")
+        if key in ("results", "skipped"):
+            _json_list(out, value, 1, one_line=True)
+        elif key == "configurations":
+            _json_configs(out, value, analysis.get("results") or [])
+        else:
+            out.write(_dumps(value, 1))
+    out.write("\n}\n" if analysis else "{}\n")
+
+
+def _json_configs(out: TextIO, configs: Sequence[Mapping[str, Any]],
+                  results: Iterable[Mapping[str, Any]]) -> None:
+    """Configurations; one without `files` gets them from the results, in which the runs of a
+    configuration follow each other in configuration order."""
+    if not configs:
+        out.write("[]")
+        return
+    runs = iter(results)
+    pending = next(runs, None)
+
+    def files(key: str) -> Iterator[str]:
+        nonlocal pending
+        while pending is not None and pending["config_key"] != key:
+            pending = next(runs, None)  # (a materialized analysis's own order)
+        while pending is not None and pending["config_key"] == key:
+            yield pending["filename"]
+            pending = next(runs, None)
+
+    for n, config in enumerate(configs):
+        out.write((",\n" if n else "[\n") + "    ")
+        if "files" in config:
+            out.write(_dumps(config, 2))
+            continue
+        head = _dumps(dict(config), 2)
+        out.write(head[: head.rindex("\n")] + ',\n      "files": ')
+        _json_list(out, files(str(config["config_key"])), 3)
+        out.write("\n    }")
+    out.write("\n  ]")
+
+
 def to_json(analysis: Mapping[str, Any]) -> str:
-    # ensure_ascii: valid in any locale; allow_nan=False: a NaN would not be JSON.
-    return json.dumps(analysis, indent=2, ensure_ascii=True, allow_nan=False) + "\n"
-
-
-def to_csv(results: Sequence[Mapping[str, Any]]) -> str:
     out = io.StringIO()
+    write_json(analysis, out)
+    return out.getvalue()
+
+
+def write_csv(results: Iterable[Mapping[str, Any]], out: TextIO) -> None:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(RESULT_FIELDS)
     for r in results:
         writer.writerow([_cell(r.get(k)) for k in RESULT_FIELDS])
+
+
+def to_csv(results: Iterable[Mapping[str, Any]]) -> str:
+    out = io.StringIO()
+    write_csv(results, out)
     return out.getvalue()
 
 
@@ -140,13 +218,7 @@ def _distinctions(result: Mapping[str, Any]) -> list[str]:
     return [scaling, tags, _job_tag(result)]
 
 
-def display_names(results: Sequence[Mapping[str, Any]], full_names: bool) -> list[str]:
-    """Row labels: full relative paths, or short names that add a distinguishing part (strong
-    scaling, nsys, job id, then a counter) only where two rows would otherwise read the same."""
-    if full_names:
-        return [printable(str(r["filename"])) for r in results]
-    names = [short_name(r) for r in results]
-    extras = [_distinctions(r) for r in results]
+def _unique(names: list[str], extras: list[list[str]]) -> list[str]:
     for level in range(3):
         counts = Counter(names)
         names = [f"{n} {extra[level]}".rstrip() if counts[n] > 1 else n
@@ -159,85 +231,143 @@ def display_names(results: Sequence[Mapping[str, Any]], full_names: bool) -> lis
     return unique
 
 
-def _rows_text(headings: Sequence[tuple[str, int]], label_width: int,
-               rows: Sequence[Sequence[str]], label: str = "Experiment") -> list[str]:
+def display_names(results: Sequence[Mapping[str, Any]], full_names: bool) -> list[str]:
+    """Row labels: full relative paths, or short names that add a distinguishing part (strong
+    scaling, nsys, job id, then a counter) only where two rows would otherwise read the same."""
+    if full_names:
+        return [printable(str(r["filename"])) for r in results]
+    return _unique([short_name(r) for r in results], [_distinctions(r) for r in results])
+
+
+def labels(results: Iterable[Mapping[str, Any]], full_names: bool) -> Iterator[str]:
+    """display_names, one at a time: runs that share a short name follow each other in the
+    analysis's order, so each such stretch is told apart on its own (only its labels held)."""
+    if full_names:
+        yield from (printable(str(r["filename"])) for r in results)
+        return
+    names: list[str] = []
+    extras: list[list[str]] = []
+    for r in results:
+        name = short_name(r)
+        if names and name != names[-1]:
+            yield from _unique(names, extras)
+            names, extras = [], []
+        names.append(name)
+        extras.append(_distinctions(r))
+    yield from _unique(names, extras)
+
+
+def _head(headings: Sequence[tuple[str, int]], label_width: int,
+          label: str = "Experiment") -> list[str]:
     head = label.ljust(label_width) + "".join(
         " " + (h.ljust(w) if i == 0 else h.rjust(w))
         for i, (h, w) in enumerate(headings))
-    rule = "-" * label_width + "".join(" " + "-" * w for _, w in headings)
-    lines = [head, rule]
-    for label, *cells in rows:
-        line = label.ljust(label_width)
-        for i, ((_, w), cell) in enumerate(zip(headings, cells, strict=True)):
-            line += " " + (cell.ljust(w) if i == 0 else cell.rjust(w))
-        lines.append(line.rstrip())
-    return lines
+    return [head, "-" * label_width + "".join(" " + "-" * w for _, w in headings)]
+
+
+def _row(headings: Sequence[tuple[str, int]], label_width: int, label: str,
+         cells: Sequence[str]) -> str:
+    line = label.ljust(label_width)
+    for i, ((_, w), cell) in enumerate(zip(headings, cells, strict=True)):
+        line += " " + (cell.ljust(w) if i == 0 else cell.rjust(w))
+    return line.rstrip()
+
+
+def _rows_text(headings: Sequence[tuple[str, int]], label_width: int,
+               rows: Sequence[Sequence[str]], label: str = "Experiment") -> list[str]:
+    return [*_head(headings, label_width, label),
+            *(_row(headings, label_width, row[0], row[1:]) for row in rows)]
+
+
+def _derived(r: Mapping[str, Any]) -> bool:
+    return r.get("tokens_per_second") is not None or r.get("reference_step_time") is not None
+
+
+def _main_cells(r: Mapping[str, Any]) -> list[str]:
+    mark = "*" if r.get("tflops_source") == "computed" else ""
+    return [str(r["status"]), _fixed(r["time_mean"], 3), _fixed(r["time_std_dev"], 3),
+            _fixed(r["tflops_per_gpu_mean"], 2, mark),
+            _fixed(r["tflops_per_gpu_std_dev"], 2, mark)]
+
+
+def _derived_cells(r: Mapping[str, Any]) -> list[str]:
+    return [str(r.get("scaling") or "-"), _fixed(r["tokens_per_second"], 0),
+            _fixed(None if r["mfu"] is None else r["mfu"] * 100, 2),
+            _fixed(r["time_to_train_days"], 2), _fixed(r["reference_step_time"], 3),
+            _fixed(r["pct_of_reference"], 1)]
 
 
 def to_table(analysis: Mapping[str, Any], full_names: bool = False) -> str:
+    out = io.StringIO()
+    write_table(analysis, out, full_names)
+    return out.getvalue()
+
+
+def write_table(analysis: Mapping[str, Any], out: TextIO, full_names: bool = False) -> None:
+    """The table, a section at a time: each section is one pass over the results (which may
+    be a Spill), so only the labels of one configuration's runs are ever held."""
     results = analysis["results"]
+
+    def rows() -> Iterator[tuple[str, Mapping[str, Any]]]:
+        return zip(labels(results, full_names), results, strict=True)
+
+    width = dwidth = len("Experiment")
+    computed = any_derived = noted = errors = False
+    for name, r in rows():
+        width = max(width, len(name))
+        if _derived(r):
+            dwidth, any_derived = max(dwidth, len(name)), True
+        computed = computed or r.get("tflops_source") == "computed"
+        noted = noted or bool(r.get("reason") and not r.get("error"))
+        errors = errors or bool(r.get("error"))
     window = analysis["analysis"]["window"]
-    names = display_names(results, full_names)
-    label_width = max([len("Experiment"), *map(len, names)])
-    computed = False
-    main_rows = []
-    for name, r in zip(names, results, strict=True):
-        mark = ""
-        if r.get("tflops_source") == "computed":
-            mark, computed = "*", True
-        main_rows.append([
-            name, str(r["status"]), _fixed(r["time_mean"], 3), _fixed(r["time_std_dev"], 3),
-            _fixed(r["tflops_per_gpu_mean"], 2, mark), _fixed(r["tflops_per_gpu_std_dev"], 2, mark),
-        ])
-    main = _rows_text(MAIN_COLUMNS, label_width, main_rows)
     title = TITLE.format(first=window["first_iteration"], last=window["last_iteration"])
-    lines = [title, "=" * max(len(title), len(main[0])), *main]
+    head = _head(MAIN_COLUMNS, width)
+    out.write("\n".join([title, "=" * max(len(title), len(head[0])), *head]) + "\n")
+    for name, r in rows():
+        out.write(_row(MAIN_COLUMNS, width, name, _main_cells(r)) + "\n")
     if computed:
-        lines.append("* computed from the model FLOPs (not in the log, or the log's figure is "
-                     "wrong for this model)")
-
-    derived = [
-        (name, r) for name, r in zip(names, results, strict=True)
-        if r.get("tokens_per_second") is not None or r.get("reference_step_time") is not None
-    ]
-    if derived:
-        dwidth = max([len("Experiment"), *(len(n) for n, _ in derived)])
-        rows = [[
-            name, str(r.get("scaling") or "-"), _fixed(r["tokens_per_second"], 0),
-            _fixed(None if r["mfu"] is None else r["mfu"] * 100, 2),
-            _fixed(r["time_to_train_days"], 2), _fixed(r["reference_step_time"], 3),
-            _fixed(r["pct_of_reference"], 1),
-        ] for name, r in derived]
-        lines += ["", DERIVED_TITLE, *_rows_text(DERIVED_COLUMNS, dwidth, rows)]
-
+        out.write("* computed from the model FLOPs (not in the log, or the log's figure is "
+                  "wrong for this model)\n")
+    if any_derived:
+        out.write("\n".join(["", DERIVED_TITLE, *_head(DERIVED_COLUMNS, dwidth)]) + "\n")
+        for name, r in rows():
+            if _derived(r):
+                out.write(_row(DERIVED_COLUMNS, dwidth, name, _derived_cells(r)) + "\n")
     configs = analysis.get("configurations") or []
     if configs:
         tolerance = analysis["analysis"].get("tolerance_pct", 5.0)
-        lines += ["", CONFIG_TITLE.format(pct=f"{100 - tolerance:g}"),
-                  *config_rows(configs)]
-    noted = [(n, r) for n, r in zip(names, results, strict=True)
-             if r.get("reason") and not r.get("error")]
+        out.write("\n".join(["", CONFIG_TITLE.format(pct=f"{100 - tolerance:g}"),
+                             *config_rows(configs)]) + "\n")
     if noted:
-        lines += ["", REASONS_TITLE]
-        for name, r in noted:
-            nodes = r.get("suspect_nodes") or []
-            suffix = f" [suspect nodes: {', '.join(map(printable, nodes))}]" if nodes else ""
-            lines.append(f"{name}: {r['status']}: {printable(r['reason'])}{suffix}")
+        out.write("\n" + REASONS_TITLE + "\n")
+        for name, r in rows():
+            if r.get("reason") and not r.get("error"):
+                nodes = r.get("suspect_nodes") or []
+                suffix = f" [suspect nodes: {', '.join(map(printable, nodes))}]" if nodes else ""
+                out.write(f"{name}: {r['status']}: {printable(r['reason'])}{suffix}\n")
+    _table_tail(analysis, out, errors)
+
+
+def _table_tail(analysis: Mapping[str, Any], out: TextIO, errors: bool) -> None:
+    """The comparison, unreadable files, warnings and the summary line."""
+    lines = []
     if analysis.get("comparison") is not None:
         base = analysis["analysis"].get("baseline", {})
         lines += ["", COMPARE_TITLE.format(dir=printable(str(base.get("directory", "?"))))]
         lines += comparison_rows(analysis["comparison"], base)
-    errors = [(n, r) for n, r in zip(names, results, strict=True) if r.get("error")]
+    out.write("".join(line + "\n" for line in lines))
     if errors:
-        lines.append("")
-        lines += [f"unreadable: {printable(str(r['filename']))}: {printable(r['error'])}"
-                  for _, r in errors]
+        out.write("\n")
+        for r in analysis["results"]:
+            if r.get("error"):
+                out.write(f"unreadable: {printable(str(r['filename']))}: "
+                          f"{printable(r['error'])}\n")
     warnings = analysis.get("warnings") or []
     if warnings:
-        lines.append("")
-        lines += [f"warning: {printable(w['path'])}: {printable(w['warning'])}" for w in warnings]
-    lines += ["", summary_line(analysis["summary"])]
-    return "\n".join(lines) + "\n"
+        out.write("\n" + "".join(f"warning: {printable(w['path'])}: {printable(w['warning'])}\n"
+                                 for w in warnings))
+    out.write("\n" + summary_line(analysis["summary"]) + "\n")
 
 
 def config_label(config: Mapping[str, Any]) -> str:

@@ -17,15 +17,15 @@ import base64
 import datetime
 import html
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from llmb.analysis import plots
-from llmb.analysis.formats import config_label, display_names, printable
+from llmb.analysis.formats import config_label, printable
 from llmb.shared.files import atomic_write
 
 VERDICT_COLOURS = {"pass": "#dcfce7", "below": "#fee2e2", "no_reference": "#f3f4f6",
-                   "no_successful_run": "#fde68a"}
+                   "no_successful_run": "#fde68a", "window_outside_runs": "#fde68a"}
 STATUS_COLOURS = {"Success": "#dcfce7", "Failed": "#fee2e2", "Invalid": "#fde68a"}
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #111827; max-width: 1400px; }
@@ -68,10 +68,10 @@ def compare_rows(compared: Sequence[Mapping[str, Any]]) -> list[list[str]]:
              "yes" if c["significant"] else "no"] for c in compared]
 
 
-def failure_rows(results: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-    names = display_names(results, full_names=True)
-    return [[name, str(r["status"]), str(r["reason"]), ", ".join(r.get("suspect_nodes") or [])]
-            for name, r in zip(names, results, strict=True) if r.get("reason")]
+def failure_rows(results: Iterable[Mapping[str, Any]]) -> list[list[str]]:
+    """The runs with a reason (results may be a Spill: only these rows are held)."""
+    return [[printable(str(r["filename"])), str(r["status"]), str(r["reason"]),
+             ", ".join(r.get("suspect_nodes") or [])] for r in results if r.get("reason")]
 
 
 def reference_rows(configs: Sequence[Mapping[str, Any]]) -> list[list[str]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from llmb.shared.values import shown
 
 DEFAULT_GPU = "h100"
 MANIFEST_LEVELS = 3  # the log's directory and up to two parents
+MANIFESTS_KEPT = 256  # manifests (and directories without one) remembered
 SCALINGS = ("weak", "strong")
 
 
@@ -32,10 +34,11 @@ def display(path: str) -> str:
 
 
 class Manifests:
-    """llmb_manifest.json files near the logs, read once per directory."""
+    """llmb_manifest.json files near the logs, read once per directory (of the last
+    MANIFESTS_KEPT directories: logs are found directory by directory)."""
 
     def __init__(self) -> None:
-        self._cache: dict[str, tuple[str, dict[str, Any] | str] | None] = {}
+        self._cache: OrderedDict[str, tuple[str, dict[str, Any] | str] | None] = OrderedDict()
 
     def read(self, directory: str) -> tuple[str, dict[str, Any] | str] | None:
         """(path, data) of the manifest in directory, data a one-line problem when it cannot
@@ -48,6 +51,8 @@ class Manifests:
             except ManifestError as exc:
                 found = None if exc.missing else (path, exc.reason)
             self._cache[directory] = found
+            while len(self._cache) > MANIFESTS_KEPT:
+                self._cache.popitem(last=False)
         return self._cache[directory]
 
     def near(self, log_path: str) -> tuple[str, dict[str, Any] | str] | None:
@@ -173,7 +178,12 @@ class Identifier:
         else:
             self.error = None
         self._by_name = {r.name: r for r in self.recipes.values()}
-        self._manifests: dict[str, tuple[dict[str, Any] | None, str | None]] = {}
+        # the identities of the last MANIFESTS_KEPT manifests (a run's logs come together)
+        self._manifests: OrderedDict[str, tuple[dict[str, Any] | None, str | None]] = \
+            OrderedDict()
+        self._names: OrderedDict[str, NameInfo | None] = OrderedDict()  # name -> its parts
+        self._named: OrderedDict[NameInfo, dict[str, Any]] = OrderedDict()  # -> identity
+        self._layers: OrderedDict[tuple[Any, ...], int | None] = OrderedDict()
 
     def recipe(self, key: object) -> Any:
         return self.recipes.get(str(key)) or self._by_name.get(str(key))
@@ -188,6 +198,8 @@ class Identifier:
                 self._manifests[path] = (self._manifest_identity(m), None)
             except ManifestError as exc:
                 self._manifests[path] = (None, f"{exc}; identified by name instead")
+            while len(self._manifests) > MANIFESTS_KEPT:
+                self._manifests.popitem(last=False)
         return self._manifests[path]
 
     def _manifest_identity(self, m: dict[str, Any]) -> dict[str, Any]:
@@ -211,7 +223,7 @@ class Identifier:
             "model_size": _text(m, "model_size"), "dtype": _text(m, "dtype"),
             "gpu_type": _text(m, "gpu_type") if gpu is not None else self.gpu_type,
             "num_gpus": _count(m, "num_gpus"), "gbs": _count(par, "gbs", "parallelism."),
-            "scaling": scaling,
+            "gbs_from": "manifest", "scaling": scaling,
             "num_layers": _count(par, "num_layers", "parallelism.", required=False),
             "seq_length": _count(m, "seq_length", required=False) or recipe.seq_length,
             "by": "manifest",
@@ -237,11 +249,36 @@ class Identifier:
         ident = {
             "recipe": recipe, "experiment": info.experiment, "model_size": info.model_size,
             "dtype": info.dtype, "gpu_type": gpu, "num_gpus": info.num_gpus, "gbs": gbs,
+            "gbs_from": "name" if info.gbs is not None else "published row",
             "scaling": scaling, "num_layers": layout.num_layers if layout else None,
             "seq_length": recipe.seq_length, "by": "name", "final_index": None, "smoke": False,
         }
         ident["reference"] = self._reference(recipe, ident)
         return ident
+
+    def catalog_layers(self, ident: dict[str, Any]) -> int | None:
+        """The layer count the catalog gives the identified configuration (the launcher writes
+        it into the manifest), or None when the catalog has no such row."""
+        key = (ident["recipe"].name, *(ident[k] for k in ("model_size", "dtype", "gpu_type",
+                                                          "num_gpus", "scaling")))
+        return _kept(self._layers, key, lambda: self._catalog_layers(ident))
+
+    def _catalog_layers(self, ident: dict[str, Any]) -> int | None:
+        try:
+            cfg = ident["recipe"].resolve(ident["model_size"], ident["dtype"], ident["gpu_type"],
+                                          ident["num_gpus"], ident["scaling"] or "weak",
+                                          allow_unpublished=True)
+        except self.catalog.CatalogError:
+            return None
+        return int(cfg.num_layers)
+
+    def with_gbs(self, ident: dict[str, Any], gbs: int) -> dict[str, Any]:
+        """A name-identified run whose GBS was taken from the published row, identified again
+        with the GBS its log states (scaling and reference follow it)."""
+        info = NameInfo(experiment=ident["experiment"], workload=ident["recipe"].workload,
+                        model_size=ident["model_size"], dtype=ident["dtype"],
+                        num_gpus=ident["num_gpus"], gbs=gbs, tags=())
+        return {**self.from_name(info), "gbs_from": "log"}
 
     def _resolve(self, recipe: Any, info: NameInfo, gpu: str, scaling: str) -> Any:
         try:
@@ -285,7 +322,20 @@ class Identifier:
         ident, warning = self.from_manifest(*manifest) if manifest else (None, None)
         if ident is None and self.recipes:
             for candidate in name_candidates(rel, root):
-                info = parse_name(candidate, list(self.recipes))
+                info = _kept(self._names, candidate,
+                             lambda c=candidate: parse_name(c, list(self.recipes)))
                 if info is not None:
-                    return self.from_name(info), warning
+                    return _kept(self._named, info, lambda i=info: self.from_name(i)), warning
         return ident, warning
+
+
+def _kept(cache: OrderedDict[Any, Any], key: Any, make: Any) -> Any:
+    """cache[key], made once; the cache keeps its last MANIFESTS_KEPT keys (the logs of a run,
+    and of a configuration, come together)."""
+    if key in cache:
+        cache.move_to_end(key)
+        return cache[key]
+    value = cache[key] = make()
+    while len(cache) > MANIFESTS_KEPT:
+        cache.popitem(last=False)
+    return value

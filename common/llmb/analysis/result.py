@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 import os
 import re
+from dataclasses import dataclass
 from typing import Any
 
-from llmb import manifest
-from llmb.analysis import failures, timing
+from llmb.analysis import crosscheck, failures, timing
 from llmb.analysis.formats import RESULT_FIELDS
 from llmb.analysis.identify import display
 from llmb.recipes import perf
@@ -51,14 +51,56 @@ def _round(value: float | None, places: int) -> float | None:
     return round(value, places) if abs(value) >= 10 ** (9 - places) else float(f"{value:.9g}")
 
 
+# A run's figure needs a step line with a plausible time for this share of the window's
+# iterations it reached (up to its final iteration); below it the run is Invalid.
+MIN_WINDOW_SHARE = 0.9
+
+
+@dataclass(frozen=True)
+class Span:
+    """The part of the window a run's figure covers, and what the window rule says of it."""
+
+    iterations: tuple[int, int] | None  # None: the window lies beyond the run
+    invalid: str | None = None
+    note: str | None = None
+
+
+def window_span(scan: timing.LogScan, window: tuple[int, int], final: int | None) -> Span:
+    """The window rule: the window ends at the run's final iteration; of its iterations up to
+    the last one the run reached, at least MIN_WINDOW_SHARE need a step line with a plausible
+    time."""
+    first, last = window
+    if final is not None and final < first:
+        return Span(None, note=f"the window {first}-{last} lies beyond its final iteration "
+                               f"{final}: no figure")
+    end = last if final is None else min(last, final)
+    note = (f"its final iteration {final} cuts the window {first}-{last} to {first}-{end}"
+            if end < last else None)
+    reached = scan.max_iteration
+    upto = first - 1 if reached is None else min(end, reached)
+    want = upto - first + 1
+    if want <= 0:
+        return Span((first, end), note=note)
+    have = len(timing.window_values(scan.steps, (first, upto)))
+    need = math.ceil(MIN_WINDOW_SHARE * want)
+    invalid = None
+    if have < need:
+        invalid = (f"only {have} of the {want} window iterations {first}-{upto} have a step "
+                   f"line with a plausible time (at least {need} needed)")
+    return Span((first, end), invalid, note)
+
+
 def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any] | None,
                 identifier: Any, window: tuple[int, int] = timing.WINDOW) -> dict[str, Any]:
     result = empty_result(rel, path)
-    idx = timing.window_values(scan.steps, window)
-    times = timing.stats(scan.steps[i].time for i in idx)
+    checked = crosscheck.log_facts(scan, ident, identifier)
+    ident = checked.ident
     final_hint = ident["final_index"] if ident else None
     final = scan.final_index if scan.final_index is not None else final_hint
     complete = scan.complete(final_hint)
+    span = window_span(scan, window, final)
+    idx = timing.window_values(scan.steps, span.iterations) if span.iterations else []
+    times = timing.stats(scan.steps[i].time for i in idx)
     result.update(
         max_iteration=scan.max_iteration, final_iteration=final,
         window_steps=times.count, time_mean=_round(times.mean, 6),
@@ -68,26 +110,69 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any]
     )
     flops = peak = None
     if ident is not None and identifier is not None:
-        result["smoke_test"] = ident["smoke"]
-        if not ident["smoke"]:
-            flops = identifier.model_flops(ident)
-            peak = identifier.peak_tflops(ident)
-        ref = ident["reference"]
-        result.update(
-            experiment=ident["experiment"], identified_by=ident["by"],
-            recipe=ident["recipe"].name, model_size=ident["model_size"], dtype=ident["dtype"],
-            gpu_type=ident["gpu_type"], num_gpus=ident["num_gpus"],
-            global_batch_size=ident["gbs"], seq_length=ident["seq_length"],
-            scaling=ident["scaling"], reference_step_time=ref.step_time if ref else None,
-            reference_source=ref.describe() if ref else None,
-        )
+        flops, peak = _identity(result, ident, identifier)
+    _tflops(result, scan, ident, idx, flops)
+    mfu = _derived(result, ident, times.mean, flops, peak)
 
+    invalid = checked.invalid + _invalid(scan, ident, identifier, mfu, peak)
+    if span.invalid:
+        invalid.append(span.invalid)
+    above = crosscheck.tflops_above_peak(scan, ident, identifier)
+    if above is not None:
+        invalid.append(above)
+    elif ident is not None and not checked.invalid \
+            and (wrong := crosscheck.model_check(scan, ident, idx, flops)):
+        # (a figure above the peak, or a GPU count or GBS not the log's, says more)
+        invalid.append(wrong)
+    explained = failures.explain(scan.findings, complete=complete, last=scan.max_iteration,
+                                 final=final, steps=len(scan.steps))
+    primary = scan.findings.primary()
+    nan_grads = primary is not None and primary[0] == "nan"  # explained says it
+    notes = [*invalid, explained or "", _restarts(scan), *checked.notes]
+    if complete and not invalid:
+        if span.note:
+            notes.append(span.note)
+        elif times.count == 0:
+            notes.append(f"no step inside the window {window[0]}-{window[1]}: no figure to "
+                         "judge")
+    result["status"] = ("Invalid" if invalid or nan_grads else
+                        "Success" if complete else "Failed")
+    result["reason"] = "; ".join(n for n in notes if n) or None
+    result["suspect_nodes"] = sorted(set(scan.findings.suspects())
+                                     | set(scan.before_restart.suspects()))
+    return result
+
+
+def _identity(result: dict[str, Any], ident: dict[str, Any], identifier: Any
+              ) -> tuple[float | None, float | None]:
+    """The identity's fields into the result; (model FLOPs per sample, peak TFLOPS)."""
+    result["smoke_test"] = ident["smoke"]
+    flops = peak = None
+    if not ident["smoke"]:
+        flops = identifier.model_flops(ident)
+        peak = identifier.peak_tflops(ident)
+    ref = ident["reference"]
+    result.update(
+        experiment=ident["experiment"], identified_by=ident["by"],
+        recipe=ident["recipe"].name, model_size=ident["model_size"], dtype=ident["dtype"],
+        gpu_type=ident["gpu_type"], num_gpus=ident["num_gpus"],
+        global_batch_size=ident["gbs"], seq_length=ident["seq_length"],
+        scaling=ident["scaling"], reference_step_time=ref.step_time if ref else None,
+        reference_source=ref.describe() if ref else None,
+    )
+    return flops, peak
+
+
+def _tflops(result: dict[str, Any], scan: timing.LogScan, ident: dict[str, Any] | None,
+            idx: list[int], flops: float | None) -> None:
+    """TFLOPS per GPU over the window: the log's, or computed from the model FLOPs when the
+    log has none for a step or the recipe's logged figure is wrong."""
     log_tflops = [scan.steps[i].tflops for i in idx]
-    gbs, gpus = (ident["gbs"], ident["num_gpus"]) if ident else (None, None)
-    can_compute = bool(idx) and flops is not None and gbs and gpus
+    gbs: int | None = ident["gbs"] if ident else None
+    gpus: int | None = ident["num_gpus"] if ident else None
     unreliable = (ident is not None and not ident["smoke"]
                   and not ident["recipe"].logged_tflops)
-    if can_compute and flops is not None and gbs and gpus and (unreliable or None in log_tflops):
+    if idx and flops is not None and gbs and gpus and (unreliable or None in log_tflops):
         tflops = timing.stats(perf.tflops_per_gpu(gbs, flops, scan.steps[i].time, gpus)
                               for i in idx)
         result["tflops_source"] = "computed"
@@ -97,33 +182,24 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any]
     result.update(tflops_per_gpu_mean=_round(tflops.mean, 4),
                   tflops_per_gpu_std_dev=_round(tflops.std_dev, 4))
 
-    mean = times.mean
-    mfu = None
-    if ident is not None and mean and gbs and not ident["smoke"]:
-        tokens = finite(perf.tokens_per_second(ident["seq_length"], gbs, mean))
-        result["tokens_per_second"] = _round(tokens, 1)
-        if tokens:
-            result["time_to_train_days"] = _round(perf.days_to_train(tokens), 4)
-        if flops is not None and peak and gpus:
-            mfu = perf.mfu(gbs, flops, mean, gpus, peak)
-            result["mfu"] = _round(mfu, 6)
-        if result["reference_step_time"] is not None:
-            result["pct_of_reference"] = _round(result["reference_step_time"] / mean * 100, 3)
 
-    invalid = _invalid(scan, ident, identifier, mfu, peak)
-    explained = failures.explain(scan.findings, complete=complete, last=scan.max_iteration,
-                                 final=final, steps=len(scan.steps))
-    primary = scan.findings.primary()
-    nan_grads = primary is not None and primary[0] == "nan"  # explained says it
-    notes = [*invalid, explained or "", _restarts(scan)]
-    if complete and not invalid and times.count == 0:
-        notes.append(f"no step inside the window {window[0]}-{window[1]}: no figure to judge")
-    result["status"] = ("Invalid" if invalid or nan_grads else
-                        "Success" if complete else "Failed")
-    result["reason"] = "; ".join(n for n in notes if n) or None
-    result["suspect_nodes"] = sorted(set(scan.findings.suspects())
-                                     | set(scan.before_restart.suspects()))
-    return result
+def _derived(result: dict[str, Any], ident: dict[str, Any] | None, mean: float | None,
+             flops: float | None, peak: float | None) -> float | None:
+    """Tokens/s, days to train, MFU and % of the reference; the MFU (None when unknown)."""
+    if ident is None or not mean or not ident["gbs"] or ident["smoke"]:
+        return None
+    gbs, gpus = ident["gbs"], ident["num_gpus"]
+    tokens = finite(perf.tokens_per_second(ident["seq_length"], gbs, mean))
+    result["tokens_per_second"] = _round(tokens, 1)
+    if tokens:
+        result["time_to_train_days"] = _round(perf.days_to_train(tokens), 4)
+    mfu = None
+    if flops is not None and peak and gpus:
+        mfu = perf.mfu(gbs, flops, mean, gpus, peak)
+        result["mfu"] = _round(mfu, 6)
+    if result["reference_step_time"] is not None:
+        result["pct_of_reference"] = _round(result["reference_step_time"] / mean * 100, 3)
+    return mfu
 
 
 def _invalid(scan: timing.LogScan, ident: dict[str, Any] | None, identifier: Any,
@@ -139,29 +215,20 @@ def _invalid(scan: timing.LogScan, ident: dict[str, Any] | None, identifier: Any
                    f"(first: {value} at iteration {iteration}; allowed: "
                    f"{timing.MIN_STEP_SECONDS:g} s to {timing.MAX_STEP_SECONDS / 86400:g} days); "
                    "they are not counted")
+    if scan.refused is not None:
+        iteration, name, value = scan.refused
+        out.append(f"{scan.refused_count} step line value(s) are not numbers (first: {name} "
+                   f"{value!r} at iteration {iteration})")
+    if scan.final_change is not None:
+        iteration, before, after = scan.final_change
+        out.append(f"the final iteration changes within the log ({before}, then {after} at "
+                   f"iteration {iteration}): two runs in one log")
+    if scan.beyond_final is not None:
+        iteration, final = scan.beyond_final
+        out.append(f"iteration {iteration} is beyond its final iteration {final}")
     if mfu is not None and ident is not None and peak and mfu > 1:
-        out.append(_impossible_mfu(ident, identifier, mfu, peak))
+        out.append(crosscheck.impossible_mfu(ident, identifier, mfu, peak))
     return out
-
-
-def _impossible_mfu(ident: dict[str, Any], identifier: Any, mfu: float, peak: float) -> str:
-    """MFU above 100%: a GPU type under which it would fit says wrong GPU type, else the log
-    does not belong to this configuration."""
-    gpu, dtype = ident["gpu_type"], ident["dtype"]
-    shown_pct = f"{mfu * 100:.0f}%" if mfu < 1e4 else "far"
-    text = f"MFU {shown_pct} is above 100% of the {gpu} {dtype} peak ({peak:g} TFLOPS)"
-    fits = []
-    for other in identifier.catalog.gpu_types():
-        other_peak = identifier.peak_tflops(ident, other)
-        if other != gpu and other_peak and mfu * peak / other_peak <= 1:
-            fits.append((other, mfu * peak / other_peak))
-    if fits:
-        other, fit = fits[0]
-        how = (f"pass --gpu-type={other}" if ident["by"] == "name"
-               else f"its {manifest.NAME} says {gpu}")
-        return f"{text}: wrong GPU type? on {other} it would be {fit * 100:.0f}% ({how})"
-    return (f"{text} and of every GPU's: the log is not this configuration's (wrong log, or "
-            f"wrong {'manifest' if ident['by'] == 'manifest' else 'experiment name'})")
 
 
 def _restarts(scan: timing.LogScan) -> str:

@@ -10,18 +10,19 @@ published) and the verdict, at a tolerance of PCT percent, is:
     below              pct_of_reference <  100 - PCT
     no_reference       no published step time for this configuration (or a smoke test)
     no_successful_run  no run of it succeeded with a figure
+    window_outside_runs  runs of it succeeded, but all end before the window's first iteration
+                       (--window beyond the runs): no figure to judge
 """
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from llmb.analysis import timing
 
 DEFAULT_TOLERANCE = 5.0
-VERDICTS = ("pass", "below", "no_reference", "no_successful_run")
+VERDICTS = ("pass", "below", "no_reference", "no_successful_run", "window_outside_runs")
 IDENTITY_FIELDS = ("recipe", "model_size", "dtype", "gpu_type", "num_gpus", "scaling",
                    "global_batch_size", "seq_length", "smoke_test")
 # A configuration's own spread: each run's step-time jitter counts twice (two sigma).
@@ -43,7 +44,7 @@ def config_key(result: Mapping[str, Any]) -> str:
 
 
 def _median(values: Sequence[float]) -> float | None:
-    return statistics.median(values) if values else None
+    return timing.median(values) if values else None
 
 
 def _r(value: float | None, places: int) -> float | None:
@@ -58,49 +59,87 @@ def judge(pct: float | None, has_figure: bool, tolerance: float) -> str:
     return "pass" if pct >= 100 - tolerance else "below"
 
 
-def configurations(results: Iterable[Mapping[str, Any]],
-                   tolerance: float = DEFAULT_TOLERANCE) -> list[dict[str, Any]]:
-    """One entry per configuration, in the order its first run appears."""
-    groups: dict[str, list[Mapping[str, Any]]] = {}
-    for r in results:
-        groups.setdefault(r["config_key"], []).append(r)
-    out = []
-    for key, runs in groups.items():
-        ok = [r for r in runs if r["status"] == "Success" and r["time_mean"] is not None]
-        times = [r["time_mean"] for r in ok]
+class Group:
+    """What the runs of one configuration add up to, kept as they come: counts and each
+    successful run's figures (a few numbers per run, never the run itself)."""
+
+    def __init__(self, first: Mapping[str, Any], keep_files: bool) -> None:
+        self.identity = {k: first.get(k) for k in IDENTITY_FIELDS}
+        self.key, self.experiment = first["config_key"], first.get("experiment")
+        self.runs = self.failed = self.invalid = 0
+        self.times: list[float] = []
+        self.jitter: list[float] = []
+        self.mfu: list[float] = []
+        self.tokens: list[float] = []
+        self.reference: Any = None
+        self.source: Any = None
+        self.files: list[str] | None = [] if keep_files else None
+        self.ended_before = False  # a successful run ended before the window began
+
+    def add(self, r: Mapping[str, Any], window: tuple[int, int] | None) -> None:
+        self.runs += 1
+        self.failed += r["status"] == "Failed"
+        self.invalid += r["status"] == "Invalid"
+        if self.reference is None and r.get("reference_step_time") is not None:
+            self.reference = r["reference_step_time"]
+        self.source = self.source or r.get("reference_source")
+        if self.files is not None:
+            self.files.append(r["filename"])
+        if r["status"] != "Success":
+            return
+        final = r.get("final_iteration")
+        if r["time_mean"] is None:
+            if window is not None and final is not None and final < window[0]:
+                self.ended_before = True
+            return
+        self.times.append(r["time_mean"])
+        if r.get("time_std_dev") is not None and r["time_mean"]:
+            self.jitter.append(r["time_std_dev"] / r["time_mean"] * 100)
+        if r.get("mfu") is not None:
+            self.mfu.append(r["mfu"])
+        if r.get("tokens_per_second"):
+            self.tokens.append(r["tokens_per_second"])
+
+    def entry(self, tolerance: float) -> dict[str, Any]:
+        times = self.times
         median = _median(times)
         spread = timing.stats(times)
         cv = (spread.std_dev / spread.mean
               if len(times) > 1 and spread.mean and spread.std_dev is not None else None)
-        ref = next((r["reference_step_time"] for r in runs
-                    if r.get("reference_step_time") is not None), None)
-        pct = ref / median * 100 if ref is not None and median else None
-        first = runs[0]
-        jitter = [r["time_std_dev"] / r["time_mean"] * 100 for r in ok
-                  if r.get("time_std_dev") is not None and r["time_mean"]]
-        mfu = [r["mfu"] for r in ok if r.get("mfu") is not None]
-        entry: dict[str, Any] = {k: first.get(k) for k in IDENTITY_FIELDS}
+        pct = self.reference / median * 100 if self.reference is not None and median else None
+        verdict = judge(pct, bool(times), tolerance)
+        if verdict == "no_successful_run" and self.ended_before:
+            verdict = "window_outside_runs"
+        entry: dict[str, Any] = dict(self.identity)
         entry.update(
-            config_key=key,
-            experiment=first.get("experiment"),
-            runs=len(runs), successful_runs=len(ok),
-            failed_runs=sum(r["status"] == "Failed" for r in runs),
-            invalid_runs=sum(r["status"] == "Invalid" for r in runs),
+            config_key=self.key, experiment=self.experiment,
+            runs=self.runs, successful_runs=len(times),
+            failed_runs=self.failed, invalid_runs=self.invalid,
             time_median=_r(median, 6), time_min=_r(min(times, default=None), 6),
             time_max=_r(max(times, default=None), 6), time_cv=_r(cv, 6),
-            step_jitter_pct=_r(_median(jitter), 4),
-            reference_step_time=ref,
-            reference_source=next((r["reference_source"] for r in runs
-                                   if r.get("reference_source")), None),
-            pct_of_reference=_r(pct, 3),
-            verdict=judge(pct, bool(ok), tolerance),
-            mfu_median=_r(_median(mfu), 6),
-            tokens_per_second_median=_r(_median(
-                [r["tokens_per_second"] for r in ok if r.get("tokens_per_second")]), 1),
-            files=[r["filename"] for r in runs],
+            step_jitter_pct=_r(_median(self.jitter), 4),
+            reference_step_time=self.reference, reference_source=self.source,
+            pct_of_reference=_r(pct, 3), verdict=verdict,
+            mfu_median=_r(_median(self.mfu), 6),
+            tokens_per_second_median=_r(_median(self.tokens), 1),
         )
-        out.append(entry)
-    return out
+        if self.files is not None:
+            entry["files"] = self.files
+        return entry
+
+
+def configurations(results: Iterable[Mapping[str, Any]],
+                   tolerance: float = DEFAULT_TOLERANCE, window: tuple[int, int] | None = None,
+                   files: bool = True) -> list[dict[str, Any]]:
+    """One entry per configuration, in the order its first run appears. files=False leaves the
+    list of each configuration's files out (the JSON writer streams it from the results)."""
+    groups: dict[str, Group] = {}
+    for r in results:
+        group = groups.get(r["config_key"])
+        if group is None:
+            group = groups[r["config_key"]] = Group(r, files)
+        group.add(r, window)
+    return [g.entry(tolerance) for g in groups.values()]
 
 
 def spread_pct(config: Mapping[str, Any]) -> float:
@@ -113,10 +152,12 @@ def spread_pct(config: Mapping[str, Any]) -> float:
     return max(span, JITTER_SIGMAS * (config.get("step_jitter_pct") or 0.0))
 
 
-def check_problems(results: Sequence[Mapping[str, Any]],
-                   configs: Sequence[Mapping[str, Any]], tolerance: float) -> list[str]:
+def check_problems(results: Iterable[Mapping[str, Any]],
+                   configs: Sequence[Mapping[str, Any]], tolerance: float,
+                   window: tuple[int, int] = timing.WINDOW) -> list[str]:
     """What makes `--check` fail: configurations below the tolerance or without a successful
-    run, and Invalid runs. Empty when the check passes."""
+    run, configurations whose runs all end before the window, and Invalid runs. Empty when the
+    check passes."""
     problems = []
     below = [c for c in configs if c["verdict"] == "below"]
     if below:
@@ -124,11 +165,25 @@ def check_problems(results: Sequence[Mapping[str, Any]],
         problems.append(f"{len(below)} configuration(s) below {100 - tolerance:g}% of the "
                         f"reference (worst: {worst['config_key']} at "
                         f"{worst['pct_of_reference']:.1f}%)")
+    outside = [c for c in configs if c["verdict"] == "window_outside_runs"]
     none = [c for c in configs if c["verdict"] == "no_successful_run"]
     if none:
         problems.append(f"{len(none)} configuration(s) without a successful run (e.g. "
                         f"{none[0]['config_key']})")
-    invalid = [r for r in results if r["status"] == "Invalid"]
+    invalid, example, ended = 0, None, None
+    for r in results:
+        if r["status"] == "Invalid":
+            invalid += 1
+            example = example or r["filename"]
+        elif outside and ended is None and r["config_key"] == outside[0]["config_key"] \
+                and r["status"] == "Success" and r["time_mean"] is None:
+            ended = r.get("final_iteration")
+    if outside:
+        problems.insert(len(problems) - bool(none),
+                        f"the window {window[0]}-{window[1]} lies outside the runs of "
+                        f"{len(outside)} configuration(s) (e.g. {outside[0]['config_key']}, whose "
+                        f"runs end at iteration {ended}): give a window inside the runs, e.g. "
+                        "--window=11-44")
     if invalid:
-        problems.append(f"{len(invalid)} Invalid run(s) (e.g. {invalid[0]['filename']})")
+        problems.append(f"{invalid} Invalid run(s) (e.g. {example})")
     return problems

@@ -63,6 +63,17 @@ def checkpoint_load_line(rank: int, start_time: float, duration: float) -> str:
     )
 
 
+def member_line(rank: int, world_size: int) -> str:
+    """Lightning's line as each rank joins the process group (the analyzer reads the world size
+    from it): ``Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/16``."""
+    return f"Initializing distributed: GLOBAL_RANK: {rank}, MEMBER: {rank + 1}/{world_size}"
+
+
+def registered_line(world_size: int) -> str:
+    """Lightning's line once every rank joined (rank 0 prints it)."""
+    return f"All distributed processes registered. Starting with {world_size} processes"
+
+
 def checkpoint_name(consumed_samples: int) -> str:
     """NeMo's checkpoint folder: ``default--None=0.0000-epoch=0-consumed_samples=12800.0``."""
     return f"default--None=0.0000-epoch=0-consumed_samples={float(consumed_samples)}"

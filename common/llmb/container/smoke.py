@@ -288,7 +288,11 @@ def _train(manifest: Mapping[str, Any], ranks: Ranks, timeout: float) -> int:
     _announce(log, manifest, family, ranks)
     if ranks.world_size > 1:
         began = time.perf_counter()
+        # What Lightning prints as a NeMo job starts: the analyzer checks the world size it
+        # states against the GPU count of the run's manifest.
+        log.raw(nemolog.member_line(ranks.rank, ranks.world_size))
         _init_process_group(ranks, timeout, job_dir)
+        log.raw(nemolog.registered_line(ranks.world_size))
         log.info(f"Smoke workload: all {ranks.world_size} ranks joined in "
                  f"{time.perf_counter() - began:.1f} s")
     log.info(f"Experiments will be logged at {job_dir / nemolog.NEMO_EXPERIMENTS_DIR}")

@@ -1,0 +1,92 @@
+"""Analyzing the logs of a tree on every core the analyzer may use.
+
+Reading a log is the cost of an analysis (a tree holds many logs, each scanned at memory
+speed), and logs are independent: a large tree's logs go to a pool of worker processes, one per
+core, forked once, each running llmb.analysis.perlog.LogAnalyzer on the logs it is given and
+sending back the outcome (plain data). A small tree (one log, or a few small ones) is analyzed
+in this process: forking would cost more than it saves. Outcomes come back in any order; the
+analysis sorts them (llmb.analysis.assemble).
+
+Workers ignore Ctrl-C: the analyzer's own process takes it, stops the pool and exits.
+"""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import os
+import signal
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from llmb.analysis.perlog import LogAnalyzer, Outcome, Task
+
+POOL_MIN_LOGS = 64  # this many logs always go to the pool
+POOL_MIN_BYTES = 32 << 20  # fewer logs do when they hold this much
+MAX_WORKERS = 16
+CHUNK_BYTES = 1 << 20  # logs handed to a worker at a time: about this much of them
+MAX_CHUNK = 64
+
+_analyzer: LogAnalyzer | None = None  # a worker's, inherited through fork
+
+
+def workers() -> int:
+    """The cores this process may run on."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, MAX_WORKERS))
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
+def outcomes(analyzer: LogAnalyzer, tasks: Iterable[Task]) -> Iterator[Outcome]:
+    """Each task's outcome, in any order."""
+    tasks = iter(tasks)
+    head = list(itertools.islice(tasks, POOL_MIN_LOGS))
+    cores = workers()
+    size = sum(_size(t.path) for t in head)
+    pooled = cores > 1 and len(head) > 1 and (len(head) >= POOL_MIN_LOGS
+                                                or size >= POOL_MIN_BYTES)
+    rest = itertools.chain(head, tasks)
+    if not pooled:
+        yield from map(analyzer, rest)
+        return
+    # Small logs go to a worker many at a time (handing one over costs as much as reading
+    # it); large ones one by one, so that no worker is left with the last few.
+    chunk = max(1, min(MAX_CHUNK, CHUNK_BYTES * len(head) // max(size, 1)))
+    yield from _pooled(analyzer, rest, cores, chunk)
+
+
+def _pooled(analyzer: LogAnalyzer, tasks: Iterator[Task], cores: int, chunk: int
+            ) -> Iterator[Outcome]:
+    import multiprocessing
+
+    global _analyzer
+    analyzer.prepare()
+    _analyzer = analyzer  # forked into every worker
+    gc.freeze()  # what exists now is shared, never collected: a worker's GC leaves it unwritten
+    pool = multiprocessing.get_context("fork").Pool(cores, initializer=_worker_start)
+    try:
+        yield from pool.imap_unordered(_analyze, tasks, chunksize=chunk)
+        pool.close()
+    finally:
+        pool.terminate()
+        pool.join()
+        gc.unfreeze()
+        _analyzer = None
+
+
+def _worker_start() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _analyze(task: Task) -> Any:
+    assert _analyzer is not None
+    return _analyzer(task)

@@ -1,0 +1,105 @@
+"""One log, start to finish: read it, identify it, make its result (what a worker process does).
+
+`LogAnalyzer` keeps only what is worth keeping between logs, bounded however many logs a tree
+has: the identifier (the catalog, loaded on the first log that needs it, and the identities of
+the last few manifests). A log's outcome is plain data (a result dict, or why it is
+skipped) that a worker sends back to the process assembling the analysis.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import Any, NamedTuple
+
+from llmb.analysis import discover
+from llmb.analysis.identify import Identifier, display
+from llmb.shared.files import path_problem
+from llmb.shared.values import shown
+
+
+class Task(NamedTuple):
+    """A log to analyze: its DIR, its path, and the manifest next to it ((path, data or the
+    problem reading it), or None). (Tuples: they cross between processes, many times over.)"""
+
+    root: str
+    path: str
+    manifest: tuple[str, dict[str, Any] | str] | None = None
+
+
+class Outcome(NamedTuple):
+    """A log's result (with a warning about its manifest, if any), or why it is skipped."""
+
+    path: str
+    result: dict[str, Any] | None = None
+    skipped: str | None = None
+    warning: str | None = None  # about the manifest at this path
+    manifest: str | None = None
+    catalog_error: str | None = None
+
+
+class LogAnalyzer:
+    """Turns Tasks into Outcomes; one per process."""
+
+    def __init__(self, base: str, gpu_type: str | None, window: tuple[int, int]) -> None:
+        self.base, self.gpu_type, self.window = base, gpu_type, window
+        self.identifier: Identifier | None = None
+
+    def prepare(self) -> None:
+        """Import what analyzing a log needs and load the catalog now: worker processes forked
+        after this share it instead of each loading their own."""
+        from llmb.analysis import result, timing, verdicts  # noqa: F401
+
+        if self.identifier is None:
+            self.identifier = Identifier(self.gpu_type)
+
+    def __call__(self, task: Task) -> Outcome:
+        from llmb.analysis import result as runs
+        from llmb.analysis import timing
+
+        path = task.path
+        rel = os.path.relpath(path, self.base)
+        try:
+            st = os.stat(path)
+            if not stat.S_ISREG(st.st_mode):
+                raise OSError(0, "not a regular file")
+            scan = timing.scan_log(path)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            if os.path.islink(path) and not os.path.exists(path):  # a loop is not dangling
+                reason = str(path_problem(path, "file")).removeprefix("is a ")
+            return self._done(task, runs.unreadable(rel, path, f"cannot read: {reason}"), rel)
+        if not scan.steps and not scan.reached and not scan.looks_like_log \
+                and not os.path.basename(path).startswith("log-"):
+            return Outcome(path, skipped="no training output")
+        try:
+            result, warning = self._identified(task, rel, scan)
+        except ModuleNotFoundError:
+            raise
+        except Exception as exc:  # one bad log must never stop the report
+            result, warning = runs.unreadable(rel, path, f"cannot analyze: {type(exc).__name__}"
+                                              f": {shown(exc)[:200]}"), None
+        return self._done(task, result, rel, warning)
+
+    def _done(self, task: Task, result: dict[str, Any], rel: str, warning: str | None = None
+              ) -> Outcome:
+        from llmb.analysis import verdicts
+
+        if result["experiment"] is None:
+            result["experiment"] = display(discover.experiment_of(rel, self.base))
+        result["config_key"] = verdicts.config_key(result)
+        error = self.identifier.error if self.identifier else None
+        return Outcome(task.path, result, warning=warning,
+                       manifest=task.manifest[0] if task.manifest else None, catalog_error=error)
+
+    def _identified(self, task: Task, rel: str, scan: Any
+                    ) -> tuple[dict[str, Any], str | None]:
+        from llmb.analysis import result as runs
+
+        if self.identifier is None:
+            self.identifier = Identifier(self.gpu_type)
+        ident, warning = self.identifier.identify(task.manifest, rel, task.root)
+        result = runs.analyze_log(task.path, rel, scan, ident, self.identifier, self.window)
+        if result["status"] == "Failed" and runs.add_batch_output(task.path, scan):
+            result = runs.analyze_log(task.path, rel, scan, ident, self.identifier, self.window)
+        return result, warning

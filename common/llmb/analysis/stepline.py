@@ -1,0 +1,126 @@
+"""One training step line, parsed: its iteration, final index and the figures it logs.
+
+The two forms NeMo prints (llmb.analysis.timing has the rules for iterations and the final
+index):
+
+    Training epoch 0, iteration 11/49 | lr: 1.5e-05 | global_batch_size: 128 | global_step: 11 |
+        reduced_train_loss: 11.96 | train_step_timing in s: 12.39 | TFLOPS_per_GPU: 610.2 |
+        consumed_samples: 1536
+    Epoch 0: : 100%|###| 100/100 [07:57<00:00, reduced_train_loss=7.310, global_step=99.00,
+        consumed_samples=25600.0, train_step_timing in s=3.590]
+
+A value is read whole or refused: it runs from after `key: ` / `key=` to the next blank, `|`
+or `]` (a `,` ending it is the progress bar's separator), and must then be a plain decimal
+number (`610.2`, `1.5e-05`, `nan`, `inf`). `1_000`, `9,31`, `0x10` or `١٢` are refused, never
+read as 1, 9, 0 or 12: the step's time does not count and the run says which value it refused.
+Standard library only: it runs inside the log scan.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import NamedTuple
+
+# The keys a step line holds, each followed by its raw value; read from the line in lower case
+# (first occurrence wins).
+_FIELD = re.compile(r"(train_step_timing in s|tflops_per_gpu|global_batch_size|global_step|"
+                    r"reduced_train_loss|grad[_ ]norm)\s*[:=]\s*([^\s|\]]*)")
+# ASCII digits only: `\d` alone would take ١٢ for 12.
+_WHOLE_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?(?:nan|inf|infinity)",
+                           re.I | re.A)
+_ITERATION = re.compile(r"iteration\s+(\d{1,18})\s*/\s*(\d{1,18})(?![\d.,_])", re.A)
+_PROGRESS = re.compile(r"(\d{1,18})\s*/\s*(\d{1,18})\s*\[", re.A)
+TIME, TFLOPS, GBS, GLOBAL_STEP = ("train_step_timing in s", "tflops_per_gpu", "global_batch_size",
+                                  "global_step")
+HEALTH = ("reduced_train_loss", "grad_norm")
+SHOWN_MAX = 24  # characters of a refused or absurd value kept for the reason
+
+
+class StepLine(NamedTuple):
+    """What one step line says. `time` is None when the logged time is not a number (its text
+    is `time_text`); `refused` names the first other value that is not one (field, text)."""
+
+    iteration: int
+    final: int | None
+    time_text: str
+    time: float | None
+    tflops: float | None = None
+    tflops_text: str = ""
+    gbs: int | None = None
+    nonfinite: tuple[str, str] | None = None  # (field, text): a nan/inf loss or grad norm
+    refused: tuple[str, str] | None = None  # (field, text)
+
+
+def short(text: str) -> str:
+    """A logged value as a reason shows it: `1000...0 (309 characters)` for absurd ones."""
+    return text if len(text) <= SHOWN_MAX else f"{text[:SHOWN_MAX - 3]}... ({len(text)} characters)"
+
+
+def number(text: str) -> float | None:
+    """The value of a whole decimal number (nan and inf included), else None.
+
+    float() reads exactly these from ASCII text without blanks, except `1_000`: so ASCII without
+    `_` goes straight to float() (a tenth of the regex's cost); the regex says the rest."""
+    text = text.removesuffix(",")
+    if text.isascii() and "_" not in text and text.strip() == text:
+        try:
+            return float(text)
+        except ValueError:
+            return None
+    return float(text) if _WHOLE_NUMBER.fullmatch(text) else None
+
+
+def _fields(line: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for key, value in _FIELD.findall(line.lower()):
+        found.setdefault(key.replace(" ", "_") if key.startswith("grad") else key,
+                         value.removesuffix(","))
+    return found
+
+
+def _where(line: str, fields: dict[str, str]) -> tuple[int, int | None] | None:
+    """(index, final index or None) of the step, or None when the line names no iteration."""
+    if m := _ITERATION.search(line):
+        return int(m.group(1)), int(m.group(2))
+    if m := _PROGRESS.search(line):  # {done}/{total}: the step just done has index done - 1
+        return int(m.group(1)) - 1, int(m.group(2)) - 1
+    step = number(fields.get(GLOBAL_STEP, ""))
+    if step is not None and math.isfinite(step) and 0 <= step < 1e18:
+        return int(step), None
+    return None
+
+
+def parse(line: str) -> StepLine | None:
+    """The step line's content, or None when it holds no step time or no iteration."""
+    fields = _fields(line)
+    time_text = fields.get(TIME)
+    if time_text is None:
+        return None
+    where = _where(line, fields)
+    if where is None or where[0] < 0:
+        return None
+    refused = None
+    tflops_text = fields.get(TFLOPS, "")
+    tflops = number(tflops_text) if tflops_text else None
+    if tflops_text and (tflops is None or not math.isfinite(tflops)):
+        refused, tflops = ("TFLOPS_per_GPU", tflops_text), None
+    gbs = None
+    if (gbs_text := fields.get(GBS)) is not None:
+        value = number(gbs_text)  # a count, perhaps printed as a float (128.0)
+        if value is not None and value.is_integer() and 0 < value < 1e18:
+            gbs = int(value)
+        else:
+            refused = refused or (GBS, gbs_text)
+    nonfinite = None
+    for name in HEALTH:
+        text = fields.get(name)
+        if text is None:
+            continue
+        value = number(text)
+        if value is None:
+            refused = refused or (name, text)
+        elif not math.isfinite(value) and nonfinite is None:
+            nonfinite = (name, text)
+    return StepLine(where[0], where[1], time_text, number(time_text), tflops, tflops_text, gbs,
+                    nonfinite, refused)
