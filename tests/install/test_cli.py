@@ -384,8 +384,8 @@ def test_the_llmb_run_wrapper_quotes_what_it_embeds(tmp_path):
     ({"SOME_SETTING": "--token=hf_token_value_123"}, "env.SOME_SETTING holds the value of a "
      "secret"),
     ({"1BAD": "x"}, "env: 1BAD is not a variable name"),
-    ({"LIST": [1, 2]}, "env.LIST must be a single value"),
-    ({"NL": "a\nb"}, "env.NL=a\\nb contains control character(s)"),
+    ({"LIST": [1, 2]}, "env LIST=[1, 2] must be a text or number value"),
+    ({"NL": "a\nb"}, "env NL=a\\nb contains control character(s)"),
 ])
 def test_no_secret_reaches_cluster_config(tmp_path, env, message):
     proc = run_install(tmp_path, "--config", str(write_config(tmp_path, env=env)),
