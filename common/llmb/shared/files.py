@@ -1,10 +1,12 @@
 """Writing files so that a reader never sees half of one, and a private one is never exposed.
 
-`atomic_write` writes next to the target under a name unique to this process, with the final
-mode set before the first byte, flushes it to disk and renames it over the target: a reader, a
-crash or a Ctrl-C sees the old file or the new one, never a torn one, and a file meant to be
-0600 is never world-readable in between. `path_problem` says in words why a path people gave
-is not the directory or file they meant.
+`atomic_write` writes next to the target into a file it creates itself (an unpredictable name,
+exclusive creation, never through a link), with the final mode set before the first byte,
+flushes it to disk and renames it over the target: a reader, a crash or a Ctrl-C sees the old
+file or the new one, never a torn one, a file meant to be 0600 is never world-readable in
+between, and nothing another user planted in a shared directory (a link at the temporary or the
+final name) can redirect the write or have its mode changed. `path_problem` says in words why a
+path people gave is not the directory or file they meant.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import errno
 import os
 import stat
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -24,28 +27,32 @@ EXECUTABLE = 0o755
 
 
 def atomic_write(path: str | os.PathLike[str], data: str | bytes, mode: int = PUBLIC) -> None:
-    """Replace `path` with `data` in one step; the parent directory must exist."""
+    """Replace `path` with `data` in one step; the parent directory must exist.
+
+    The temporary file next to the target gets an unpredictable name and is created
+    exclusively (O_CREAT|O_EXCL, never through a link: tempfile.mkstemp), so a file or link
+    another user planted in a shared directory is never opened, written or re-moded; only the
+    file this call created gets `mode`. The rename replaces the name itself: a symbolic link at
+    the final name is replaced, the file it pointed to is left untouched. A failure (a full
+    disk, a Ctrl-C) removes the temporary file and leaves the old content under the name."""
     target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp.{os.getpid()}")
     payload = data.encode() if isinstance(data, str) else data
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp",
+                               dir=target.parent)
     try:
-        os.fchmod(fd, mode)  # the umask never widens or narrows what was asked for
+        os.fchmod(fd, mode)  # our own new file: the umask never widens or narrows the mode
         view = memoryview(payload)
         while view:
             view = view[os.write(fd, view):]
         os.fsync(fd)
-    except BaseException:
         os.close(fd)
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    os.close(fd)
-    try:
+        fd = -1
         os.replace(tmp, target)
     except BaseException:
+        if fd >= 0:
+            os.close(fd)
         with contextlib.suppress(OSError):
-            tmp.unlink()
+            os.unlink(tmp)
         raise
 
 
