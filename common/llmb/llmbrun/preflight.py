@@ -278,7 +278,10 @@ def submit_job(script: Path, args: list[str]) -> str:
     if proc.returncode != 0:
         raise slurmquery.SlurmUnavailable(_first_line(proc.stderr) or f"sbatch exit "
                                      f"{proc.returncode}")
-    return proc.stdout.strip().split(";")[0]
+    job = proc.stdout.strip().split(";")[0]
+    if not slurmquery.JOB_ID.fullmatch(job):
+        raise slurmquery.SlurmUnavailable(f"sbatch printed no job id ({job[:40]!r})")
+    return job
 
 
 def wait_job(job: str, timeout_s: float, poll_s: float = 2.0) -> slurmquery.JobInfo:
