@@ -172,10 +172,24 @@ def test_smoke_test_allows_unpublished_scale_without_hf_token(install: Path) -> 
     assert error("llama3.1", env).startswith("DTYPE=fp16")
 
 
-def test_missing_image_is_an_error_unless_dry_run(install: Path) -> None:
+def test_missing_image_is_an_error_and_a_dry_run_says_so(install: Path) -> None:
     (install / "images" / "nvidia+nemo+25.04.01.sqsh").unlink()
     assert "does not exist; run ./setup.sh" in error("nemotron", env_for(install))
-    request.from_env(recipe("nemotron"), env_for(install, DRY_RUN="true"))
+    req = request.from_env(recipe("nemotron"), env_for(install, DRY_RUN="true"))
+    assert any("does not exist; run ./setup.sh" in w and w.endswith("(the real run refuses it)")
+               for w in req.warnings)
+    # an image named on purpose is a value: refused by the dry run as by the real run
+    assert error("nemotron", env_for(install, DRY_RUN="true", RUN_CONF_IMAGE="/no/x.sqsh")) \
+        .startswith("RUN_CONF_IMAGE=/no/x.sqsh does not exist")
+
+
+@pytest.mark.parametrize("gpus", ["100000", "4096"])
+def test_a_local_dry_run_refuses_what_the_local_run_refuses(install: Path, gpus: str) -> None:
+    for dry in ("false", "true"):
+        message = error("llama3.1", env_for(install, CLUSTER_TYPE="local", DRY_RUN=dry,
+                                             SMOKE_TEST="true", JOB_TOTAL_GPUS=gpus))
+        assert message.startswith(f"JOB_TOTAL_GPUS={gpus} is more processes than this machine "
+                                  "can run"), message
 
 
 def runai_env(install: Path, **extra: str) -> dict[str, str]:
