@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from deadline import deadline
 from llmb.shared import files
+from llmb.shared.errors import LlmbError
 
 
 def mode(path: Path) -> int:
@@ -146,3 +147,39 @@ def test_read_bounded_refuses_what_is_not_a_regular_file(tmp_path):
     with pytest.raises(files.FileRefused) as err:
         files.read_bounded(tmp_path / "none", 1)
     assert err.value.missing and str(err.value).endswith("(No such file or directory)")
+
+
+HOSTILE_YAML = [
+    ("dup-top", "env: {A: 1}\nx: 1\nenv: {B: 2}\n", "the key env is given twice (lines 1 and 3)"),
+    ("dup-nested", "slurm:\n  account: a\n  account: b\n", "the key account is given twice"),
+    ("dup-flow", "env: {A: 1, A: 2}\n", "the key A is given twice"),
+    ("deep-flow", "a: " + "[" * 100_000 + "]" * 100_000, "nests deeper than a file llmb reads"),
+    ("deep-map", "a: " + "{b: " * 100_000 + "1" + "}" * 100_000, "nests deeper"),
+    ("deep-dashes", "- " * 1_000_000 + "x", "nests deeper"),
+    ("deep-keys", "? " * 1_000_000 + "x", "nests deeper"),
+    ("deep-block", "".join(" " * i + "k:\n" for i in range(2500)), "nests deeper"),
+    ("huge-int", "scale: " + "9" * 5000, "holds a value llmb cannot read"),
+    ("not-yaml", "a: [1, 2\n", "is not valid YAML"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), [(t, m) for _, t, m in HOSTILE_YAML],
+                         ids=[k for k, _, _ in HOSTILE_YAML])
+def test_read_yaml_refuses_in_one_line(tmp_path, text, message) -> None:
+    """A key given twice (YAML would keep the last one silently), nesting that would crash
+    libyaml's recursive parser (a segmentation fault at some 100000 levels) or exhaust
+    Python's, an integer longer than Python converts: one line naming the file."""
+    path = tmp_path / "hostile.yaml"
+    path.write_text(text)
+    with deadline(30), pytest.raises(LlmbError) as err:
+        files.read_yaml(path, "sweep.yaml")
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert str(err.value).startswith("sweep.yaml")
+
+
+def test_what_read_yaml_still_reads(tmp_path) -> None:
+    path = tmp_path / "ok.yaml"
+    path.write_text("base: &b {x: 1}\nd:\n  <<: *b\n  y: 2\nlist: [[1, [2]], {a: [3]}]\n"
+                    "big: " + "9" * 4000 + "\n")
+    data = files.read_yaml(path, "ok.yaml")
+    assert data["d"] == {"x": 1, "y": 2} and data["list"] == [[1, [2]], {"a": [3]}]

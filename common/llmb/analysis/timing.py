@@ -36,8 +36,11 @@ line supersedes is dropped.
 
 from __future__ import annotations
 
+import errno
 import math
+import os
 import re
+import stat
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -256,13 +259,19 @@ def scan_log(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> LogScan:
 
     One buffer is reused for the whole file (read straight into it, no per-chunk allocation):
     the unfinished last line of a chunk moves to the front and the next chunk follows it.
-    Raises OSError when the file cannot be opened or read.
+    Raises OSError when the file cannot be opened or read, or is not a regular file (a FIFO
+    or a device named like a log is never waited on or read: opened non-blocking, checked on
+    the open descriptor).
     """
     scan = LogScan()
     buf = bytearray(chunk_bytes + MAX_CARRY + LINE_REACH)
     view = memoryview(buf)
     held = 0  # bytes of an unfinished line at the front of buf
-    with open(path, "rb", buffering=0) as f:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    with os.fdopen(fd, "rb", buffering=0) as f:
         while True:
             got = f.readinto(view[held:held + chunk_bytes])
             if not got:

@@ -156,12 +156,13 @@ def _validate_venv(plan: Plan) -> None:
 def _read_token(path_value: object) -> str:
     path = Path(os.path.expanduser(fields.string("hf_token_file", path_value)))
     try:
-        return path.read_text().strip()
-    except OSError as exc:
-        raise InstallError(f"hf_token_file={path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise InstallError(f"hf_token_file={path} is not text (not UTF-8); it must hold the "
-                           "token only") from None
+        return files.read_token(path)
+    except files.FileRefused as exc:
+        if exc.reason == "is not UTF-8 text":
+            raise InstallError(f"hf_token_file={path} is not text (not UTF-8); it must hold "
+                               "the token only") from None
+        raise InstallError(f"hf_token_file={path} {exc.reason}; it must be a file holding "
+                           "the token only") from None
 
 
 def plan_from_config(path: Path, environ: Mapping[str, str]) -> Plan:

@@ -70,8 +70,8 @@ def known_secrets(cfg: ClusterConfig) -> set[str]:
     extra: list[str | None] = []
     token_file = cfg.launcher.get("hf_token_file")
     if token_file:
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            extra.append(Path(token_file).read_text().strip())
+        with contextlib.suppress(files.FileRefused):
+            extra.append(files.read_token(token_file))
     return redact.secret_values({**os.environ, **cfg.env}, extra)
 
 
@@ -79,7 +79,7 @@ def copy_redacted(src: Path, dst: Path, secrets: set[str]) -> None:
     """Copy line by line (logs can be gigabytes), masking secrets; bytes that are not UTF-8
     pass through unchanged."""
     dst.parent.mkdir(parents=True, exist_ok=True)
-    with src.open("rb") as fin, dst.open("wb") as fout:
+    with files.open_regular_file(src) as fin, dst.open("wb") as fout:
         for raw in fin:
             line = raw.decode("utf-8", "surrogateescape")
             fout.write(redact.redact_text(line, secrets).encode("utf-8", "surrogateescape"))
@@ -209,7 +209,12 @@ def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Prog
                     info["examples"].append(path.relative_to(workloads).as_posix())
                 continue
             target = root / "runs" / rel / path.relative_to(run_dir)
-            copy_redacted(path, target, secrets)
+            try:
+                copy_redacted(path, target, secrets)
+            except files.FileRefused:  # turned into a FIFO or a device since it was listed
+                info = left.setdefault("other", {"files": 0, "bytes": 0, "examples": []})
+                info["files"] += 1
+                continue
             name = target.relative_to(root).as_posix()
             if path.name.startswith("log-") and path.suffix == ".out":
                 entry["logs"].append(name)
@@ -249,7 +254,8 @@ def stage(cfg: ClusterConfig, root: Path, progress: Progress) -> dict[str, Any]:
     secrets = known_secrets(cfg)
     runs, left = stage_runs(cfg, root, secrets, progress)
     if cfg.history.path.is_file():
-        copy_redacted(cfg.history.path, root / "history.jsonl", secrets)
+        with contextlib.suppress(files.FileRefused):
+            copy_redacted(cfg.history.path, root / "history.jsonl", secrets)
     from llmb.llmbrun import preflight
 
     latest = preflight.latest(cfg)

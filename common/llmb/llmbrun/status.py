@@ -24,7 +24,7 @@ from typing import Any
 from llmb.llmbrun import report
 from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
 from llmb.llmbrun.history import Scan
-from llmb.shared import progress, slurmquery, values
+from llmb.shared import files, progress, slurmquery, values
 from llmb.shared.progress import Progress
 
 ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
@@ -249,8 +249,13 @@ class _Reader:
 
 
 def _copy(path: Path, reader: _Reader, out) -> None:
-    """Write what path holds past reader.offset to out."""
-    with path.open("rb") as fh:
+    """Write what path holds past reader.offset to out (a regular file only: a FIFO or a
+    device named like a log is refused, never waited on)."""
+    try:
+        fh = files.open_regular_file(path)
+    except files.FileRefused as exc:
+        raise RunError(str(exc)) from None
+    with fh:
         fh.seek(reader.offset)
         while chunk := fh.read(1 << 16):
             out.write(reader.decoder.decode(chunk))

@@ -24,7 +24,7 @@ from llmb.launch import placement
 from llmb.llmbrun.clusterconfig import PROG, RESERVED_ENV, ClusterConfig, RunError
 from llmb.llmbrun.tasks import BOOL_ENV, LAUNCH_KNOBS, Task, smoke_of, validate_all
 from llmb.recipes import catalog
-from llmb.shared import redact, values
+from llmb.shared import files, redact, values
 from llmb.shared.errors import LlmbError
 
 # Left out of the calling shell's environment: a foreign PYTHONHOME breaks the venv's Python.
@@ -63,10 +63,9 @@ def launch_env(cfg: ClusterConfig, task: Task, above_max: bool, dry_run: bool, s
     token_file = cfg.launcher.get("hf_token_file")
     if token_file and "HF_TOKEN" not in base:
         try:
-            env["HF_TOKEN"] = Path(token_file).read_text().strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            why = getattr(exc, "strerror", None) or "not UTF-8 text"
-            raise RunError(f"hf_token_file={values.shown(token_file)}: {why}") from None
+            env["HF_TOKEN"] = files.read_token(token_file)
+        except files.FileRefused as exc:
+            raise RunError(f"hf_token_file={values.shown(token_file)}: {exc.reason}") from None
     env.update(cfg.env)
     if task.profile:
         env["ENABLE_PROFILE"] = "true"

@@ -17,7 +17,7 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from llmb.shared.errors import LlmbError
 
@@ -47,7 +47,10 @@ def atomic_write(path: str | os.PathLike[str], data: str | bytes, mode: int = PU
         os.fsync(fd)
         os.close(fd)
         fd = -1
-        os.replace(tmp, target)
+        try:
+            os.replace(tmp, target)
+        except OSError as exc:  # name the target, not the temporary file (a directory there)
+            raise OSError(exc.errno, exc.strerror, str(target)) from None
     except BaseException:
         if fd >= 0:
             os.close(fd)
@@ -96,12 +99,10 @@ class FileRefused(LlmbError):
         self.missing = missing
 
 
-def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
-    """The content of a regular file of at most `limit` bytes; else FileRefused.
-
-    A FIFO, a device (/dev/zero) or a directory is refused without reading a byte (opened
-    non-blocking, so a FIFO without a writer cannot hang), and no more than limit + 1 bytes are
-    ever read, whatever the file claims its size is."""
+def open_regular(path: str | os.PathLike[str]) -> int:
+    """A file descriptor open for reading on a regular file; else FileRefused. Opened
+    non-blocking (a FIFO without a writer cannot hang it) and checked on the descriptor, so
+    what is read is what was checked; the caller closes it."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as exc:
@@ -109,10 +110,48 @@ def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
                           missing=exc.errno == errno.ENOENT) from None
     try:
         mode = os.fstat(fd).st_mode
+    except OSError as exc:
+        os.close(fd)
+        raise FileRefused(f"cannot be read ({exc.strerror})", path) from None
+    if not stat.S_ISREG(mode):
+        os.close(fd)
         if stat.S_ISDIR(mode):
             raise FileRefused(f"cannot be read ({os.strerror(errno.EISDIR)})", path)
-        if not stat.S_ISREG(mode):
-            raise FileRefused("is not a regular file", path)
+        raise FileRefused("is not a regular file", path)
+    return fd
+
+
+def open_regular_file(path: str | os.PathLike[str]) -> BinaryIO:
+    """open_regular as a binary file object (for streaming a log of any size)."""
+    return os.fdopen(open_regular(path), "rb")
+
+
+def read_head(path: str | os.PathLike[str], size: int) -> bytes:
+    """The first `size` bytes of a regular file (an image's magic number); else FileRefused."""
+    with open_regular_file(path) as fh:
+        try:
+            return fh.read(size)
+        except OSError as exc:
+            raise FileRefused(f"cannot be read ({exc.strerror})", path) from None
+
+
+def read_text(path: str | os.PathLike[str], limit: int) -> str:
+    """read_bounded, decoded as UTF-8; FileRefused (`is not UTF-8 text`) otherwise."""
+    raw = read_bounded(path, limit)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise FileRefused("is not UTF-8 text", path) from None
+
+
+def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The content of a regular file of at most `limit` bytes; else FileRefused.
+
+    A FIFO, a device (/dev/zero) or a directory is refused without reading a byte (opened
+    non-blocking, so a FIFO without a writer cannot hang), and no more than limit + 1 bytes are
+    ever read, whatever the file claims its size is."""
+    fd = open_regular(path)
+    try:
         chunks, size = [], 0
         while size <= limit:
             chunk = os.read(fd, limit + 1 - size)
@@ -129,24 +168,107 @@ def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
     return b"".join(chunks)
 
 
+# A file holding one token (a Hugging Face token is about 40 characters).
+MAX_TOKEN_BYTES = 4096
+
+
+def read_token(path: str | os.PathLike[str]) -> str:
+    """The token a token file holds, stripped: a regular UTF-8 file of at most MAX_TOKEN_BYTES
+    (/dev/zero or a FIFO named as the token file is refused, never read); else FileRefused."""
+    return read_text(path, MAX_TOKEN_BYTES).strip()
+
+
 # A YAML file people write (cluster_config.yaml, a bulk sweep, an installer config, a recipe's
 # metadata.yaml) is a few KB; a larger one is not one of them.
 MAX_YAML_BYTES = 4 << 20
 
 
-def load_yaml(text: str) -> Any:
-    """yaml.safe_load, through libyaml when PyYAML has it (several times faster). PyYAML is
-    imported here, on first use: the analyzer answers `--help` without it."""
+_LOADER: list[Any] = []
+# libyaml's parser recurses in C and crashes (a segmentation fault, no exception) on
+# collections nested some 100000 deep (`[[[...`, or `- - - ...` on one line). Text long enough
+# to nest deeper than MAX_DEPTH is first scanned for its nesting (libyaml's scanner keeps a
+# counter, it does not recurse; the scan stops at the first level too deep) and refused
+# (TooDeep) above it: no file people write nests that deep.
+MAX_DEPTH = 200
+
+
+class TooDeep(LlmbError):
+    """Collections nested deeper than MAX_DEPTH."""
+
+
+def _too_deep(text: str) -> bool:
+    """Whether YAML text nests collections deeper than MAX_DEPTH, from its tokens."""
     import yaml
 
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    depth = 0
+    opens = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken,
+             yaml.BlockSequenceStartToken, yaml.BlockMappingStartToken)
+    closes = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
+    for token in yaml.scan(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        if isinstance(token, opens):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif isinstance(token, closes):
+            depth -= 1
+    return False
+
+
+def _loader() -> Any:
+    """yaml's safe loader (libyaml's parser when PyYAML has it) that refuses a key given twice
+    in one mapping: YAML keeps the last value silently, so `env:` written twice would drop the
+    first."""
+    if not _LOADER:
+        import yaml
+
+        class UniqueKeys(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+            def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+                seen: dict[Any, int] = {}
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    line = key_node.start_mark.line + 1
+                    try:
+                        first = seen.get(key)
+                    except TypeError:  # an unhashable key: the base class says so
+                        break
+                    if first is not None:
+                        where = f"line {line}" if first == line else f"lines {first} and {line}"
+                        raise DuplicateKey(f"the key {shown_key(key)} is given twice ({where}); "
+                                           "keep one")
+                    seen[key] = line
+                return super().construct_mapping(node, deep)
+
+        _LOADER.append(UniqueKeys)
+    return _LOADER[0]
+
+
+def shown_key(key: Any) -> str:
+    text = repr(key) if not isinstance(key, str) else key
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class DuplicateKey(LlmbError):
+    """A mapping that gives one key twice."""
+
+
+def load_yaml(text: str) -> Any:
+    """yaml.safe_load, through libyaml when PyYAML has it (several times faster), refusing a
+    key given twice (DuplicateKey) and collections nested deeper than MAX_DEPTH (TooDeep).
+    PyYAML is imported here, on first use: the analyzer answers `--help` without it."""
+    import yaml
+
+    if len(text) > MAX_DEPTH and _too_deep(text):
+        raise TooDeep(f"collections nested more than {MAX_DEPTH} deep")
+    return yaml.load(text, Loader=_loader())
 
 
 def read_yaml(path: str | os.PathLike[str], label: str,
               error: type[LlmbError] = LlmbError) -> Any:
     """A YAML file people can name, parsed; else `error` with one line naming `label` (the
     file, or the option that named it): unreadable, not a regular file, too large, not UTF-8,
-    not YAML."""
+    not YAML, a key given twice, nested deeper or holding a number longer than Python reads."""
     import yaml
 
     try:
@@ -165,3 +287,10 @@ def read_yaml(path: str | os.PathLike[str], label: str,
         return load_yaml(text)
     except yaml.YAMLError as exc:
         raise error(f"{label} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    except DuplicateKey as exc:
+        raise error(f"{label}: {exc}") from None
+    except (RecursionError, TooDeep):
+        raise error(f"{label} nests deeper than a file llmb reads can") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise error(f"{label} holds a value llmb cannot read ({str(exc).split(';')[0]})"
+                    ) from None
