@@ -181,9 +181,7 @@ def test_resumes_after_an_interrupted_step(tmp_path):
 
 
 def test_creates_a_real_venv_per_workload(tmp_path):
-    empty = tmp_path / "empty.txt"
-    empty.write_text("")
-    req = os.path.relpath(empty, REPO)
+    req = empty_requirements(tmp_path)
     cfg = write_config(tmp_path, image={"method": "skip"},
                        venv={"kind": "venv", "python": sys.executable,
                              "requirements": [req]})
@@ -286,8 +284,22 @@ def test_discovery_against_the_real_test_cluster(slurm_cluster, monkeypatch):
 
 # --- issue 10: interrupted and changed installs are checked on disk --------------------------
 
+SCRATCH = REPO / "build" / "test-requirements"  # inside the repository (git ignores build/)
+
+
+@pytest.fixture(autouse=True)
+def _scratch_requirements():
+    yield
+    if SCRATCH.is_dir():
+        for made in SCRATCH.glob(f"*-{os.getpid()}.txt"):
+            made.unlink()
+
+
 def empty_requirements(tmp_path: Path) -> str:
-    empty = tmp_path / "empty.txt"
+    """An empty requirements file inside the repository (the installer refuses one outside),
+    relative to it, for installs that should pip-install nothing."""
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    empty = SCRATCH / f"{tmp_path.name}-{os.getpid()}.txt"
     empty.write_text("")
     return os.path.relpath(empty, REPO)
 
@@ -494,3 +506,41 @@ def test_every_field_is_checked_up_front(tmp_path, over, message):
         assert message in proc.stderr, proc.stderr
         assert not (tmp_path / "install").exists() and not (tmp_path / "enroot.log").exists()
         assert not list(tmp_path.rglob("pwned"))
+
+
+# --- the installer refuses what llmb-run would then refuse ---------------------------------------
+
+ACCEPTED_BEFORE = [
+    ({"env": {"MODEL_SIZE": "70b"}}, "env MODEL_SIZE=70b: llmb-run sets MODEL_SIZE itself"),
+    ({"env": {"DRY_RUN": "true"}}, "env DRY_RUN=true: llmb-run sets DRY_RUN itself"),
+    ({"env": {"SBATCH_RESERVATION": "r"}}, "SBATCH_RESERVATION=r is set"),
+    ({"env": {"BASH_ENV": "/tmp/x"}}, "env BASH_ENV cannot be set for a run"),
+    ({"env": {"NOTE": "hf_" + "A1b2" * 9}}, "env.NOTE holds a token-shaped string"),
+    ({"env": {"URL": "https://user:hunter2pass@host/x"}},
+     "env.URL holds a password in a URL"),
+    ({"venv": {"reuse": str(DEV_VENV), "requirements": ["/etc/hostname"]}},
+     "venv.requirements[0]=/etc/hostname is outside the repository"),
+    ({"venv": {"reuse": str(DEV_VENV), "requirements": ["../../etc/hostname"]}},
+     "venv.requirements[0]=../../etc/hostname is outside the repository"),
+    ({"venv": {"reuse": str(DEV_VENV), "requirements": ["common/requirements"]}},
+     "venv.requirements[0]=common/requirements cannot be read (Is a directory)"),
+]
+
+
+@pytest.mark.parametrize(("over", "message"), ACCEPTED_BEFORE,
+                         ids=[m.split()[0] for _, m in ACCEPTED_BEFORE])
+def test_refuses_what_llmb_run_refuses(tmp_path, over, message):
+    proc = run_install(tmp_path, "--config", str(write_config(tmp_path, **over)), "--dry-run")
+    assert proc.returncode == 1, proc.stdout
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert message in proc.stderr
+    assert not (tmp_path / "install").exists()
+
+
+def test_a_key_given_twice_is_refused(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(write_config(tmp_path).read_text() + "gpu_type: b200\n")
+    proc = run_install(tmp_path, "--config", str(config), "--dry-run")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"llmb-install: --config {config}: the key gpu_type is given "
+                                  "twice (lines ")

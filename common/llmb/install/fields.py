@@ -18,8 +18,10 @@ from typing import Any
 
 from llmb.launch import overrides
 from llmb.shared import redact, shellsafe, values
+from llmb.shared.files import FileRefused, read_bounded
 from llmb.shared.values import BadValue, shown
 
+MAX_REQUIREMENTS_BYTES = 1 << 20  # a requirements file: a few lines
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 GRES_RE = re.compile(r"gpu(?::[A-Za-z0-9_.-]+)?:[1-9][0-9]{0,2}")
 
@@ -70,8 +72,16 @@ def requirements(name: str, value: object, repo: Path) -> list[str]:
         if ":" in req:
             raise BadValue(f"{name}[{i}]={shown(req)} contains ':', which separates the files "
                            "handed to setup.sh; rename the file")
-        if not (repo / req).is_file():
-            raise BadValue(f"{name}: {shown(req)} does not exist under {repo}")
+        path = (repo / req).resolve()
+        if Path(req).is_absolute() or not path.is_relative_to(repo.resolve()):
+            raise BadValue(f"{name}[{i}]={shown(req)} is outside the repository; give a "
+                           "file under it, e.g. common/requirements/launch.txt")
+        try:
+            read_bounded(path, MAX_REQUIREMENTS_BYTES)
+        except FileRefused as exc:
+            if exc.missing:
+                raise BadValue(f"{name}: {shown(req)} does not exist under {repo}") from None
+            raise BadValue(f"{name}[{i}]={shown(req)} {exc.reason}") from None
     return files
 
 
