@@ -9,6 +9,7 @@ the real command in a subprocess with a deadline: a hang fails the test."""
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -24,6 +25,11 @@ from paths import REPO
 KINDS = ["fifo", "dev-zero", "directory"]
 DEADLINE_S = 60
 FIXTURE_JOB = "2201462"  # a failed run of the fixture logs: its sbatch output is read
+
+
+def bounded_memory() -> None:
+    """preexec_fn: at most 2 GB of address space (a read of /dev/zero fails, not the host)."""
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
 
 
 def plant(path: Path, kind: str) -> None:
@@ -66,7 +72,8 @@ def test_the_analyzer_never_waits_on_or_reads_endlessly(tmp_path, kind, name):
     job_dir = next(p for p in run_dir.iterdir() if p.is_dir())
     where = run_dir if name == "llmb_manifest.json" else job_dir
     plant(where / name.format(job=FIXTURE_JOB), kind)
-    proc = run_analyzer(["--format=json", str(tmp_path / "experiments")], timeout=DEADLINE_S)
+    proc = run_analyzer(["--format=json", str(tmp_path / "experiments")], timeout=DEADLINE_S,
+                        preexec_fn=bounded_memory)
     assert proc.returncode in (0, 1, 3), proc.stderr
     one_line_or_clean(proc)
     assert '"results"' in proc.stdout
@@ -82,10 +89,13 @@ def install(tmp_path: Path) -> Path:
     return root
 
 
-def llmb_run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return runinstall.run(list(args), root, timeout=DEADLINE_S,
-                          path=f"{REPO / 'tests' / 'shims'}:/usr/bin:/bin",
-                          SHIM_LOG=str(root / "shim.log"))
+def llmb_run(root: Path, *args: str, path: str | None = None,
+             timeout: float = DEADLINE_S) -> subprocess.CompletedProcess[str]:
+    env = runinstall.llmb_run_env(SHIM_LOG=str(root / "shim.log"),
+                                  PATH=path or f"{REPO / 'tests' / 'shims'}:/usr/bin:/bin")
+    return subprocess.run(["bash", str(runinstall.LLMB_RUN), *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL, preexec_fn=bounded_memory)
 
 
 SINGLE = ["single", "-w", "pretrain_llama3.1", "-s", "8b", "--dtype", "fp8", "--scale", "8",
@@ -116,36 +126,36 @@ def test_llmb_run_refuses_in_one_line(install, kind, case, target, args, named):
     assert not (install / "shim.log").exists()
 
 
+PREFLIGHT_CHECKS = """
+import sys
+from llmb.llmbrun import clusterconfig, preflight
+cfg = clusterconfig.find_config(sys.argv[1], {})
+print(preflight.check_image(cfg).status, preflight.check_hf_token(cfg).status)
+"""
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_preflight_checks_fail_instead_of_waiting(install, kind):
-    from llmb.llmbrun import clusterconfig, preflight
-
     conf = yaml.safe_load((install / "cluster_config.yaml").read_text())
     image = install / "images" / "planted.sqsh"
     plant(image, kind)
     conf["workloads"]["pretrain_llama3.1"]["image"] = str(image)
     (install / "cluster_config.yaml").write_text(yaml.safe_dump(conf))
     plant(install / ".hf_token", kind)
-    cfg = clusterconfig.find_config(str(install / "cluster_config.yaml"), {})
-    from deadline import deadline
-
-    env_token = os.environ.pop("HF_TOKEN", None)
-    try:
-        with deadline(DEADLINE_S):
-            checks = [preflight.check_image(cfg), preflight.check_hf_token(cfg)]
-    finally:
-        if env_token is not None:
-            os.environ["HF_TOKEN"] = env_token
-    assert [c.status for c in checks] == ["fail", "fail"], checks
+    env = runinstall.llmb_run_env(PYTHONPATH=str(REPO / "common"))
+    proc = subprocess.run([sys.executable, "-c", PREFLIGHT_CHECKS,
+                           str(install / "cluster_config.yaml")], env=env,
+                          capture_output=True, text=True, timeout=DEADLINE_S,
+                          preexec_fn=bounded_memory)
+    assert (proc.returncode, proc.stdout) == (0, "fail fail\n"), proc.stderr
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
 def test_archive_never_waits_on_the_token_or_the_history(install, tmp_path, kind):
     plant(install / ".hf_token", kind)
     plant(install / "llmb_run_history.jsonl", kind)
-    proc = runinstall.run(["archive", "--output", str(tmp_path / "a.tar.gz")], install,
-                          timeout=DEADLINE_S * 2,
-                          path=f"{Path(sys.executable).parent}:/usr/bin:/bin")
+    proc = llmb_run(install, "archive", "--output", str(tmp_path / "a.tar.gz"),
+                    timeout=DEADLINE_S * 2, path=f"{Path(sys.executable).parent}:/usr/bin:/bin")
     one_line_or_clean(proc, "llmb-run: warning")
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "a.tar.gz").is_file()
@@ -157,7 +167,7 @@ def installer(tmp_path: Path, config: Path, *extra: str) -> subprocess.Completed
     return subprocess.run(["bash", str(REPO / "installer" / "install.sh"), "--config",
                            str(config), *extra], env=runinstall.llmb_run_env(),
                           capture_output=True, text=True, timeout=DEADLINE_S,
-                          stdin=subprocess.DEVNULL)
+                          stdin=subprocess.DEVNULL, preexec_fn=bounded_memory)
 
 
 def installer_config(tmp_path: Path, **extra) -> Path:

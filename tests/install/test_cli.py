@@ -544,3 +544,57 @@ def test_a_key_given_twice_is_refused(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"llmb-install: --config {config}: the key gpu_type is given "
                                   "twice (lines ")
+
+
+# --- a SIGTERM stops what the installer started -----------------------------------------------
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat_file = Path(f"/proc/{pid}/stat")  # a zombie counts as gone
+    return not (stat_file.exists() and stat_file.read_text().split(") ")[-1].startswith("Z"))
+
+
+def test_sigterm_stops_pip_and_what_it_started(tmp_path):
+    """SIGTERM to install.sh while setup.sh's pip runs: pip (here a test double whose
+    grandchild keeps writing, as a building pip does) is stopped with it, not left writing
+    into the venv the next run rebuilds."""
+    venv = tmp_path / "fakevenv"
+    (venv / "bin").mkdir(parents=True)
+    pidfile = tmp_path / "grandchild.pid"
+    python = venv / "bin" / "python"
+    python.write_text(
+        "#!/usr/bin/env bash\n"
+        "# pip double: `-m pip install` starts a grandchild that writes on; the rest is python\n"
+        f'if [[ "$1 $2 $3" == "-m pip install" ]]; then\n'
+        f"    (while :; do date >> {shlex.quote(str(tmp_path / 'written'))}; sleep 0.2; done) &\n"
+        f"    echo $! > {shlex.quote(str(pidfile))}\n"
+        "    wait\n"
+        "fi\n"
+        f'exec {shlex.quote(sys.executable)} "$@"\n')
+    python.chmod(0o755)
+    cfg = write_config(tmp_path, image={"method": "skip"},
+                       venv={"reuse": str(venv), "requirements": [empty_requirements(tmp_path)]})
+    proc = subprocess.Popen(["bash", str(INSTALL_SH), "--config", str(cfg)],
+                            env=install_env(tmp_path), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not pidfile.exists() or not pidfile.read_text().strip():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.05)
+    grandchild = int(pidfile.read_text())
+    os.kill(proc.pid, signal.SIGTERM)  # install.sh execs the installer's python: this is it
+    _, err = proc.communicate(timeout=60)
+    try:
+        assert proc.returncode != 0
+        assert "Traceback" not in err
+        time.sleep(0.5)
+        assert not alive(grandchild), "pip's grandchild outlived the installer"
+        size = (tmp_path / "written").stat().st_size
+        time.sleep(1)
+        assert (tmp_path / "written").stat().st_size == size
+    finally:
+        if alive(grandchild):
+            os.kill(grandchild, signal.SIGKILL)

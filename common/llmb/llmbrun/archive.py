@@ -34,10 +34,14 @@ import json
 import os
 import platform
 import shutil
+import signal
+import socket
 import subprocess
+import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,12 +79,32 @@ def known_secrets(cfg: ClusterConfig) -> set[str]:
     return redact.secret_values({**os.environ, **cfg.env}, extra)
 
 
+PIECE = 1 << 20  # bytes of one line redacted at a time: a log line can be any length
+
+
+def pieces(fin: Any) -> Iterator[bytes]:
+    """The file's lines, a line longer than PIECE in pieces of at most about PIECE bytes, each
+    cut after a blank where it has one (a credential holds none, so none is cut in two)."""
+    carry = b""
+    while True:
+        chunk = fin.readline(PIECE)
+        data = carry + chunk
+        carry = b""
+        if not data:
+            return
+        if chunk and not chunk.endswith(b"\n") and len(data) >= PIECE:
+            cut = max(data.rfind(b" "), data.rfind(b"\t"))
+            if cut > 0:
+                data, carry = data[:cut + 1], data[cut + 1:]
+        yield data
+
+
 def copy_redacted(src: Path, dst: Path, secrets: set[str]) -> None:
-    """Copy line by line (logs can be gigabytes), masking secrets; bytes that are not UTF-8
-    pass through unchanged."""
+    """Copy piece by piece (logs can be gigabytes, and a line too), masking secrets; bytes
+    that are not UTF-8 pass through unchanged. Only a regular file is read."""
     dst.parent.mkdir(parents=True, exist_ok=True)
     with files.open_regular_file(src) as fin, dst.open("wb") as fout:
-        for raw in fin:
+        for raw in pieces(fin):
             line = raw.decode("utf-8", "surrogateescape")
             fout.write(redact.redact_text(line, secrets).encode("utf-8", "surrogateescape"))
 
@@ -277,6 +301,43 @@ def list_files(root: Path) -> dict[str, dict[str, Any]]:
             for p in sorted(root.rglob("*")) if p.is_file() and p.name != INDEX}
 
 
+STAGING = ".llmb-archive-"  # + <host>.<pid>.<random>: a staging directory next to the output
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def own_files(cfg: ClusterConfig) -> tuple[list[Path], list[Path]]:
+    """The install's own state (files) and trees (directories) an archive never overwrites."""
+    tree = cfg.tree
+    return ([tree.history, tree.config, tree.hf_token, tree.install_state, tree.wrapper,
+             cfg.path],
+            [tree.workloads, tree.venvs, tree.images, tree.preflight, tree.screens,
+             tree.root / "datasets"])
+
+
+def _refuse_own(cfg: ClusterConfig, out: Path) -> None:
+    """--output may not name the install's state (the history, cluster_config.yaml, the
+    token, ...) or lie inside its trees (runs, venvs, images, ...), nor be an existing file
+    that is not an archive (it would be overwritten)."""
+    resolved = out.resolve()
+    state, trees = own_files(cfg)
+    if any(resolved == p.resolve() for p in state):
+        raise RunError(f"--output {values.shown(out)} is a file of this install "
+                       f"({resolved.name}, which llmb-run reads); name another file")
+    for tree in trees:
+        if resolved.is_relative_to(tree.resolve()):
+            raise RunError(f"--output {values.shown(out)} lies inside this install's "
+                           f"{tree.name}/ (what llmb-run keeps and archives); name a file "
+                           "elsewhere, e.g. in the install root")
+    if resolved.exists():
+        try:
+            head = files.read_head(resolved, 2)
+        except files.FileRefused as exc:
+            raise RunError(f"--output {values.shown(out)} {exc.reason}") from None
+        if head != GZIP_MAGIC:
+            raise RunError(f"--output {values.shown(out)} exists and is not an archive; "
+                           "it would be overwritten: remove it or name another file")
+
+
 def output_path(cfg: ClusterConfig, output: str | None) -> Path:
     output = analysis.checked_output(output)
     out = Path(output) if output else cfg.tree.archive(time.strftime('%Y%m%d-%H%M%S'))
@@ -292,27 +353,95 @@ def output_path(cfg: ClusterConfig, output: str | None) -> Path:
     if not os.access(out.parent, os.W_OK):
         raise RunError(f"--output {values.shown(out)}: {values.shown(out.parent)} is not "
                        "writable")
+    _refuse_own(cfg, out)
     return out
+
+
+def sweep_staging(directory: Path) -> list[str]:
+    """Remove the staging directories an archive killed on this host left in directory (its
+    process is gone: SIGKILL, a lost node); one line per directory removed or kept."""
+    host = socket.gethostname()
+    notes = []
+    for entry in directory.glob(f"{STAGING}*"):
+        host_pid = entry.name[len(STAGING):].rsplit(".", 1)[0]
+        owner, _, pid = host_pid.rpartition(".")
+        if not entry.is_dir() or entry.is_symlink() or not pid.isdigit():
+            continue
+        if owner != host:
+            notes.append(f"kept {values.shown(entry)}: staged on {values.shown(owner)}, where "
+                         "it may still be running")
+            continue
+        if _alive(int(pid)):
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+        notes.append(f"removed {values.shown(entry)}, left by an archive that was stopped "
+                     f"(process {pid} is gone)")
+    return notes
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Stopped(RunError):
+    """SIGTERM or SIGHUP while archiving: the staging copy was removed."""
+
+
+@contextlib.contextmanager
+def _stoppable() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise Stopped here, so the staging directory is removed on the way
+    out (the default action would kill the process and leave it); exit status 128+N."""
+    def stop(signum: int, _frame: object) -> None:
+        raise Stopped(f"stopped by {signal.Signals(signum).name}; the partial archive was "
+                      "removed", status=128 + signum)
+
+    saved = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
 
 
 def cmd_archive(cfg: ClusterConfig, output: str | None) -> int:
     out = output_path(cfg, output)
-    with Progress(f"{PROG}: archive") as progress, \
-            tempfile.TemporaryDirectory(prefix=".llmb-archive-", dir=out.parent) as tmp:
-        root = Path(tmp) / ROOT
-        root.mkdir()
-        index = stage(cfg, root, progress)
-        index["files"] = list_files(root)
-        (root / INDEX).write_text(json.dumps(index, indent=2) + "\n")
-        progress.update(f"compressing {len(index['files'])} file(s) "
-                        f"({sum(f['bytes'] for f in index['files'].values()) / 1e6:.1f} MB)")
-        partial = Path(tmp) / "archive.tar.gz"
-        with tarfile.open(partial, "w:gz", compresslevel=6) as tar:
-            tar.add(root, arcname=ROOT, filter=_normalized)
-        os.replace(partial, out)
-        progress.finish(f"{out.stat().st_size / 1e6:.1f} MB written")
+    for place in dict.fromkeys([out.parent.resolve(), cfg.install.resolve()]):
+        for note in sweep_staging(place):
+            print(f"{PROG}: archive: {note}", file=sys.stderr)
+    prefix = f"{STAGING}{socket.gethostname()}.{os.getpid()}."
+    try:
+        with _stoppable(), Progress(f"{PROG}: archive") as progress, \
+                tempfile.TemporaryDirectory(prefix=prefix, dir=out.parent) as tmp:
+            index = _build(cfg, Path(tmp), out, progress)
+    except OSError as exc:  # a full disk while staging, compressing or writing
+        where = f" ({values.shown(exc.filename)})" if exc.filename else ""
+        raise RunError(f"cannot write the archive: {exc.strerror or exc}{where}; nothing was "
+                       f"written to {values.shown(out)}") from None
     summarize(out, index)
     return 0
+
+
+def _build(cfg: ClusterConfig, tmp: Path, out: Path, progress: Progress) -> dict[str, Any]:
+    """Stage, index and compress under tmp; rename into out only when whole."""
+    root = tmp / ROOT
+    root.mkdir()
+    index = stage(cfg, root, progress)
+    index["files"] = list_files(root)
+    files.atomic_write(root / INDEX, json.dumps(index, indent=2) + "\n")
+    progress.update(f"compressing {len(index['files'])} file(s) "
+                    f"({sum(f['bytes'] for f in index['files'].values()) / 1e6:.1f} MB)")
+    partial = tmp / "archive.tar.gz"
+    with tarfile.open(partial, "w:gz", compresslevel=6) as tar:
+        tar.add(root, arcname=ROOT, filter=_normalized)
+    os.replace(partial, out)
+    progress.finish(f"{out.stat().st_size / 1e6:.1f} MB written")
+    return index
 
 
 def summarize(out: Path, index: dict[str, Any]) -> None:

@@ -31,7 +31,7 @@ from typing import Any, TextIO
 
 from llmb import manifest
 from llmb.llmbrun import report
-from llmb.llmbrun.archive import INDEX, ROOT, sha256
+from llmb.llmbrun.archive import INDEX, ROOT, pieces, sha256
 from llmb.llmbrun.clusterconfig import PROG, RunError
 from llmb.shared import files, redact, values
 from llmb.shared.errors import LlmbError
@@ -206,7 +206,7 @@ def check_secrets(root: Path, names: set[str]) -> list[str]:
         if name.startswith(ANALYZER_OUTPUT):
             continue
         with (root / name).open("rb") as fh:
-            for number, raw in enumerate(fh, 1):
+            for number, raw in enumerate(pieces(fh), 1):
                 found = redact.clear_secrets(raw.decode("utf-8", "replace"))
                 if found:
                     problems.append(f"{name} line {number}: {found[0]} in clear")
