@@ -249,18 +249,23 @@ def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Prog
     return runs, left
 
 
-def stage_analysis(root: Path) -> dict[str, Any]:
-    """analysis.json and report/ from the analyzer over the staged runs (one call when it can
-    write the report); the index's note on each."""
-    proc = analysis.run(["--report=report", "--format=json", "runs"], cwd=root)
+def stage_analysis(root: Path, chosen: analysis.ReportPython) -> dict[str, Any]:
+    """analysis.json and report/ from the analyzer over the staged runs (one call, by a
+    Python with matplotlib, when one can write the report); the index's note on each."""
     state: dict[str, Any] = {"analysis_error": None,
                              "report": {"status": "written", "detail": None}}
-    if not (root / "report" / "index.html").is_file():
+    if chosen.python is None:
+        proc = analysis.run(["--format=json", "runs"], cwd=root)
+        state["report"] = {"status": "unavailable", "detail": chosen.missing()}
+    else:
+        proc = analysis.run(["--report=report", "--format=json", "runs"], cwd=root,
+                            python=chosen.python)
+    if chosen.python is not None and not (root / "report" / "index.html").is_file():
         shutil.rmtree(root / "report", ignore_errors=True)
         state["report"] = {"status": "unavailable",
                            "detail": analysis.last_line(proc.stderr) or
                            f"exit {proc.returncode}"}
-        if not proc.stdout.strip():  # refused before analyzing (no matplotlib): JSON alone
+        if not proc.stdout.strip():  # refused before analyzing: JSON alone
             proc = analysis.run(["--format=json", "runs"], cwd=root)
     try:
         data = json.loads(proc.stdout)
@@ -290,7 +295,7 @@ def stage(cfg: ClusterConfig, root: Path, progress: Progress) -> dict[str, Any]:
     files.atomic_write(root / "system.json", redact.redact_text(
         json.dumps(system_facts(cfg, latest), indent=2) + "\n", secrets))
     progress.update("analyzing the logs and writing the report")
-    state = stage_analysis(root)
+    state = stage_analysis(root, analysis.report_python(cfg))
     return {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "made_by": f"{PROG} archive", "install": str(cfg.install), "runs": runs, **state,
             "left_out": {k: {**v, "why": LEFT_OUT[k]} for k, v in left.items()}}
@@ -447,8 +452,11 @@ def _build(cfg: ClusterConfig, tmp: Path, out: Path, progress: Progress) -> dict
 def summarize(out: Path, index: dict[str, Any]) -> None:
     runs = index["runs"]
     logs = sum(len(r["logs"]) for r in runs)
+    missing = " and ".join(what for what, gone in (
+        ("no analysis", index["analysis_error"]),
+        ("no HTML report", index["report"]["status"] != "written")) if gone)
     print(f"archive: {values.shown(out)} ({len(runs)} run(s), {logs} log(s), "
-          f"{len(index['files'])} file(s))")
+          f"{len(index['files'])} file(s)" + (f"; {missing}" if missing else "") + ")")
     for kind, info in index["left_out"].items():
         print(f"  left out: {info['files']} file(s), {info['bytes'] / 1e6:.1f} MB of "
               f"{LEFT_OUT[kind]}")
