@@ -20,7 +20,8 @@ import runinstall
 import yaml
 from llmb import manifest
 from llmb.layout import HISTORY_FILE as HISTORY
-from llmb.llmbrun import archive, verify_archive
+from llmb.llmbrun import archive
+from llmb.llmbrun import unpack as unpacking
 from llmb.shared import redact
 
 CFG_SECRET = "wandb-0123456789abcdef"  # WANDB_API_KEY in cluster_config.yaml's env
@@ -378,14 +379,14 @@ def test_verify_of_a_missing_file(tmp_path):
 
 
 def test_safe_members_refuses_an_archive_that_claims_too_much(monkeypatch, tmp_path):
-    monkeypatch.setattr(verify_archive, "MAX_UNPACKED", 10)
+    monkeypatch.setattr(unpacking, "MAX_UNPACKED", 10)
     path = tmp_path / "big.tar"
     with tarfile.open(path, "w") as tar:
         m = tarfile.TarInfo(f"{archive.ROOT}/big")
         m.size = 11
         tar.addfile(m, io.BytesIO(b"x" * 11))
-    with tarfile.open(path) as tar, pytest.raises(verify_archive.Refused, match="claims more"):
-        verify_archive.safe_members(tar)
+    with tarfile.open(path) as tar, pytest.raises(unpacking.Refused, match="claims more"):
+        unpacking.safe_members(tar)
 
 
 # --- installs that are not tidy ---------------------------------------------------------------

@@ -37,6 +37,12 @@ def family_title(key: tuple[Any, ...]) -> str:
     return text + (" (smoke test)" if smoke else "")
 
 
+def plain(text: str) -> str:
+    """Text drawn as written: matplotlib reads $...$ as math (a lone $ or a bad formula from a
+    manifest's value ends the whole figure in a ValueError)."""
+    return text.replace("$", r"\$")
+
+
 def slug(key: tuple[Any, ...]) -> str:
     parts = [str(p) for p in key[:5] if p] + (["smoke"] if key[5] else [])
     return re.sub(r"[^A-Za-z0-9.]+", "_", "-".join(parts)).strip("_") or "plot"
@@ -75,7 +81,7 @@ def figure_png(key: tuple[Any, ...], configs: Sequence[Mapping[str, Any]],
     fig = Figure(figsize=SIZE, dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     ax_time, ax_mfu, ax_eff = fig.subplots(1, 3)
-    fig.suptitle(family_title(key), fontsize=12, fontweight="bold")
+    fig.suptitle(plain(family_title(key)), fontsize=12, fontweight="bold")
     gpus = [c["num_gpus"] for c in configs]
 
     refs = [(c["num_gpus"], c["reference_step_time"]) for c in configs
@@ -123,7 +129,7 @@ def figure_png(key: tuple[Any, ...], configs: Sequence[Mapping[str, Any]],
         xs, ys = zip(*eff, strict=True)
         ax_eff.axhline(100, color=COLOURS["run"], linestyle=":", label="ideal")
         ax_eff.plot(xs, ys, "-o", color=COLOURS["efficiency"], label="measured")
-    ax_eff.set_title(f"{key[4] or ''} scaling efficiency".strip())
+    ax_eff.set_title(plain(f"{key[4] or ''} scaling efficiency".strip()))
     ax_eff.set_ylabel(f"% of {eff[0][0]} GPUs" if eff else "%")
 
     for ax in (ax_time, ax_mfu, ax_eff):

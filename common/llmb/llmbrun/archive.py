@@ -272,9 +272,14 @@ def stage_analysis(root: Path, chosen: analysis.ReportPython) -> dict[str, Any]:
     except json.JSONDecodeError:
         state["analysis_error"] = analysis.last_line(proc.stderr) or f"exit {proc.returncode}"
         return state
-    # the staging directory means nothing to a reader: name it as the archive does
+    # the staging directory means nothing to a reader (and is no business of theirs): name
+    # it as the archive does, in the JSON and in the report drawn from it
     data["analysis"].update(directory="runs", directories=["runs"])
     files.atomic_write(root / "analysis.json", json.dumps(data, indent=2) + "\n")
+    if state["report"]["status"] == "written":
+        page = analysis.render(data, root / "report" / "plots")
+        files.atomic_write(root / "report" / "report.md", page.markdown)
+        files.atomic_write(root / "report" / "index.html", page.html)
     return state
 
 

@@ -168,6 +168,39 @@ def analyze_runs(run_dirs: Mapping[str, str | Path]) -> RunAnalysis:
             return RunAnalysis(error=str(exc))
 
 
+MAX_PLOT_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A report rendered from the analyzer's JSON and plots already drawn (no matplotlib)."""
+
+    markdown: str
+    html: str
+    plots: tuple[str, ...]  # file names under plots/ it shows
+    missing: tuple[str, ...]  # of those, the ones plots_dir lacks
+
+
+def render(data: Mapping[str, Any], plots_dir: Path) -> Rendered:
+    """report.md and index.html for this analysis, with the PNGs of plots_dir (what the
+    analyzer's --report writes, less its time stamp). Raises on JSON that is not the
+    analyzer's (KeyError, TypeError, ...): callers say so in one line."""
+    from llmb.analysis import htmlreport, plots
+    from llmb.shared import files
+
+    figures, missing = [], []
+    for key in plots.families(data["configurations"]):
+        name = plots.slug(key) + ".png"
+        try:
+            png = files.read_bounded(plots_dir / name, MAX_PLOT_BYTES)
+        except files.FileRefused:
+            missing.append(name)
+            png = b""
+        figures.append((plots.family_title(key), name, png))
+    return Rendered(htmlreport.to_markdown(data, figures), htmlreport.to_html(data, figures),
+                    tuple(name for _, name, _ in figures), tuple(missing))
+
+
 def checked_output(output: str | None) -> str | None:
     """--output as given (None: the default), or RunError for an empty one or one with
     control characters (a newline in a file name breaks every listing of it)."""
