@@ -29,7 +29,7 @@ from typing import Any
 
 from llmb.analysis.identify import DEFAULT_GPU, Identifier, Manifests, display, nccl_traced
 from llmb.shared.errors import UsageError
-from llmb.shared.files import path_problem
+from llmb.shared.files import path_problem, walk
 from llmb.shared.values import BadValue, require_printable, shown
 
 PROG = os.environ.get("LLMB_ANALYZE_PROG", "parse_train_timing.sh")
@@ -209,9 +209,11 @@ def discover(root: str, seen: set[tuple[int, int]] | None = None
     seen = set() if seen is None else seen
 
     def walk_error(exc: OSError) -> None:
-        problems.append({"path": str(exc.filename), "reason": f"cannot list: {exc.strerror}"})
+        problems.append({"path": display(str(exc.filename)),
+                         "reason": f"cannot list: {exc.strerror}"})
 
-    for dirpath, dirnames, filenames in os.walk(root, onerror=walk_error, followlinks=True):
+    # files.walk: no recursion (a deep tree), no link into /proc, /sys or /dev
+    for dirpath, dirnames, filenames in walk(root, onerror=walk_error, followlinks=True):
         try:
             st = os.stat(dirpath)
         except OSError:
@@ -429,11 +431,12 @@ def _validate(opts: Options) -> int | None:
     if opts.gpu_type is not None:
         try:
             from llmb.recipes import catalog
+            known: list[str] | None = list(catalog.gpu_types())
         except ModuleNotFoundError:
-            catalog = None  # reported later, with the fix
-        if catalog is not None and opts.gpu_type not in catalog.gpu_types():
+            known = None  # reported later, with the fix
+        if known is not None and opts.gpu_type not in known:
             return _fail(f"--gpu-type={shown(opts.gpu_type)} is not allowed; allowed: "
-                         f"{', '.join(catalog.gpu_types())}", EXIT_USAGE)
+                         f"{', '.join(known)}", EXIT_USAGE)
     if opts.baseline is not None and not os.path.isdir(opts.baseline):
         what = "is not a directory" if os.path.exists(opts.baseline) else "does not exist"
         return _fail(f"--baseline={shown(opts.baseline)} {what}; give an earlier run tree, "

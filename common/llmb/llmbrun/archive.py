@@ -208,6 +208,16 @@ def sha256(path: Path) -> str:
 
 # --- staging ----------------------------------------------------------------------------------
 
+def _files_under(run_dir: Path) -> list[Path]:
+    """Every file and link under a run directory (links to directories included, never
+    followed), sorted; without recursion: a tree of any depth."""
+    found = []
+    for dirpath, dirnames, filenames in files.walk(run_dir):
+        found += [Path(dirpath, n) for n in filenames]
+        found += [Path(dirpath, n) for n in dirnames if os.path.islink(os.path.join(dirpath, n))]
+    return sorted(p for p in found if p.is_symlink() or p.is_file())
+
+
 def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Progress
                ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """Copy each run's allow-listed files (redacted) under root/runs; the runs for the index
@@ -222,7 +232,7 @@ def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Prog
         entry: dict[str, Any] = {"run": f"runs/{rel.as_posix()}",
                                  "manifest": manifest.path_in(run_dir).is_file(), "logs": [],
                                  "job_script": None}
-        for path in sorted(p for p in run_dir.rglob("*") if p.is_file() or p.is_symlink()):
+        for path in _files_under(run_dir):
             kind = classify(run_dir, path)
             if kind is not None:
                 info = left.setdefault(kind, {"files": 0, "bytes": 0, "examples": []})

@@ -3,17 +3,17 @@
 Before a byte is written, every member is checked (`safe_members`): only regular files and
 directories under `llmb-archive/`, no absolute or `..` path, no link or device, no control
 character, a name in its one canonical spelling (no `//`, `./`, trailing `/` on a file, no
-component longer than a file system allows), not given twice and not both a file and a
-directory. Then the members are held against the archive's own index (ARCHIVE.json, the first
-file llmb-run archive writes): a member that claims more bytes than the index lists for it (a
-decompression bomb, or a file swapped for a much larger one), a large member the index does
-not list, or a total beyond the index's refuses the whole archive. When the index comes first,
-as llmb-run writes it, each later member is checked as its header is read, so a bomb is
-refused before its data is even decompressed. An archive whose first file is not a readable
-index is not unpacked at all.
+component longer than a file system allows, not more than 64 levels deep), not given twice and
+not both a file and a directory. Then the members are held against the archive's own index
+(ARCHIVE.json, the first file llmb-run archive writes): a member that claims more bytes than the
+index lists for it (a decompression bomb, or a file swapped for a much larger one), a large
+member the index does not list, or a total beyond the index's refuses the whole archive. When
+the index comes first, as llmb-run writes it, each later member is checked as its header is
+read, so a bomb is refused before its data is even decompressed. An archive whose first file is
+not a readable index is not unpacked at all.
 
-`extract` writes the checked members itself (never tarfile's extractall), file by file, under
-a fresh private directory: 0700 directories, 0600 files, each created exclusively.
+`extract` writes the checked members itself (never tarfile's extractall), file by file, under a
+fresh private directory: 0700 directories, 0600 files, each created exclusively.
 """
 
 from __future__ import annotations
@@ -35,6 +35,10 @@ MAX_MEMBERS = 1_000_000
 MAX_INDEX_BYTES = 64 << 20
 NAME_MAX = 255  # bytes of one path component (Linux file systems)
 PATH_MAX = 4096
+# Directory levels of a member's name: llmb-run archive writes some eight
+# (llmb-archive/runs/<workload>/experiments/<experiment>/<run>/<dir>/<file>); far deeper is
+# crafted, and would make the unpacked tree too deep to create or remove without recursion.
+MAX_DEPTH = 64
 # What a member may differ from its index entry by and still be unpacked (its change is then
 # reported, by size and sha256): a changed file is about as large as the one it replaced.
 SLACK_BYTES = 1 << 20
@@ -66,6 +70,8 @@ def unsafe(member: tarfile.TarInfo) -> str | None:
     encoded = name.encode("utf-8", "surrogateescape")
     if len(encoded) > PATH_MAX or any(len(p) > NAME_MAX for p in encoded.split(b"/")):
         return "a name longer than a file system allows"
+    if len(path.parts) > MAX_DEPTH:
+        return f"a path more than {MAX_DEPTH} directories deep"
     return None
 
 

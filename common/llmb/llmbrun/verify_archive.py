@@ -79,7 +79,8 @@ def compare_analysis(stored: dict[str, Any], fresh: dict[str, Any]) -> list[str]
 
 def check_files(root: Path, listed: dict[str, Any]) -> tuple[list[str], set[str]]:
     problems = []
-    present = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+    present = {Path(d, n).relative_to(root).as_posix() for d, _, names in files.walk(root)
+               for n in names if Path(d, n).is_file()}
     present.discard(INDEX)
     for name in sorted(listed):
         info = listed[name] if isinstance(listed[name], dict) else {}

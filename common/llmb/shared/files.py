@@ -16,6 +16,7 @@ import errno
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -85,6 +86,97 @@ def path_problem(path: str | os.PathLike[str], want: str = "directory") -> str |
     if want == "file" and stat.S_ISDIR(st.st_mode):
         return "is a directory, not a file"
     return None
+
+
+# Pseudo file systems a followed link must not lead a walk into (endless, or huge: /proc holds
+# every process's view of the whole tree).
+VIRTUAL_ROOTS = ("/proc", "/sys", "/dev")
+INTO_VIRTUAL = "a link into /proc, /sys or /dev, not followed"
+INTO_ANCESTOR = "a link to a directory that holds the tree walked (such as /), not followed"
+
+
+def _virtual_devices() -> set[int]:
+    found = set()
+    for root in VIRTUAL_ROOTS:
+        with contextlib.suppress(OSError):
+            found.add(os.stat(root).st_dev)
+    return found
+
+
+def _ancestors(top: str) -> set[tuple[int, int]]:
+    """(device, inode) of every directory above top, as given and as its real path, up to and
+    including /."""
+    found = set()
+    for here in (os.path.abspath(top), os.path.realpath(top)):
+        while True:
+            parent = os.path.dirname(here)
+            if parent == here:
+                break
+            here = parent
+            with contextlib.suppress(OSError):
+                st = os.stat(here)
+                found.add((st.st_dev, st.st_ino))
+    return found
+
+
+def _refused(st: os.stat_result, virtual: set[int], above: set[tuple[int, int]]) -> str | None:
+    if st.st_dev in virtual:
+        return INTO_VIRTUAL
+    if (st.st_dev, st.st_ino) in above:
+        return INTO_ANCESTOR
+    return None
+
+
+def walk(top: str | os.PathLike[str], onerror: Any = None, followlinks: bool = False
+         ) -> Iterator[tuple[str, list[str], list[str]]]:
+    """os.walk, top-down, without recursion (os.walk of Python 3.11 recurses: a tree some 1000
+    directories deep ended in a RecursionError). Following links, it enters no directory twice
+    (a link back into the tree), none on /proc, /sys or /dev, and none that holds top (a link
+    to /, or to any directory above top, would walk the whole file system): onerror gets an
+    OSError saying so for the last two. A link elsewhere (a run directory on scratch) is
+    followed. Callers may prune dirnames in place, as with os.walk."""
+    start = os.fspath(top)
+    virtual = _virtual_devices() if followlinks else set()
+    above = _ancestors(start) if followlinks else set()
+    seen: set[tuple[int, int]] = set()
+    stack = [start]
+    while stack:
+        path = stack.pop()
+        if followlinks:
+            try:
+                st = os.stat(path)
+            except OSError as exc:
+                if onerror:
+                    onerror(exc)
+                continue
+            why = _refused(st, virtual, above)
+            if why is not None:
+                if onerror:
+                    onerror(OSError(errno.EXDEV, why, path))
+                continue
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+        try:
+            with os.scandir(path) as it:
+                entries = list(it)
+        except OSError as exc:
+            if onerror:
+                onerror(exc)
+            continue
+        dirs: list[str] = []
+        others: list[str] = []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (dirs if is_dir else others).append(entry.name)
+        yield path, dirs, others
+        for name in reversed(dirs):
+            child = os.path.join(path, name)
+            if followlinks or not os.path.islink(child):
+                stack.append(child)
 
 
 class FileRefused(LlmbError):
