@@ -98,11 +98,11 @@ def figure_png(key: tuple[Any, ...], configs: Sequence[Mapping[str, Any]],
                      color=COLOURS["run"], alpha=0.8, zorder=3)
     measured = [c for c in configs if c.get("time_median")]
     if measured:
-        xs = [c["num_gpus"] for c in measured]
+        gpus_measured = [c["num_gpus"] for c in measured]
         med = [c["time_median"] for c in measured]
         low = [c["time_median"] - c["time_min"] for c in measured]
         high = [c["time_max"] - c["time_median"] for c in measured]
-        ax_time.errorbar(xs, med, yerr=[low, high], fmt="-o", color=COLOURS["median"],
+        ax_time.errorbar(gpus_measured, med, yerr=[low, high], fmt="-o", color=COLOURS["median"],
                          capsize=4, label="median (min-max of runs)", zorder=4)
     ax_time.plot([], [], "o", color=COLOURS["run"], markersize=4, label="each run")
     ax_time.set_title("step time")

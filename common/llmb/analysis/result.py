@@ -84,10 +84,9 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any]
 
     log_tflops = [scan.steps[i].tflops for i in idx]
     gbs, gpus = (ident["gbs"], ident["num_gpus"]) if ident else (None, None)
-    can_compute = bool(idx) and flops is not None and gbs and gpus
     unreliable = (ident is not None and not ident["smoke"]
                   and not ident["recipe"].logged_tflops)
-    if can_compute and (unreliable or None in log_tflops):
+    if idx and flops is not None and gbs and gpus and (unreliable or None in log_tflops):
         tflops = timing.stats(perf.tflops_per_gpu(gbs, flops, scan.steps[i].time, gpus)
                               for i in idx)
         result["tflops_source"] = "computed"

@@ -70,7 +70,8 @@ def configurations(results: Iterable[Mapping[str, Any]],
         times = [r["time_mean"] for r in ok]
         median = _median(times)
         spread = timing.stats(times)
-        cv = (spread.std_dev / spread.mean if len(times) > 1 and spread.mean else None)
+        cv = (spread.std_dev / spread.mean
+              if len(times) > 1 and spread.mean and spread.std_dev is not None else None)
         ref = next((r["reference_step_time"] for r in runs
                     if r.get("reference_step_time") is not None), None)
         pct = ref / median * 100 if ref is not None and median else None

@@ -21,7 +21,7 @@ import shutil
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from llmb.install import fields
 from llmb.install import steps as installsteps
@@ -90,19 +90,38 @@ def _validate(plan: Plan, environ: Mapping[str, str]) -> Plan:
                                f"{plan.cluster_type}; it supports "
                                f"{', '.join(recipe.data['cluster_types'])}")
     if plan.cluster_type == "slurm":
-        s = plan.slurm
-        for key in ("account", "partition"):
-            if s.get(key) in (None, ""):
-                raise InstallError(f"slurm.{key} is required for cluster_type=slurm")
-        s["account"] = shellsafe.slurm_name("slurm.account", check.string("slurm.account",
-                                                                        s["account"]), "account")
-        for key in ("partition", "cpu_partition"):
-            if s.get(key) is not None:
-                s[key] = shellsafe.slurm_name(f"slurm.{key}", check.string(f"slurm.{key}", s[key]),
-                                            "partition", True)
-        s.setdefault("cpu_partition", s["partition"])
-        s["gres"] = check.gres("slurm.gres", s.get("gres"))
+        _validate_slurm(plan)
     _validate_venv(plan)
+    _validate_image(plan)
+    needs_token = any(catalog.find_recipe(w).data["requires_hf_token"] for w in plan.workloads)
+    if needs_token and not plan.hf_token:
+        raise InstallError("HF_TOKEN is required for pretrain_llama3.1: export HF_TOKEN, or set "
+                           "hf_token_file in the config")
+    if not needs_token:
+        plan.hf_token = None  # stored only where a workload needs it
+    elif plan.hf_token:
+        plan.hf_token = shellsafe.hf_token(plan.token_source, plan.hf_token)
+    plan.env = check.env("env", plan.env, check.secret_values(environ, plan.hf_token))
+    return plan
+
+
+def _validate_slurm(plan: Plan) -> None:
+    check, s = fields, plan.slurm
+    for key in ("account", "partition"):
+        if s.get(key) in (None, ""):
+            raise InstallError(f"slurm.{key} is required for cluster_type=slurm")
+    s["account"] = shellsafe.slurm_name("slurm.account", check.string("slurm.account",
+                                                                    s["account"]), "account")
+    for key in ("partition", "cpu_partition"):
+        if s.get(key) is not None:
+            s[key] = shellsafe.slurm_name(f"slurm.{key}", check.string(f"slurm.{key}", s[key]),
+                                          "partition", True)
+    s.setdefault("cpu_partition", s["partition"])
+    s["gres"] = check.gres("slurm.gres", s.get("gres"))
+
+
+def _validate_image(plan: Plan) -> None:
+    check = fields
     method = plan.image.setdefault("method", "skip" if plan.cluster_type == "runai" else "local")
     method = plan.image["method"] = check.string("image.method", method)
     if method not in IMAGE_METHODS:
@@ -114,16 +133,6 @@ def _validate(plan: Plan, environ: Mapping[str, str]) -> Plan:
     plan.image["time_limit"] = shellsafe.slurm_time(
         "image.time_limit", check.string("image.time_limit",
                                          plan.image.get("time_limit", "02:00:00")))
-    needs_token = any(catalog.find_recipe(w).data["requires_hf_token"] for w in plan.workloads)
-    if needs_token and not plan.hf_token:
-        raise InstallError("HF_TOKEN is required for pretrain_llama3.1: export HF_TOKEN, or set "
-                           "hf_token_file in the config")
-    if not needs_token:
-        plan.hf_token = None  # stored only where a workload needs it
-    elif plan.hf_token:
-        plan.hf_token = shellsafe.hf_token(plan.token_source, plan.hf_token)
-    plan.env = check.env("env", plan.env, check.secret_values(environ, plan.hf_token))
-    return plan
 
 
 def _validate_venv(plan: Plan) -> None:
@@ -190,7 +199,8 @@ def plan_from_config(path: Path, environ: Mapping[str, str]) -> Plan:
     return validate_plan(Plan(
         install_path=install, cluster_type=data.get("cluster_type", "slurm"),
         gpu_type=data.get("gpu_type", "h100"), workloads=workloads, slurm=sections["slurm"],
-        venv=sections["venv"], image=sections["image"], env=data.get("env"), hf_token=token,
+        venv=sections["venv"], image=sections["image"],
+        env=cast(dict[str, Any], data.get("env")), hf_token=token,  # checked by _validate
         token_source=source,
     ), environ)
 

@@ -19,6 +19,7 @@ Files that hold a user's values are owner-only (0600; the wrapper 0700).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -212,6 +213,12 @@ def record_setup(root: Path, workload: str, fingerprint: str) -> None:
                         json.dumps(state, indent=1, sort_keys=True) + "\n")
 
 
+def setup_done(plan: Plan, workload: str) -> bool:
+    """Whether the state records this workload's setup with its current fingerprint."""
+    return bool(load_state(plan.root).get("setup", {}).get(workload)
+                == setup_fingerprint(plan, workload))
+
+
 def setup_fingerprint(plan: Plan, workload: str) -> str:
     return f"{venv_identity(plan.venv_path(workload))}|{requirements_digest(plan)}"
 
@@ -297,11 +304,11 @@ def build_steps(plan: Plan, python: str) -> list[Step]:
         venv = plan.venv_path(w)
         if plan.venv.get("reuse"):
             steps.append(Step(f"venv:{w}", f"reuse {venv}", lambda: None,
-                              lambda venv=venv: (venv / "bin" / "python").exists()))
+                              (venv / "bin" / "python").exists))
         else:
             steps.append(Step(f"venv:{w}", f"create {plan.venv['kind']} {venv}",
-                              lambda w=w: create_venv(plan, w),
-                              lambda venv=venv: venv_complete(venv)))
+                              functools.partial(create_venv, plan, w),
+                              functools.partial(venv_complete, venv)))
         recipe_dir = _recipe_dir(w)
 
         def setup_venv(w: str = w, recipe_dir: Path = recipe_dir) -> None:
@@ -313,9 +320,7 @@ def build_steps(plan: Plan, python: str) -> list[Step]:
             record_setup(root, w, setup_fingerprint(plan, w))
 
         steps.append(Step(f"setup:{w}", f"{recipe_dir.name}/setup.sh (requirements into {venv})",
-                          setup_venv,
-                          lambda w=w: load_state(root).get("setup", {}).get(w)
-                          == setup_fingerprint(plan, w)))
+                          setup_venv, functools.partial(setup_done, plan, w)))
     seen: set[str] = set()
     for w in plan.workloads:
         image = images.for_recipe(w)
@@ -330,7 +335,7 @@ def build_steps(plan: Plan, python: str) -> list[Step]:
 
         target = tree.image(image.file_name)
         steps.append(Step(f"image:{image.file_name}", image_describe(plan, w, image),
-                          import_image, lambda target=target: valid_image(target)))
+                          import_image, functools.partial(valid_image, target)))
     config_text = cluster_config_text(plan)
     steps.append(Step("cluster_config", f"write {tree.config} (mode 0600)",
                       lambda: files.write_private(tree.config, config_text),

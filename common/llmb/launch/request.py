@@ -31,6 +31,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from llmb import layout
 from llmb.launch.placement import Placement, PlacementError, for_launch
@@ -159,7 +160,10 @@ def parse_positive_int(env: Mapping[str, str], name: str, default: int | None = 
     return int(value)
 
 
-def _checked(check: Callable[..., str], *args: object) -> str:
+_T = TypeVar("_T")
+
+
+def _checked(check: Callable[..., _T], *args: object) -> _T:
     """A llmb.shared.shellsafe check whose refusal becomes this module's one-line RequestError."""
     try:
         return check(*args)

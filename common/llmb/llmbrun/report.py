@@ -152,7 +152,7 @@ def from_json(data: Mapping[str, Any], job_of: Mapping[str, str] | None = None) 
     return out
 
 
-def analyze_runs(run_dirs: Mapping[str, str | Path]) -> RunAnalysis:
+def analyze_runs(run_dirs: Mapping[str, str | Path | None]) -> RunAnalysis:
     """Analyze the run directories of these jobs (job id -> run dir) in one analyzer call."""
     present = {job: Path(d) for job, d in run_dirs.items()
                if d and re.fullmatch(r"[A-Za-z0-9_.+-]+", job) and job not in (".", "..")

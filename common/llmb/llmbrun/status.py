@@ -299,7 +299,7 @@ def _follow(cfg: ClusterConfig, rec: dict[str, Any], batch: bool, poll_s: float,
 def wait_for_log(cfg: ClusterConfig, rec: dict[str, Any], batch: bool, poll_s: float) -> None:
     """Until the job has a log or has ended: its state as progress (llmb.shared.progress.wait)."""
     job = rec["job_id"]
-    asked = {"next": 0.0, "status": ""}
+    asked: dict[str, Any] = {"next": 0.0, "status": ""}
 
     def status() -> str | None:
         if job_logs(rec, batch):

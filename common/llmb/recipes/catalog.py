@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -207,7 +208,7 @@ class Recipe:
     def rows(self, model_size: str | None = None, dtype: str | None = None,
              gpu_type: str | None = None, scaling: str | None = None) -> list[Config]:
         """Every published configuration matching the filters, resolved."""
-        out = []
+        out: list[Config] = []
         for entry in self.data["configs"]:
             if model_size not in (None, entry["size"]) or scaling not in (None, entry["scaling"]):
                 continue
@@ -342,8 +343,8 @@ def _ordered(items: Iterable[str]) -> list[str]:
 
 # --- loading and validation -----------------------------------------------------------------
 
-def _check_keys(where: str, data: object, required: set[str], optional: set[str] = frozenset()
-                ) -> None:
+def _check_keys(where: str, data: object, required: AbstractSet[str],
+                optional: AbstractSet[str] = frozenset()) -> None:
     if not isinstance(data, Mapping):
         raise CatalogError(f"{where}: expected a mapping, got {type(data).__name__}")
     missing = required - set(data)
