@@ -3,6 +3,7 @@ defaults."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -285,6 +286,21 @@ def test_paths_that_are_not_directories(install: Path, tmp_path: Path) -> None:
     image_dir.mkdir()
     assert error("nemotron", env_for(install, RUN_CONF_IMAGE=str(image_dir))).startswith(
         f"RUN_CONF_IMAGE={image_dir} is a directory, not a file")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+@pytest.mark.parametrize("dry_run", ["true", "false"])
+def test_an_image_that_is_not_a_regular_file_is_refused(install: Path, tmp_path: Path,
+                                                        kind: str, dry_run: str) -> None:
+    """pyxis reads the image as a squashfs file: a FIFO or a device there is no image."""
+    image = tmp_path / "img.sqsh"
+    if kind == "fifo":
+        os.mkfifo(image)
+    else:
+        image.symlink_to("/dev/zero")
+    assert error("nemotron", env_for(install, DRY_RUN=dry_run, RUN_CONF_IMAGE=str(image))) == (
+        f"RUN_CONF_IMAGE={image} is not a regular file (a FIFO or a device); run ./setup.sh "
+        "(it imports nvcr.io/nvidia/nemo:25.04.01) or set RUN_CONF_IMAGE")
 
 
 def test_image_values(install: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

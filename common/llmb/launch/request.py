@@ -499,7 +499,7 @@ def _slurm(recipe: catalog.Recipe, env: Mapping[str, str], config: catalog.Confi
     _checked(shellsafe.mount_path, "the llmb repository", str(catalog.REPO_ROOT), True)
     default_image = layout.Install(llmb_install).image(images.Image(recipe.image).file_name)
     image = image_override or str(default_image)
-    problem = files.path_problem(image, "file") if image.startswith("/") else None
+    problem = files.path_problem(image, "regular file") if image.startswith("/") else None
     if problem:
         source = "RUN_CONF_IMAGE=" if image_override else "the container image "
         text = (f"{source}{shown(image)} {problem}; run ./setup.sh (it imports "

@@ -66,7 +66,8 @@ def write_private(path: str | os.PathLike[str], data: str | bytes) -> None:
 
 
 def path_problem(path: str | os.PathLike[str], want: str = "directory") -> str | None:
-    """Why `path` is not a usable `want` ("directory" or "file"), in words, or None.
+    """Why `path` is not a usable `want` ("directory", "file" or "regular file": not a FIFO
+    or a device either), in words, or None.
 
     Tells apart what a bare exists() lumps together: missing, the wrong kind, a dangling
     symbolic link, a symbolic link loop, and a path that cannot be looked at."""
@@ -83,8 +84,10 @@ def path_problem(path: str | os.PathLike[str], want: str = "directory") -> str |
         return f"cannot be read ({exc.strerror})"
     if want == "directory" and not stat.S_ISDIR(st.st_mode):
         return "is a file, not a directory"
-    if want == "file" and stat.S_ISDIR(st.st_mode):
+    if want in ("file", "regular file") and stat.S_ISDIR(st.st_mode):
         return "is a directory, not a file"
+    if want == "regular file" and not stat.S_ISREG(st.st_mode):
+        return "is not a regular file (a FIFO or a device)"
     return None
 
 
