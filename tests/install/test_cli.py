@@ -106,6 +106,14 @@ def test_no_terminal_and_no_config_is_an_error(tmp_path):
         "it in a terminal or pass --config FILE (see installer/example-config.yaml)")
 
 
+@pytest.mark.parametrize("args", [["--bogus"], ["--config"], ["extra"]])
+def test_a_bad_flag_is_one_line(tmp_path, args):
+    proc = run_install(tmp_path, *args)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("llmb-install: ") and "see install.sh --help" in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+
+
 def test_python_without_yaml_is_a_clear_error(tmp_path):
     env = install_env(tmp_path)
     env["LLMB_PYTHON"] = "/bin/false"

@@ -21,7 +21,7 @@ import shutil
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 from llmb.install import fields
 from llmb.install import steps as installsteps
@@ -401,9 +401,17 @@ def print_summary(plan: Plan, out=None) -> None:
     print("  ./llmb-run status", file=out)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error: `llmb-install: <what is wrong>; see install.sh --help`."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"llmb-install: {shown(message)}; see {self.prog} --help", file=sys.stderr)
+        raise SystemExit(2)
+
+
 def main(argv: list[str] | None = None, input_fn: Ask = input,
          secret_fn: Ask = getpass.getpass, stdin_isatty: Callable[[], bool] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="install.sh", description=__doc__.split("\n")[0])
+    parser = _Parser(prog="install.sh", description=__doc__.split("\n")[0])
     parser.add_argument("--config", type=Path, help="headless: answers from this YAML file")
     parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     args = parser.parse_args(argv)

@@ -192,6 +192,9 @@ def check_config(data: Any, path: Path) -> dict[str, Any]:
             raise _bad(path, f"workloads.{name}", entry, "must be a mapping with venv, "
                        "venv_kind, image")
         entry["venv"] = _text(path, entry, "venv", where)
+        if not str(entry["venv"]).startswith("/"):
+            raise _bad(path, f"{where}venv", entry["venv"], "must be an absolute path (the "
+                       "workload's venv, as the installer writes it)")
         kind = (_text(path, entry, "venv_kind", where, False) or "venv").lower()
         if kind not in VENV_KINDS:
             raise _bad(path, f"{where}venv_kind", kind, f"is not supported; allowed: "
