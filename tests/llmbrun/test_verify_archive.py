@@ -187,3 +187,35 @@ def test_an_index_with_wrong_types_is_never_a_traceback(made, tmp_path, change):
     proc = verify(repack(tree, tmp_path / "t.tar.gz", rehash="files" not in change))
     assert proc.returncode in (0, 1)
     assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) <= 1
+
+
+RUNS_REWRITTEN = [
+    ("not-a-list", lambda runs: 5, "ARCHIVE.json: runs is int, not a list of runs"),
+    ("emptied", lambda runs: [], "belongs to no run ARCHIVE.json lists"),
+    ("one-dropped", lambda runs: runs[1:], "belongs to no run ARCHIVE.json lists"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), [(c, m) for _, c, m in RUNS_REWRITTEN],
+                         ids=[k for k, _, _ in RUNS_REWRITTEN])
+def test_an_index_that_no_longer_lists_its_runs_fails(made, tmp_path, change, message):
+    """Files under runs/ that no run of the index claims: the index was rewritten (it read
+    'complete and consistent: 0 run(s)')."""
+    tree = unpack(made, tmp_path / "u")
+    index = json.loads((tree / archive.INDEX).read_text())
+    index["runs"] = change(index["runs"])
+    (tree / archive.INDEX).write_text(json.dumps(index))
+    proc = verify(repack(tree, tmp_path / "t.tar.gz", rehash=False))
+    assert proc.returncode == 1, proc.stdout
+    assert message in proc.stdout
+
+
+@pytest.mark.parametrize("where", ["ARCHIVE.json", "analysis.json"])
+def test_an_integer_of_thousands_of_digits_is_a_problem_not_a_traceback(made, tmp_path, where):
+    tree = unpack(made, tmp_path / "u")
+    text = (tree / where).read_text()
+    (tree / where).write_text(text.replace("{", '{"n": ' + "9" * 5000 + ", ", 1))
+    proc = verify(repack(tree, tmp_path / "t.tar.gz", rehash=where != archive.INDEX))
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) <= 1
+    assert where in proc.stdout + proc.stderr

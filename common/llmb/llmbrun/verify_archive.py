@@ -116,8 +116,18 @@ def read_json(path: Path) -> Any:
         raise ValueError("nested too deep") from None
 
 
-def check_runs(root: Path, index: dict[str, Any]) -> list[str]:
+def check_runs(root: Path, index: dict[str, Any], present: set[str]) -> list[str]:
     problems = []
+    if not isinstance(index.get("runs"), list):
+        problems.append(f"{INDEX}: runs is {values.shown(type(index.get('runs')).__name__)}, "
+                        "not a list of runs")
+    listed = [str(r.get("run", "")).rstrip("/") + "/" for r in runs_of(index)
+              if isinstance(r, dict)]
+    unlisted = sorted(n for n in present
+                      if n.startswith("runs/") and not any(n.startswith(r) for r in listed))
+    if unlisted:
+        problems.append(f"{values.shown(unlisted[0])} (and {len(unlisted) - 1} more file(s) "
+                        f"under runs/) belongs to no run {INDEX} lists")
     for run in runs_of(index):
         name = str(run.get("run", "")) if isinstance(run, dict) else ""
         run_dir = root / name
@@ -185,7 +195,7 @@ def verify_tree(root: Path) -> tuple[list[str], dict[str, Any]]:
     problems, present = check_files(root, index["files"])
     if "system.json" not in present:
         problems.append("system.json (the system description) is missing")
-    problems += check_runs(root, index)
+    problems += check_runs(root, index, present)
     problems += check_analysis(root, index)
     problems += check_report(root, index)
     problems += check_secrets(root, present)
