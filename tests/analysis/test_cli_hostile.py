@@ -1,4 +1,4 @@
-"""The analyzer's front, table-driven (issue 10): every hostile option or value stops with its
+"""The analyzer's front, table-driven: every hostile option or value stops with its
 exit code and one stderr line naming the option and the value, prints nothing on stdout, and
 writes nothing (no report directory, no file, no command run); bad log contents never stop it.
 """

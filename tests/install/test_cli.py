@@ -290,7 +290,7 @@ def test_discovery_against_the_real_test_cluster(slurm_cluster, monkeypatch):
         slurmquery.accounts("root")  # the test cluster has no accounting: typed fallback
 
 
-# --- issue 10: interrupted and changed installs are checked on disk --------------------------
+# --- interrupted and changed installs are checked on disk --------------------------
 
 SCRATCH = REPO / "build" / "test-requirements"  # inside the repository (git ignores build/)
 

@@ -219,7 +219,7 @@ def test_runai_validation(install: Path) -> None:
     assert "is not an http(s) URL" in error("nemotron", runai_env(install, BASE_URL="runai"))
 
 
-# --- hostile values (issue 10): one line naming the variable, refused before anything runs ----
+# --- hostile values: one line naming the variable, refused before anything runs ----
 
 HOSTILE = [
     ({"LLMB_INSTALL": "/x/y$(touch pwned)"},
