@@ -54,14 +54,8 @@ TINY_SEQ_LENGTH = 64
 TOKEN_STRIDE = 7  # synthetic text: token t+1 = token t + 7 (mod vocab), 10% noise; learnable
 
 
-def build_model(family: str, shape: Mapping[str, int], seq_length: int) -> Any:
-    """A decoder-only transformer in the family's style (a torch.nn.Module).
-
-    llama: RMSNorm, SwiGLU MLP, grouped-query attention with rotary positions.
-    nemotron4: LayerNorm, squared-ReLU MLP, grouped-query attention with rotary positions.
-    nemotronh: RMSNorm, NEMOTRONH_PATTERN of a Mamba-like mixer (gated causal depthwise conv
-    and a per-head linear recurrence), attention without positions, squared-ReLU MLP.
-    """
+def _layer_classes(shape: Mapping[str, int], seq_length: int) -> tuple[Any, Any, Any]:
+    """The mixers build_model stacks: Attention(rotary), MLP(gated), MambaLikeMixer()."""
     import torch
     from torch import nn
     from torch.nn import functional
@@ -69,9 +63,6 @@ def build_model(family: str, shape: Mapping[str, int], seq_length: int) -> Any:
     hidden = shape["hidden_size"]
     heads, groups = shape["num_attention_heads"], shape["num_query_groups"]
     head_dim = shape.get("kv_channels", hidden // heads)
-
-    def norm() -> nn.Module:
-        return nn.LayerNorm(hidden) if family == "nemotron4" else nn.RMSNorm(hidden)
 
     class Attention(nn.Module):
         def __init__(self, rotary: bool) -> None:
@@ -142,6 +133,27 @@ def build_model(family: str, shape: Mapping[str, int], seq_length: int) -> Any:
             u = u.reshape(b, s, self.heads, -1).transpose(1, 2)
             y = (decay @ u).transpose(1, 2).reshape(b, s, self.inner)
             return self.out_proj(y * functional.silu(gate))
+
+    return Attention, MLP, MambaLikeMixer
+
+
+def build_model(family: str, shape: Mapping[str, int], seq_length: int) -> Any:
+    """A decoder-only transformer in the family's style (a torch.nn.Module).
+
+    llama: RMSNorm, SwiGLU MLP, grouped-query attention with rotary positions.
+    nemotron4: LayerNorm, squared-ReLU MLP, grouped-query attention with rotary positions.
+    nemotronh: RMSNorm, NEMOTRONH_PATTERN of a Mamba-like mixer (gated causal depthwise conv
+    and a per-head linear recurrence), attention without positions, squared-ReLU MLP.
+    """
+    import torch
+    from torch import nn
+
+    hidden = shape["hidden_size"]
+
+    def norm() -> nn.Module:
+        return nn.LayerNorm(hidden) if family == "nemotron4" else nn.RMSNorm(hidden)
+
+    Attention, MLP, MambaLikeMixer = _layer_classes(shape, seq_length)
 
     class Residual(nn.Module):
         def __init__(self, mixer: nn.Module) -> None:

@@ -367,7 +367,6 @@ def validate(data: Mapping[str, Any], where: str) -> None:
         if ctype not in CLUSTER_TYPES:
             raise CatalogError(f"{where}: cluster type {ctype!r} is not one of "
                                f"{', '.join(CLUSTER_TYPES)}")
-    known_gpus = gpu_types()
     _validate_job(data, where)
     for name, size in data["sizes"].items():
         at = f"{where}: sizes.{name}"
@@ -376,51 +375,62 @@ def validate(data: Mapping[str, Any], where: str) -> None:
         _check_keys(f"{at}.checkpoint", size["checkpoint"], CHECKPOINT_KEYS)
         _check_nemo(f"{at}.nemo", size.get("nemo") or {})
     published: dict[tuple[object, ...], int] = {}  # (size, dtype, gpu, scaling, gpus) -> entry
+    known_gpus = gpu_types()
     for i, entry in enumerate(data["configs"]):
-        at = f"{where}: configs[{i}]"
-        _check_keys(at, entry, CONFIG_KEYS, CONFIG_OPTIONAL)
-        if ("gbs" in entry) == ("gbs_per_gpu" in entry):
-            raise CatalogError(f"{at}: give exactly one of gbs, gbs_per_gpu")
-        if entry["size"] not in data["sizes"]:
-            raise CatalogError(f"{at}: size {entry['size']} is not under sizes")
-        if entry["scaling"] not in SCALINGS or entry["source"] not in SOURCE_PRECEDENCE:
-            raise CatalogError(
-                f"{at}: bad scaling {entry['scaling']!r} or source {entry['source']!r}")
-        if entry["source"] not in data["sources"]:
-            raise CatalogError(f"{at}: source {entry['source']} has no entry under sources")
-        for d in entry["dtypes"]:
-            if d not in DTYPES:
-                raise CatalogError(f"{at}: dtype {d!r} is not one of {', '.join(DTYPES)}")
-        _check_nemo(f"{at}.nemo", entry.get("nemo") or {})
-        layers = [data["nemo"], data["sizes"][entry["size"]].get("nemo") or {},
-                  entry.get("nemo") or {}]
-        for d in entry["dtypes"]:
-            try:
-                nemojob.check(nemojob.resolve(layers, d), complete=True)
-            except nemojob.SettingsError as err:
-                raise CatalogError(f"{at}: the NeMo job of its {d} rows: {err}") from None
-        for g in entry["gpu_types"]:
-            if g not in known_gpus:
-                raise CatalogError(f"{at}: GPU type {g!r} is not in {GPUS_FILE.name}")
+        _validate_config(data, f"{where}: configs[{i}]", entry, known_gpus)
         for key in _row_keys(entry["size"], entry["dtypes"], entry["gpu_types"],
                              entry["scaling"], entry["scales"]):
             if key in published:
-                raise CatalogError(f"{at}: {' '.join(map(str, key))} GPUs is already published "
-                                   f"by configs[{published[key]}]")
+                raise CatalogError(f"{where}: configs[{i}]: {' '.join(map(str, key))} GPUs is "
+                                   f"already published by configs[{published[key]}]")
             published[key] = i
     for i, ref in enumerate(data["references"]):
-        at = f"{where}: references[{i}]"
-        _check_keys(at, ref, REFERENCE_KEYS)
-        if ref["source"] not in SOURCE_PRECEDENCE:
-            raise CatalogError(f"{at}: unknown source {ref['source']!r}")
-        if ref["source"] not in data["sources"]:
-            raise CatalogError(f"{at}: source {ref['source']} has no entry under sources "
-                               "(the stack that measured it)")
-        for key in _row_keys(ref["size"], [ref["dtype"]], [ref["gpu_type"]], ref["scaling"],
-                             ref["step_time"]):
-            if key not in published:
-                raise CatalogError(f"{at}: step time for {' '.join(map(str, key))} GPUs, "
-                                   "a row no entry of configs publishes")
+        _validate_reference(data, f"{where}: references[{i}]", ref, published)
+
+
+def _validate_config(data: Mapping[str, Any], at: str, entry: Any, known_gpus: list[str]
+                     ) -> None:
+    """One entry of configs: its keys, values and the NeMo job of each of its dtypes."""
+    _check_keys(at, entry, CONFIG_KEYS, CONFIG_OPTIONAL)
+    if ("gbs" in entry) == ("gbs_per_gpu" in entry):
+        raise CatalogError(f"{at}: give exactly one of gbs, gbs_per_gpu")
+    if entry["size"] not in data["sizes"]:
+        raise CatalogError(f"{at}: size {entry['size']} is not under sizes")
+    if entry["scaling"] not in SCALINGS or entry["source"] not in SOURCE_PRECEDENCE:
+        raise CatalogError(
+            f"{at}: bad scaling {entry['scaling']!r} or source {entry['source']!r}")
+    if entry["source"] not in data["sources"]:
+        raise CatalogError(f"{at}: source {entry['source']} has no entry under sources")
+    for d in entry["dtypes"]:
+        if d not in DTYPES:
+            raise CatalogError(f"{at}: dtype {d!r} is not one of {', '.join(DTYPES)}")
+    _check_nemo(f"{at}.nemo", entry.get("nemo") or {})
+    layers = [data["nemo"], data["sizes"][entry["size"]].get("nemo") or {},
+              entry.get("nemo") or {}]
+    for d in entry["dtypes"]:
+        try:
+            nemojob.check(nemojob.resolve(layers, d), complete=True)
+        except nemojob.SettingsError as err:
+            raise CatalogError(f"{at}: the NeMo job of its {d} rows: {err}") from None
+    for g in entry["gpu_types"]:
+        if g not in known_gpus:
+            raise CatalogError(f"{at}: GPU type {g!r} is not in {GPUS_FILE.name}")
+
+
+def _validate_reference(data: Mapping[str, Any], at: str, ref: Any,
+                        published: Mapping[tuple[object, ...], int]) -> None:
+    """One entry of references: a known, listed source and a row configs publishes."""
+    _check_keys(at, ref, REFERENCE_KEYS)
+    if ref["source"] not in SOURCE_PRECEDENCE:
+        raise CatalogError(f"{at}: unknown source {ref['source']!r}")
+    if ref["source"] not in data["sources"]:
+        raise CatalogError(f"{at}: source {ref['source']} has no entry under sources "
+                           "(the stack that measured it)")
+    for key in _row_keys(ref["size"], [ref["dtype"]], [ref["gpu_type"]], ref["scaling"],
+                         ref["step_time"]):
+        if key not in published:
+            raise CatalogError(f"{at}: step time for {' '.join(map(str, key))} GPUs, "
+                               "a row no entry of configs publishes")
 
 
 def _validate_job(data: Mapping[str, Any], where: str) -> None:
