@@ -157,5 +157,11 @@ llmb_launch() {
     if ! command -v "$python" >/dev/null 2>&1; then
         llmb_die "LLMB_PYTHON=${python} is not on PATH; activate \$LLMB_INSTALL/venvs/${key}"
     fi
+    # Variables of this environment that would make every bash of the job print or stop, or
+    # the launcher wait at a prompt (llmb/shared/startvars.py; -E: the check ignores them).
+    local refused
+    if ! refused="$("$python" -E -S "${LLMB_LIB_DIR}/llmb/shared/startvars.py" inherited)"; then
+        llmb_die "${refused:-cannot check the environment with ${python}}" 2
+    fi
     exec "$python" "${recipe_dir}/${entrypoint}" "$@"
 }

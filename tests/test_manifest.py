@@ -26,6 +26,8 @@ def test_written_owner_only_and_read_back(tmp_path):
     (b'{"schema": true}', "has schema=True"),
     (b"\xff\xfe{}", "is not valid JSON"),
     (b"[" * 100_000, "is not valid JSON"),
+    (b'{"schema": 1, "num_gpus": ' + b"9" * 5000 + b"}", "is not valid JSON"),
+    (b'{"schema": ' + b"9" * 5000 + b"}", "is not valid JSON"),
     (b" " * (manifest.MAX_BYTES + 1), "is larger than"),
 ])
 def test_a_bad_manifest_is_one_line_naming_the_file(tmp_path, content, reason):

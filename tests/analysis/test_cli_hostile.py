@@ -5,6 +5,7 @@ writes nothing (no report directory, no file, no command run); bad log contents 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -149,7 +150,11 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path) -> None:
     deadline = time.monotonic() + 120  # a hang guard, not a speed bound
     while time.monotonic() < deadline:  # interrupt once it is reading the log
         fds = os.listdir(f"/proc/{proc.pid}/fd")
-        if any(os.path.realpath(f"/proc/{proc.pid}/fd/{fd}") == str(big) for fd in fds):
+        open_now = set()
+        for fd in fds:  # an fd listed may be closed before it is looked at
+            with contextlib.suppress(FileNotFoundError):
+                open_now.add(os.readlink(f"/proc/{proc.pid}/fd/{fd}"))
+        if str(big) in open_now:
             break
         time.sleep(0.01)
     proc.send_signal(signal.SIGINT)

@@ -96,6 +96,9 @@ def test_names_and_reasons_are_escaped(tmp_path: Path) -> None:
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     md = (out / "report.md").read_text()
     assert "\\| a pipe" in md and "|&quot;" not in md
+    # a markdown viewer renders raw HTML: report.md escapes it as index.html does
+    assert "<script>" not in md and "&lt;script&gt;alert(1)&lt;/script&gt;" in md
+    assert "<img src=x" not in md and "&lt;img src=x" in md
 
 
 def test_plain_analysis_never_imports_matplotlib() -> None:
@@ -169,3 +172,16 @@ def test_the_report_renders_with_non_blank_plots(report: Path, tmp_path: Path) -
         assert len(region.getcolors(maxcolors=1 << 16) or range(1 << 16)) > 16
     margin = image.crop((0, height - 20, WIDTH, height))  # the page's own background: flat
     assert ImageStat.Stat(margin).stddev[0] < 5
+
+
+@pytest.mark.parametrize("text", ["8b$", r"$\frac{", "$x^$", "a $$ b", r"\$"])
+def test_a_value_with_dollars_is_drawn_as_written(text: str) -> None:
+    """matplotlib reads $...$ in a title as math; a value from a manifest must not end the
+    whole figure in a ValueError."""
+    from llmb.analysis import plots
+
+    key = ("llama3.1", text, "fp8", "h100", f"weak {text}", False)
+    config = {"recipe": "llama3.1", "num_gpus": 8, "time_median": 1.0, "time_min": 1.0,
+              "time_max": 1.0, "config_key": "k", "reference_step_time": 1.0,
+              "mfu_median": 0.3}
+    assert plots.figure_png(key, [config], {"k": [1.0]}, 5).startswith(b"\x89PNG")

@@ -106,6 +106,14 @@ def test_no_terminal_and_no_config_is_an_error(tmp_path):
         "it in a terminal or pass --config FILE (see installer/example-config.yaml)")
 
 
+@pytest.mark.parametrize("args", [["--bogus"], ["--config"], ["extra"]])
+def test_a_bad_flag_is_one_line(tmp_path, args):
+    proc = run_install(tmp_path, *args)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("llmb-install: ") and "see install.sh --help" in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1
+
+
 def test_python_without_yaml_is_a_clear_error(tmp_path):
     env = install_env(tmp_path)
     env["LLMB_PYTHON"] = "/bin/false"
@@ -181,9 +189,7 @@ def test_resumes_after_an_interrupted_step(tmp_path):
 
 
 def test_creates_a_real_venv_per_workload(tmp_path):
-    empty = tmp_path / "empty.txt"
-    empty.write_text("")
-    req = os.path.relpath(empty, REPO)
+    req = empty_requirements(tmp_path)
     cfg = write_config(tmp_path, image={"method": "skip"},
                        venv={"kind": "venv", "python": sys.executable,
                              "requirements": [req]})
@@ -288,8 +294,22 @@ def test_discovery_against_the_real_test_cluster(slurm_cluster, monkeypatch):
 
 # --- interrupted and changed installs are checked on disk -----------------------------------
 
+SCRATCH = REPO / "build" / "test-requirements"  # inside the repository (git ignores build/)
+
+
+@pytest.fixture(autouse=True)
+def _scratch_requirements():
+    yield
+    if SCRATCH.is_dir():
+        for made in SCRATCH.glob(f"*-{os.getpid()}.txt"):
+            made.unlink()
+
+
 def empty_requirements(tmp_path: Path) -> str:
-    empty = tmp_path / "empty.txt"
+    """An empty requirements file inside the repository (the installer refuses one outside),
+    relative to it, for installs that should pip-install nothing."""
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    empty = SCRATCH / f"{tmp_path.name}-{os.getpid()}.txt"
     empty.write_text("")
     return os.path.relpath(empty, REPO)
 
@@ -386,8 +406,8 @@ def test_the_llmb_run_wrapper_quotes_what_it_embeds(tmp_path):
     ({"SOME_SETTING": "--token=hf_token_value_123"}, "env.SOME_SETTING holds the value of a "
      "secret"),
     ({"1BAD": "x"}, "env: 1BAD is not a variable name"),
-    ({"LIST": [1, 2]}, "env.LIST must be a single value"),
-    ({"NL": "a\nb"}, "env.NL=a\\nb contains control character(s)"),
+    ({"LIST": [1, 2]}, "env LIST=[1, 2] must be a text or number value"),
+    ({"NL": "a\nb"}, "env NL=a\\nb contains control character(s)"),
 ])
 def test_no_secret_reaches_cluster_config(tmp_path, env, message):
     proc = run_install(tmp_path, "--config", str(write_config(tmp_path, env=env)),
@@ -496,3 +516,95 @@ def test_every_field_is_checked_up_front(tmp_path, over, message):
         assert message in proc.stderr, proc.stderr
         assert not (tmp_path / "install").exists() and not (tmp_path / "enroot.log").exists()
         assert not list(tmp_path.rglob("pwned"))
+
+
+# --- the installer refuses what llmb-run would then refuse ---------------------------------------
+
+ACCEPTED_BEFORE = [
+    ({"env": {"MODEL_SIZE": "70b"}}, "env MODEL_SIZE=70b: llmb-run sets MODEL_SIZE itself"),
+    ({"env": {"DRY_RUN": "true"}}, "env DRY_RUN=true: llmb-run sets DRY_RUN itself"),
+    ({"env": {"SBATCH_RESERVATION": "r"}}, "SBATCH_RESERVATION=r is set"),
+    ({"env": {"BASH_ENV": "/tmp/x"}}, "env BASH_ENV cannot be set for a run"),
+    ({"env": {"NOTE": "hf_" + "A1b2" * 9}}, "env.NOTE holds a token-shaped string"),
+    ({"env": {"URL": "https://user:hunter2pass@host/x"}},
+     "env.URL holds a password in a URL"),
+    ({"venv": {"reuse": str(DEV_VENV), "requirements": ["/etc/hostname"]}},
+     "venv.requirements[0]=/etc/hostname is outside the repository"),
+    ({"venv": {"reuse": str(DEV_VENV), "requirements": ["../../etc/hostname"]}},
+     "venv.requirements[0]=../../etc/hostname is outside the repository"),
+    ({"venv": {"reuse": str(DEV_VENV), "requirements": ["common/requirements"]}},
+     "venv.requirements[0]=common/requirements cannot be read (Is a directory)"),
+]
+
+
+@pytest.mark.parametrize(("over", "message"), ACCEPTED_BEFORE,
+                         ids=[m.split()[0] for _, m in ACCEPTED_BEFORE])
+def test_refuses_what_llmb_run_refuses(tmp_path, over, message):
+    proc = run_install(tmp_path, "--config", str(write_config(tmp_path, **over)), "--dry-run")
+    assert proc.returncode == 1, proc.stdout
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert message in proc.stderr
+    assert not (tmp_path / "install").exists()
+
+
+def test_a_key_given_twice_is_refused(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text(write_config(tmp_path).read_text() + "gpu_type: b200\n")
+    proc = run_install(tmp_path, "--config", str(config), "--dry-run")
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"llmb-install: --config {config}: the key gpu_type is given "
+                                  "twice (lines ")
+
+
+# --- a SIGTERM stops what the installer started -----------------------------------------------
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat_file = Path(f"/proc/{pid}/stat")  # a zombie counts as gone
+    return not (stat_file.exists() and stat_file.read_text().split(") ")[-1].startswith("Z"))
+
+
+def test_sigterm_stops_pip_and_what_it_started(tmp_path):
+    """SIGTERM to install.sh while setup.sh's pip runs: pip (here a test double whose
+    grandchild keeps writing, as a building pip does) is stopped with it, not left writing
+    into the venv the next run rebuilds."""
+    venv = tmp_path / "fakevenv"
+    (venv / "bin").mkdir(parents=True)
+    pidfile = tmp_path / "grandchild.pid"
+    python = venv / "bin" / "python"
+    python.write_text(
+        "#!/usr/bin/env bash\n"
+        "# pip double: `-m pip install` starts a grandchild that writes on; the rest is python\n"
+        f'if [[ "$1 $2 $3" == "-m pip install" ]]; then\n'
+        f"    (while :; do date >> {shlex.quote(str(tmp_path / 'written'))}; sleep 0.2; done) &\n"
+        f"    echo $! > {shlex.quote(str(pidfile))}\n"
+        "    wait\n"
+        "fi\n"
+        f'exec {shlex.quote(sys.executable)} "$@"\n')
+    python.chmod(0o755)
+    cfg = write_config(tmp_path, image={"method": "skip"},
+                       venv={"reuse": str(venv), "requirements": [empty_requirements(tmp_path)]})
+    proc = subprocess.Popen(["bash", str(INSTALL_SH), "--config", str(cfg)],
+                            env=install_env(tmp_path), stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not pidfile.exists() or not pidfile.read_text().strip():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        time.sleep(0.05)
+    grandchild = int(pidfile.read_text())
+    os.kill(proc.pid, signal.SIGTERM)  # install.sh execs the installer's python: this is it
+    _, err = proc.communicate(timeout=60)
+    try:
+        assert proc.returncode != 0
+        assert "Traceback" not in err
+        time.sleep(0.5)
+        assert not alive(grandchild), "pip's grandchild outlived the installer"
+        size = (tmp_path / "written").stat().st_size
+        time.sleep(1)
+        assert (tmp_path / "written").stat().st_size == size
+    finally:
+        if alive(grandchild):
+            os.kill(grandchild, signal.SIGKILL)

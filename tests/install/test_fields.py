@@ -88,8 +88,8 @@ def test_pip_arguments_are_one_word_each() -> None:
     ([LAUNCH_TXT, "common/requirements/report.txt"], None),
     (["common/requirements/none.txt"], "venv.requirements: common/requirements/none.txt does not "
                                        f"exist under {REPO}"),
-    (["common/requirements"], f"venv.requirements: common/requirements does not exist under "
-                              f"{REPO}"),  # a folder is no file
+    (["common/requirements"], "venv.requirements[0]=common/requirements cannot be read "
+                              "(Is a directory)"),  # a folder is no file
     (["a:b.txt"], "venv.requirements[0]=a:b.txt contains ':', which separates the files handed "
                   "to setup.sh; rename the file"),
 ])

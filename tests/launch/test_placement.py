@@ -41,6 +41,9 @@ BAD_VALUES = [  # (field, value, words the one-line message must hold)
     ("segment", "-2", ["--segment=-2"]),
     ("segment", "١٢", ["--segment=١٢"]),  # not ASCII digits
     ("segment", "99999999999", ["--segment=99999999999"]),
+    ("segment", "01", ["--segment=01", "positive whole number", "write it as 1"]),
+    ("segment", "+4", ["--segment=+4", "write it as 4"]),
+    ("segment", "0004", ["write it as 4"]),
 ]
 
 

@@ -3,6 +3,7 @@ defaults."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -172,10 +173,24 @@ def test_smoke_test_allows_unpublished_scale_without_hf_token(install: Path) -> 
     assert error("llama3.1", env).startswith("DTYPE=fp16")
 
 
-def test_missing_image_is_an_error_unless_dry_run(install: Path) -> None:
+def test_missing_image_is_an_error_and_a_dry_run_says_so(install: Path) -> None:
     (install / "images" / "nvidia+nemo+25.04.01.sqsh").unlink()
     assert "does not exist; run ./setup.sh" in error("nemotron", env_for(install))
-    request.from_env(recipe("nemotron"), env_for(install, DRY_RUN="true"))
+    req = request.from_env(recipe("nemotron"), env_for(install, DRY_RUN="true"))
+    assert any("does not exist; run ./setup.sh" in w and w.endswith("(the real run refuses it)")
+               for w in req.warnings)
+    # an image named on purpose is a value: refused by the dry run as by the real run
+    assert error("nemotron", env_for(install, DRY_RUN="true", RUN_CONF_IMAGE="/no/x.sqsh")) \
+        .startswith("RUN_CONF_IMAGE=/no/x.sqsh does not exist")
+
+
+@pytest.mark.parametrize("gpus", ["100000", "4096"])
+def test_a_local_dry_run_refuses_what_the_local_run_refuses(install: Path, gpus: str) -> None:
+    for dry in ("false", "true"):
+        message = error("llama3.1", env_for(install, CLUSTER_TYPE="local", DRY_RUN=dry,
+                                             SMOKE_TEST="true", JOB_TOTAL_GPUS=gpus))
+        assert message.startswith(f"JOB_TOTAL_GPUS={gpus} is more processes than this machine "
+                                  "can run"), message
 
 
 def runai_env(install: Path, **extra: str) -> dict[str, str]:
@@ -271,6 +286,21 @@ def test_paths_that_are_not_directories(install: Path, tmp_path: Path) -> None:
     image_dir.mkdir()
     assert error("nemotron", env_for(install, RUN_CONF_IMAGE=str(image_dir))).startswith(
         f"RUN_CONF_IMAGE={image_dir} is a directory, not a file")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+@pytest.mark.parametrize("dry_run", ["true", "false"])
+def test_an_image_that_is_not_a_regular_file_is_refused(install: Path, tmp_path: Path,
+                                                        kind: str, dry_run: str) -> None:
+    """pyxis reads the image as a squashfs file: a FIFO or a device there is no image."""
+    image = tmp_path / "img.sqsh"
+    if kind == "fifo":
+        os.mkfifo(image)
+    else:
+        image.symlink_to("/dev/zero")
+    assert error("nemotron", env_for(install, DRY_RUN=dry_run, RUN_CONF_IMAGE=str(image))) == (
+        f"RUN_CONF_IMAGE={image} is not a regular file (a FIFO or a device); run ./setup.sh "
+        "(it imports nvcr.io/nvidia/nemo:25.04.01) or set RUN_CONF_IMAGE")
 
 
 def test_image_values(install: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -18,10 +17,12 @@ from pathlib import Path
 import fakeinstall
 import pytest
 import runinstall
+import yaml
 from llmb import manifest
 from llmb.layout import HISTORY_FILE as HISTORY
-from llmb.llmbrun import archive, clusterconfig, suiteplan, verify_archive
+from llmb.llmbrun import archive, clusterconfig, suiteplan
 from llmb.llmbrun import suite as suites
+from llmb.llmbrun import unpack as unpacking
 from llmb.shared import redact
 
 CFG_SECRET = "wandb-0123456789abcdef"  # WANDB_API_KEY in cluster_config.yaml's env
@@ -382,14 +383,14 @@ def test_verify_of_a_missing_file(tmp_path):
 
 
 def test_safe_members_refuses_an_archive_that_claims_too_much(monkeypatch, tmp_path):
-    monkeypatch.setattr(verify_archive, "MAX_UNPACKED", 10)
+    monkeypatch.setattr(unpacking, "MAX_UNPACKED", 10)
     path = tmp_path / "big.tar"
     with tarfile.open(path, "w") as tar:
         m = tarfile.TarInfo(f"{archive.ROOT}/big")
         m.size = 11
         tar.addfile(m, io.BytesIO(b"x" * 11))
-    with tarfile.open(path) as tar, pytest.raises(verify_archive.Refused, match="claims more"):
-        verify_archive.safe_members(tar)
+    with tarfile.open(path) as tar, pytest.raises(unpacking.Refused, match="claims more"):
+        unpacking.safe_members(tar)
 
 
 # --- installs that are not tidy ---------------------------------------------------------------
@@ -434,22 +435,58 @@ def test_an_install_without_runs_archives_and_verifies(tmp_path):
     assert "analysis matches" not in check.stdout and "no analysis" in check.stdout
 
 
-@pytest.mark.skipif(shutil.which("python3") is None, reason="no system python3")
-def test_without_matplotlib_the_archive_has_analysis_but_no_report(tmp_path):
-    python = "/usr/bin/python3"
-    probe = subprocess.run([python, "-c", "import yaml, importlib.util as u; "
-                            "assert u.find_spec('matplotlib') is None"], capture_output=True)
-    if probe.returncode != 0:
-        pytest.skip(f"{python} needs PyYAML and no matplotlib for this test")
-    root = fakeinstall.make_install(tmp_path / "llmb")
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def system_python_without_matplotlib() -> None:
+    """What the README tells a new user to run the installer with: a python3 with PyYAML only."""
+    probe = subprocess.run([SYSTEM_PYTHON, "-c", "import yaml, importlib.util as u; "
+                            "assert u.find_spec('matplotlib') is None"], capture_output=True,
+                           check=False) if Path(SYSTEM_PYTHON).exists() else None
+    if probe is None or probe.returncode != 0:
+        pytest.skip(f"{SYSTEM_PYTHON} needs PyYAML and no matplotlib for this test")
+
+
+def test_llmb_run_on_the_system_python_still_writes_the_report(tmp_path):
+    """llmb-run runs on the system python3 (PyYAML only); the report is drawn by a workload
+    venv's Python, which has matplotlib (common/requirements/report.txt)."""
+    system_python_without_matplotlib()
+    root = fakeinstall.make_install(tmp_path / "llmb")  # workload venvs: the dev venv
     fakeinstall.make_run(root, "401")
     out = tmp_path / "a.tar.gz"
-    proc = llmb_run(["archive", "--output", str(out)], root, LLMB_PYTHON=python)
+    proc = llmb_run(["archive", "--output", str(out)], root, LLMB_PYTHON=SYSTEM_PYTHON)
     assert proc.returncode == 0, proc.stderr
-    assert "no HTML report: " in proc.stdout and "matplotlib" in proc.stdout
+    assert "no HTML report" not in proc.stdout
+    check = verify(out)
+    assert check.returncode == 0 and "no HTML report" not in check.stdout, check.stdout
+    report = llmb_run(["report", "--output", str(tmp_path / "rep")], root,
+                      LLMB_PYTHON=SYSTEM_PYTHON)
+    assert report.returncode == 0, report.stderr
+    assert (tmp_path / "rep" / "index.html").is_file()
+
+
+def test_without_any_matplotlib_the_archive_says_it_has_no_report(tmp_path):
+    system_python_without_matplotlib()
+    root = fakeinstall.make_install(tmp_path / "llmb")
+    conf = yaml.safe_load((root / "cluster_config.yaml").read_text())
+    for w in conf["workloads"].values():
+        w["venv"] = str(tmp_path / "no-venv")  # no workload venv with matplotlib either
+    (root / "cluster_config.yaml").write_text(yaml.safe_dump(conf))
+    fakeinstall.make_run(root, "401")
+    out = tmp_path / "a.tar.gz"
+    proc = llmb_run(["archive", "--output", str(out)], root, LLMB_PYTHON=SYSTEM_PYTHON)
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith(f"archive: {out} (") and first.endswith("; no HTML report)")
+    assert "no HTML report: no Python here has matplotlib" in proc.stdout
     check = verify(out)
     assert check.returncode == 0, check.stdout
     assert "analysis matches the logs; no HTML report" in check.stdout
+    report = llmb_run(["report"], root, LLMB_PYTHON=SYSTEM_PYTHON)
+    assert report.returncode == 1
+    assert report.stderr.startswith("llmb-run: cannot write the report: no Python here has "
+                                    "matplotlib")
+    assert not (root / "report").exists()
 
 
 BOTH = [("", "--output is empty"),

@@ -188,12 +188,17 @@ def test_dry_run_goes_through_launch_sh_and_records_nothing(install):
     assert not (install / "llmb_run_history.jsonl").exists()
 
 
-def test_launch_failure_is_reported_and_not_recorded(install):
-    # the image was never imported: launch.sh refuses, llmb-run says so and records nothing
+def test_launch_refusal_is_one_line_before_launch_sh_runs(install):
+    # the image was never imported: launch.sh's own rule refuses it, checked before launch.sh
+    # runs, in one line; nothing is submitted or recorded
     proc = run(["single", "-w", "pretrain_nemotron4", "-s", "15b", "--dtype", "fp8",
                 "--scale", "16"], install)
     assert proc.returncode == 1
-    assert "launch.sh failed" in proc.stderr
+    assert proc.stderr.splitlines() == [
+        "llmb-run: pretrain_nemotron4 15b fp8 x16 (repeat 1): the container image "
+        f"{install}/images/nvidia+nemo+25.04.01.sqsh does not exist; run ./setup.sh (it "
+        "imports nvcr.io/nvidia/nemo:25.04.01) or set RUN_CONF_IMAGE"]
+    assert "[1/1]" not in proc.stdout
     assert not (install / "llmb_run_history.jsonl").exists()
 
 

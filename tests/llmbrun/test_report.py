@@ -111,14 +111,3 @@ def test_report_errors_are_one_line(install, tmp_path):
     assert proc.returncode == 1
     assert proc.stderr == f"llmb-run: no runs yet: {empty}/workloads does not exist\n"
 
-
-def test_report_without_matplotlib_says_what_to_install(install, tmp_path):
-    python = "/usr/bin/python3"
-    probe = subprocess.run([python, "-c", "import yaml, importlib.util as u; "
-                            "assert u.find_spec('matplotlib') is None"], capture_output=True)
-    if probe.returncode != 0:
-        pytest.skip(f"{python} needs PyYAML and no matplotlib for this test")
-    proc = llmb_run(["report", "--output", str(tmp_path / "r")], install, LLMB_PYTHON=python)
-    assert proc.returncode == 1
-    assert proc.stderr.startswith(f"llmb-run: the analyzer wrote no report into {tmp_path}/r: ")
-    assert "matplotlib" in proc.stderr and len(proc.stderr.splitlines()) == 1

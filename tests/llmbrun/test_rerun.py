@@ -106,6 +106,17 @@ def test_a_suspect_node_the_run_requires_is_refused():
     (sub("1", scale="many"), "job 1 cannot be rerun: its history record lacks workload, size, "
      "dtype or scale"),
     (sub("1", gpu_type="b200"), "job 1 ran on b200; this install's gpu_type is h100"),
+    # a hand-edited history: values of the wrong type are one line, never a traceback
+    (sub("1", env=["BASH_ENV"]), "job 1 cannot be rerun: its history record's env is a list, "
+     "not a mapping"),
+    (sub("1", env="X=1"), "job 1 cannot be rerun: its history record's env is a str"),
+    (sub("1", placement="node1"), "job 1 cannot be rerun: its history record's placement is a "
+     "str, not a mapping"),
+    (sub("1", placement={"nodelist": 5}), "job 1 cannot be rerun: "),
+    (sub("1", placement={"slurm_args": 5}), "job 1 cannot be rerun: "),
+    (sub("1", env={"BASH_ENV": "/tmp/x.sh"}), "job 1 cannot be rerun: job 1: recorded env "
+     "BASH_ENV"),
+    (sub("1", repeat="x"), "job 1 cannot be rerun: its history record lacks"),
 ])
 def test_records_that_cannot_be_rerun_say_why(rec, message):
     with pytest.raises(RunError) as err:

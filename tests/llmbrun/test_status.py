@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import threading
 import time
 from pathlib import Path
@@ -127,7 +128,7 @@ def test_history_damage_is_one_warning_never_a_traceback(install, shims, capsys)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.splitlines() == [
         f"llmb-run: warning: {hist}: skipped 2 line(s) that are not JSON records (line 4, 6) "
-        "and 2 submit record(s) without a job_id (line 2, 3)"]
+        "and 2 submit record(s) without a usable job_id (line 2, 3)"]
     assert [line.split()[0] for line in proc.stdout.splitlines()] == ["JOB", OK_JOB, "77"]
 
 
@@ -232,3 +233,82 @@ def test_jobs_log_follow_stops_when_slurm_cannot_be_asked(install, shims, tmp_pa
     assert code == 1
     assert capsys.readouterr().err == ("llmb-run: stopped following job 61: cannot ask Slurm: "
                                        "squeue is not installed\n")
+
+
+# --- at scale, under faults, hostile history ---------------------------------------------------
+
+def test_status_all_with_thousands_of_unfinished_jobs(install, shims):
+    ids = [str(300_000_000 + i) for i in range(20_000)]
+    with (install / "llmb_run_history.jsonl").open("w") as fh:
+        for job in ids:
+            fh.write(json.dumps({"type": "submit", "job_id": job, "experiment": EXP,
+                                 "workload": "pretrain_llama3.1", "size": "8b"}) + "\n")
+    shims.set(squeue={job: ["RUNNING", f"acct.{EXP}", "node1", "None"] for job in ids})
+    proc = run(["status", "--all", "--format=json"], install,
+               path=f"{shims.dir}:/usr/bin:/bin")
+    assert proc.returncode == 0, proc.stderr
+    states = {r["state"] for r in json.loads(proc.stdout)["jobs"]}
+    assert states == {"RUNNING"}
+
+
+def test_one_busy_moment_of_slurmctld_does_not_make_a_job_unknown(install, shims):
+    record(install, "41")
+    shims.set(squeue={"41": ["RUNNING", f"acct.{EXP}", "node1", "None"]},
+              faults={"squeue": {"fail": 1}})
+    proc = run(["status", "--format=json"], install, path=f"{shims.dir}:/usr/bin:/bin")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["jobs"][0]["state"] == "RUNNING"
+
+
+@pytest.mark.parametrize("job", ["-1", "--version", "-j1"])
+def test_a_recorded_job_id_that_is_an_option_never_reaches_slurm(install, shims, job):
+    record(install, "41")
+    with (install / "llmb_run_history.jsonl").open("a") as fh:
+        fh.write(json.dumps({"type": "submit", "job_id": job, "experiment": EXP}) + "\n")
+    shims.set(squeue={"41": ["RUNNING", f"acct.{EXP}", "node1", "None"]})
+    proc = run(["status", "--all"], install, path=f"{shims.dir}:/usr/bin:/bin")
+    assert proc.returncode == 0, proc.stderr
+    assert "1 submit record(s) without a usable job_id (line 2)" in proc.stderr
+    assert all(job not in c.split() for c in shims.calls())
+
+
+HOSTILE_HISTORY = [
+    ("deep", "[" * 100_000 + "]" * 100_000),
+    ("huge-int", '{"type": "submit", "job_id": ' + "9" * 5000 + "}"),
+    ("huge-scale", '{"type": "submit", "job_id": "42", "scale": ' + "9" * 5000 + "}"),
+    ("long-line", '{"type": "submit", "job_id": "42", "pad": "' + "x" * (2 << 20) + '"}'),
+    ("types", '{"type": "submit", "job_id": "42", "scale": {"a": 1}, "env": [1], '
+              '"placement": "x", "experiment_dir": 5, "time": [], "repeat": "x"}'),
+    ("state-types", '{"type": "state", "job_id": "42", "state": ["x"], "nodes": {"a": 1}}'),
+    ("nul", '{"type": "submit", "job_id": "42\\u0000"}'),
+    ("not-utf8", b'{"type": "submit", "job_id": "\xff\xfe"}'.decode("latin-1")),
+]
+
+
+@pytest.mark.parametrize(("kind", "line"), HOSTILE_HISTORY, ids=[k for k, _ in HOSTILE_HISTORY])
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_a_hand_edited_history_is_never_a_traceback(install, shims, kind, line, fmt):
+    record(install, "41")
+    with (install / "llmb_run_history.jsonl").open("a", encoding="latin-1") as fh:
+        fh.write(line + "\n")
+    shims.set(squeue={"41": ["RUNNING", f"acct.{EXP}", "node1", "None"],
+                      "42": ["COMPLETED", f"acct.{EXP}", "node1", "None"]})
+    proc = run(["status", "--all", f"--format={fmt}"], install,
+               path=f"{shims.dir}:/usr/bin:/bin")
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) <= 1
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory"])
+def test_a_history_that_is_not_a_regular_file_is_one_line(install, shims, kind):
+    hist = install / "llmb_run_history.jsonl"
+    if kind == "fifo":
+        os.mkfifo(hist)
+    elif kind == "dev-zero":
+        hist.symlink_to("/dev/zero")
+    else:
+        hist.mkdir()
+    proc = run(["status"], install, path=f"{shims.dir}:/usr/bin:/bin", timeout=30)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"llmb-run: cannot read {hist}: ")
+    assert len(proc.stderr.splitlines()) == 1

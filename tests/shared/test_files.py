@@ -7,7 +7,9 @@ import stat
 from pathlib import Path
 
 import pytest
+from deadline import deadline
 from llmb.shared import files
+from llmb.shared.errors import LlmbError
 
 
 def mode(path: Path) -> int:
@@ -42,6 +44,65 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> 
         files.atomic_write(target, 12345)  # type: ignore[arg-type]
     assert target.read_text() == "old"
     assert [p.name for p in tmp_path.iterdir()] == ["state.json"]
+
+
+# Names the old helper wrote its temporary file to (predictable: the target and this pid).
+def _predicted(target: Path) -> list[Path]:
+    return [target.with_name(f".{target.name}.tmp.{os.getpid()}"),
+            target.with_name(f".{target.name}.tmp")]
+
+
+PLANTS = ["link-at-temporary-name", "link-at-final-name", "file-of-another-user",
+          "fifo-at-temporary-name"]
+
+
+@pytest.mark.parametrize("plant", PLANTS)
+def test_nothing_planted_in_a_shared_directory_redirects_or_exposes_a_write(
+        tmp_path: Path, plant: str) -> None:
+    """Another user of a shared report directory plants a link (or a file of their own) where
+    the writer would put its temporary file or at the final name: the file the link points to
+    keeps its content and its mode, the planted file is never re-moded, and the target ends up
+    a regular file holding what was written."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("the caller's own file\n")
+    victim.chmod(0o600)
+    target = shared / "report.md"
+    planted: list[Path] = []
+    for name in _predicted(target) if plant != "link-at-final-name" else [target]:
+        if plant.startswith("link"):
+            name.symlink_to(victim)
+        elif plant.startswith("fifo"):
+            os.mkfifo(name)
+        else:
+            name.write_text("someone else's\n")
+            name.chmod(0o600)
+            if os.geteuid() == 0:
+                os.chown(name, 65534, 65534)
+        planted.append(name)
+    with deadline(10):
+        files.atomic_write(target, "report\n", files.PUBLIC)
+    assert victim.read_text() == "the caller's own file\n" and mode(victim) == 0o600
+    assert target.read_text() == "report\n" and not target.is_symlink()
+    assert mode(target) == files.PUBLIC
+    for name in planted:
+        if name != target and plant == "file-of-another-user":
+            assert mode(name) == 0o600 and name.read_text() == "someone else's\n"
+
+
+def test_temporary_names_are_not_predictable(tmp_path: Path, monkeypatch) -> None:
+    seen: list[str] = []
+    real = os.replace
+
+    def spy(src, dst):
+        seen.append(os.path.basename(src))
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", spy)
+    for _ in range(3):
+        files.atomic_write(tmp_path / "f", "x")
+    assert len(set(seen)) == 3 and all(str(os.getpid()) not in n for n in seen)
 
 
 def test_a_missing_parent_is_an_oserror(tmp_path: Path) -> None:
@@ -86,3 +147,39 @@ def test_read_bounded_refuses_what_is_not_a_regular_file(tmp_path):
     with pytest.raises(files.FileRefused) as err:
         files.read_bounded(tmp_path / "none", 1)
     assert err.value.missing and str(err.value).endswith("(No such file or directory)")
+
+
+HOSTILE_YAML = [
+    ("dup-top", "env: {A: 1}\nx: 1\nenv: {B: 2}\n", "the key env is given twice (lines 1 and 3)"),
+    ("dup-nested", "slurm:\n  account: a\n  account: b\n", "the key account is given twice"),
+    ("dup-flow", "env: {A: 1, A: 2}\n", "the key A is given twice"),
+    ("deep-flow", "a: " + "[" * 100_000 + "]" * 100_000, "nests deeper than a file llmb reads"),
+    ("deep-map", "a: " + "{b: " * 100_000 + "1" + "}" * 100_000, "nests deeper"),
+    ("deep-dashes", "- " * 1_000_000 + "x", "nests deeper"),
+    ("deep-keys", "? " * 1_000_000 + "x", "nests deeper"),
+    ("deep-block", "".join(" " * i + "k:\n" for i in range(2500)), "nests deeper"),
+    ("huge-int", "scale: " + "9" * 5000, "holds a value llmb cannot read"),
+    ("not-yaml", "a: [1, 2\n", "is not valid YAML"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), [(t, m) for _, t, m in HOSTILE_YAML],
+                         ids=[k for k, _, _ in HOSTILE_YAML])
+def test_read_yaml_refuses_in_one_line(tmp_path, text, message) -> None:
+    """A key given twice (YAML would keep the last one silently), nesting that would crash
+    libyaml's recursive parser (a segmentation fault at some 100000 levels) or exhaust
+    Python's, an integer longer than Python converts: one line naming the file."""
+    path = tmp_path / "hostile.yaml"
+    path.write_text(text)
+    with deadline(30), pytest.raises(LlmbError) as err:
+        files.read_yaml(path, "sweep.yaml")
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert str(err.value).startswith("sweep.yaml")
+
+
+def test_what_read_yaml_still_reads(tmp_path) -> None:
+    path = tmp_path / "ok.yaml"
+    path.write_text("base: &b {x: 1}\nd:\n  <<: *b\n  y: 2\nlist: [[1, [2]], {a: [3]}]\n"
+                    "big: " + "9" * 4000 + "\n")
+    data = files.read_yaml(path, "ok.yaml")
+    assert data["d"] == {"x": 1, "y": 2} and data["list"] == [[1, [2]], {"a": [3]}]

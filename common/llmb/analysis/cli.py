@@ -301,15 +301,14 @@ def _fail(message: str, code: int) -> int:
 def _validate(opts: Options) -> int | None:
     """Checks that need the environment; an exit status when one fails, before any work."""
     if opts.gpu_type is not None:
-        catalog: Any
         try:
             from llmb.recipes import catalog
+            known: list[str] | None = list(catalog.gpu_types())
         except ModuleNotFoundError:
-            pass  # no PyYAML: reported later, with the fix
-        else:
-            if opts.gpu_type not in catalog.gpu_types():
-                return _fail(f"--gpu-type={shown(opts.gpu_type)} is not allowed; allowed: "
-                             f"{', '.join(catalog.gpu_types())}", EXIT_USAGE)
+            known = None  # reported later, with the fix
+        if known is not None and opts.gpu_type not in known:
+            return _fail(f"--gpu-type={shown(opts.gpu_type)} is not allowed; allowed: "
+                         f"{', '.join(known)}", EXIT_USAGE)
     if opts.baseline is not None and not os.path.isdir(opts.baseline):
         what = "is not a directory" if os.path.exists(opts.baseline) else "does not exist"
         return _fail(f"--baseline={shown(opts.baseline)} {what}; give an earlier run tree, "

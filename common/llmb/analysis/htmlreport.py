@@ -160,7 +160,9 @@ def to_html(analysis: Mapping[str, Any], figures: Sequence[tuple[str, str, bytes
 # --- markdown ---------------------------------------------------------------------------------
 
 def _md_cell(text: str) -> str:
-    return printable(text).replace("\\", "\\\\").replace("|", "\\|")
+    """A value in markdown: its HTML escaped as index.html escapes it (a markdown viewer shows
+    raw HTML as HTML), its backslashes and table bars escaped."""
+    return html.escape(printable(text), quote=False).replace("\\", "\\\\").replace("|", "\\|")
 
 
 def _md_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:

@@ -37,6 +37,12 @@ def family_title(key: tuple[Any, ...]) -> str:
     return text + (" (smoke test)" if smoke else "")
 
 
+def plain(text: str) -> str:
+    """Text drawn as written: matplotlib reads $...$ as math (a lone $ or a bad formula from a
+    manifest's value ends the whole figure in a ValueError)."""
+    return text.replace("$", r"\$")
+
+
 def slug(key: tuple[Any, ...]) -> str:
     parts = [str(p) for p in key[:5] if p] + (["smoke"] if key[5] else [])
     return re.sub(r"[^A-Za-z0-9.]+", "_", "-".join(parts)).strip("_") or "plot"
@@ -75,7 +81,7 @@ def figure_png(key: tuple[Any, ...], configs: Sequence[Mapping[str, Any]],
     fig = Figure(figsize=SIZE, dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     ax_time, ax_mfu, ax_eff = fig.subplots(1, 3)
-    fig.suptitle(family_title(key), fontsize=12, fontweight="bold")
+    fig.suptitle(plain(family_title(key)), fontsize=12, fontweight="bold")
     gpus = [c["num_gpus"] for c in configs]
 
     refs = [(c["num_gpus"], c["reference_step_time"]) for c in configs
@@ -92,11 +98,11 @@ def figure_png(key: tuple[Any, ...], configs: Sequence[Mapping[str, Any]],
                      color=COLOURS["run"], alpha=0.8, zorder=3)
     measured = [c for c in configs if c.get("time_median")]
     if measured:
-        xs = tuple(c["num_gpus"] for c in measured)
+        gpus_measured = [c["num_gpus"] for c in measured]
         med = [c["time_median"] for c in measured]
         low = [c["time_median"] - c["time_min"] for c in measured]
         high = [c["time_max"] - c["time_median"] for c in measured]
-        ax_time.errorbar(xs, med, yerr=[low, high], fmt="-o", color=COLOURS["median"],
+        ax_time.errorbar(gpus_measured, med, yerr=[low, high], fmt="-o", color=COLOURS["median"],
                          capsize=4, label="median (min-max of runs)", zorder=4)
     ax_time.plot([], [], "o", color=COLOURS["run"], markersize=4, label="each run")
     ax_time.set_title("step time")
@@ -123,7 +129,7 @@ def figure_png(key: tuple[Any, ...], configs: Sequence[Mapping[str, Any]],
         xs, ys = zip(*eff, strict=True)
         ax_eff.axhline(100, color=COLOURS["run"], linestyle=":", label="ideal")
         ax_eff.plot(xs, ys, "-o", color=COLOURS["efficiency"], label="measured")
-    ax_eff.set_title(f"{key[4] or ''} scaling efficiency".strip())
+    ax_eff.set_title(plain(f"{key[4] or ''} scaling efficiency".strip()))
     ax_eff.set_ylabel(f"% of {eff[0][0]} GPUs" if eff else "%")
 
     for ax in (ax_time, ax_mfu, ax_eff):

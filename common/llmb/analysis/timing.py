@@ -45,9 +45,12 @@ nothing; evidence that a later step line supersedes is dropped.
 from __future__ import annotations
 
 import codecs
+import errno
 import io
 import math
+import os
 import re
+import stat
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -374,10 +377,16 @@ def wide_encoding(head: bytes) -> str | None:
 def scan_log(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> LogScan:
     """Stream one log file; memory stays at a couple of chunks however large the file is.
 
-    Raises OSError when the file cannot be opened or read.
+    Raises OSError when the file cannot be opened or read, or is not a regular file (a FIFO
+    or a device named like a log is never waited on or read: opened non-blocking, checked on
+    the open descriptor).
     """
     scan = LogScan()
-    with open(path, "rb", buffering=0) as f:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    with os.fdopen(fd, "rb", buffering=0) as f:
         head = f.read(HEAD_BYTES)
         encoding = wide_encoding(head)
         if encoding is not None:

@@ -87,19 +87,38 @@ def _validate(plan: Plan, environ: Mapping[str, str]) -> Plan:
                                f"{plan.cluster_type}; it supports "
                                f"{', '.join(recipe.data['cluster_types'])}")
     if plan.cluster_type == "slurm":
-        s = plan.slurm
-        for key in ("account", "partition"):
-            if s.get(key) in (None, ""):
-                raise InstallError(f"slurm.{key} is required for cluster_type=slurm")
-        s["account"] = shellsafe.slurm_name("slurm.account", check.string("slurm.account",
-                                                                        s["account"]), "account")
-        for key in ("partition", "cpu_partition"):
-            if s.get(key) is not None:
-                s[key] = shellsafe.slurm_name(f"slurm.{key}", check.string(f"slurm.{key}", s[key]),
-                                            "partition", True)
-        s.setdefault("cpu_partition", s["partition"])
-        s["gres"] = check.gres("slurm.gres", s.get("gres"))
+        _validate_slurm(plan)
     _validate_venv(plan)
+    _validate_image(plan)
+    needs_token = any(catalog.find_recipe(w).data["requires_hf_token"] for w in plan.workloads)
+    if needs_token and not plan.hf_token:
+        raise InstallError("HF_TOKEN is required for pretrain_llama3.1: export HF_TOKEN, or set "
+                           "hf_token_file in the config")
+    if not needs_token:
+        plan.hf_token = None  # stored only where a workload needs it
+    elif plan.hf_token:
+        plan.hf_token = shellsafe.hf_token(plan.token_source, plan.hf_token)
+    plan.env = check.env("env", plan.env, check.secret_values(environ, plan.hf_token))
+    return plan
+
+
+def _validate_slurm(plan: Plan) -> None:
+    check, s = fields, plan.slurm
+    for key in ("account", "partition"):
+        if s.get(key) in (None, ""):
+            raise InstallError(f"slurm.{key} is required for cluster_type=slurm")
+    s["account"] = shellsafe.slurm_name("slurm.account", check.string("slurm.account",
+                                                                    s["account"]), "account")
+    for key in ("partition", "cpu_partition"):
+        if s.get(key) is not None:
+            s[key] = shellsafe.slurm_name(f"slurm.{key}", check.string(f"slurm.{key}", s[key]),
+                                          "partition", True)
+    s.setdefault("cpu_partition", s["partition"])
+    s["gres"] = check.gres("slurm.gres", s.get("gres"))
+
+
+def _validate_image(plan: Plan) -> None:
+    check = fields
     method = plan.image.setdefault("method", "skip" if plan.cluster_type == "runai" else "local")
     method = plan.image["method"] = check.string("image.method", method)
     if method not in IMAGE_METHODS:
@@ -111,16 +130,6 @@ def _validate(plan: Plan, environ: Mapping[str, str]) -> Plan:
     plan.image["time_limit"] = shellsafe.slurm_time(
         "image.time_limit", check.string("image.time_limit",
                                          plan.image.get("time_limit", "02:00:00")))
-    needs_token = any(catalog.find_recipe(w).data["requires_hf_token"] for w in plan.workloads)
-    if needs_token and not plan.hf_token:
-        raise InstallError("HF_TOKEN is required for pretrain_llama3.1: export HF_TOKEN, or set "
-                           "hf_token_file in the config")
-    if not needs_token:
-        plan.hf_token = None  # stored only where a workload needs it
-    elif plan.hf_token:
-        plan.hf_token = shellsafe.hf_token(plan.token_source, plan.hf_token)
-    plan.env = check.env("env", plan.env, check.secret_values(environ, plan.hf_token))
-    return plan
 
 
 def _validate_venv(plan: Plan) -> None:
@@ -153,12 +162,13 @@ def _validate_venv(plan: Plan) -> None:
 def _read_token(path_value: object) -> str:
     path = Path(os.path.expanduser(fields.string("hf_token_file", path_value)))
     try:
-        return path.read_text().strip()
-    except OSError as exc:
-        raise InstallError(f"hf_token_file={path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise InstallError(f"hf_token_file={path} is not text (not UTF-8); it must hold the "
-                           "token only") from None
+        return files.read_token(path)
+    except files.FileRefused as exc:
+        if exc.reason == "is not UTF-8 text":
+            raise InstallError(f"hf_token_file={path} is not text (not UTF-8); it must hold "
+                               "the token only") from None
+        raise InstallError(f"hf_token_file={path} {exc.reason}; it must be a file holding "
+                           "the token only") from None
 
 
 def plan_from_config(path: Path, environ: Mapping[str, str]) -> Plan:

@@ -16,10 +16,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from llmb.launch import overrides
 from llmb.shared import redact, shellsafe, values
 from llmb.shared.errors import LlmbError
+from llmb.shared.files import FileRefused, read_bounded
 from llmb.shared.values import BadValue, shown
 
+MAX_REQUIREMENTS_BYTES = 1 << 20  # a requirements file: a few lines
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 GRES_RE = re.compile(r"gpu(?::[A-Za-z0-9_.-]+)?:[1-9][0-9]{0,2}")
 
@@ -74,8 +77,16 @@ def requirements(name: str, value: object, repo: Path) -> list[str]:
         if ":" in req:
             raise BadValue(f"{name}[{i}]={shown(req)} contains ':', which separates the files "
                            "handed to setup.sh; rename the file")
-        if not (repo / req).is_file():
-            raise BadValue(f"{name}: {shown(req)} does not exist under {repo}")
+        path = (repo / req).resolve()
+        if Path(req).is_absolute() or not path.is_relative_to(repo.resolve()):
+            raise BadValue(f"{name}[{i}]={shown(req)} is outside the repository; give a "
+                           "file under it, e.g. common/requirements/launch.txt")
+        try:
+            read_bounded(path, MAX_REQUIREMENTS_BYTES)
+        except FileRefused as exc:
+            if exc.missing:
+                raise BadValue(f"{name}: {shown(req)} does not exist under {repo}") from None
+            raise BadValue(f"{name}[{i}]={shown(req)} {exc.reason}") from None
     return files
 
 
@@ -132,8 +143,11 @@ def creatable_problem(path: Path) -> str | None:
 
 
 def env(name: str, value: object, known_secrets: Iterable[str]) -> dict[str, str]:
-    """Variables passed to every launch, stored in cluster_config.yaml: never a secret, by
-    name (redact.is_secret_name) or by value (any known secret value inside it)."""
+    """Variables passed to every launch, stored in cluster_config.yaml: what llmb-run accepts
+    in launcher.env (llmb.launch.overrides: no variable llmb-run sets itself, no sbatch input
+    variable, none that makes a shell, the loader or Python run code), and never a secret: by
+    name (redact.is_secret_name), by value (a known secret value inside it) or by its shape (a
+    Hugging Face, NGC, GitHub, AWS or Slack token, a password in a URL)."""
     if value is None:
         return {}
     if not isinstance(value, dict):
@@ -142,24 +156,25 @@ def env(name: str, value: object, known_secrets: Iterable[str]) -> dict[str, str
     secrets = set(known_secrets)
     out: dict[str, str] = {}
     for key, raw in value.items():
-        key_s = str(key)
-        if not ENV_NAME_RE.fullmatch(key_s):
-            raise BadValue(f"{name}: {shown(key_s)} is not a variable name (letters, digits "
-                           "and _, not starting with a digit)")
-        if redact.is_secret_name(key_s):
+        key_s = key if isinstance(key, str) else overrides.brief(key)
+        if isinstance(key, str) and ENV_NAME_RE.fullmatch(key) and redact.is_secret_name(key):
             raise BadValue(f"{name}.{key_s} looks like a secret (by its name) and "
                            "cluster_config.yaml is no place for one; export "
                            f"{key_s} in the shell that runs llmb-run instead")
-        if raw is None or isinstance(raw, (list, dict)):
-            raise BadValue(f"{name}.{key_s} must be a single value; got {_type(raw)}")
-        text = shellsafe.printable(f"{name}.{key_s}", str(raw).lower() if isinstance(raw, bool)
-                                 else str(raw))
+        try:
+            text = overrides.check(name, key, raw)
+        except overrides.Refused as exc:
+            raise BadValue(str(exc)) from None
         if redact.redact(text, secrets) != text:
             raise BadValue(f"{name}.{key_s} holds the value of a secret (HF_TOKEN or a "
                            "*TOKEN*/*SECRET*/*PASSWORD* variable of this shell); it is not "
                            f"stored in cluster_config.yaml: export {key_s} in the shell that "
                            "runs llmb-run instead")
-        out[key_s] = text
+        if redact.clear_secrets(text):
+            raise BadValue(f"{name}.{key_s} holds {redact.clear_secrets(text)[0]} (a "
+                           "credential); it is not stored in cluster_config.yaml: export "
+                           f"{key_s} in the shell that runs llmb-run instead")
+        out[key] = text
     return out
 
 

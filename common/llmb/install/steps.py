@@ -101,10 +101,16 @@ def _check_call(argv: list[str], env: Mapping[str, str] | None, what: str,
         raise StepError(f"{what} failed (exit {returncode}): {shlex.join(argv)}")
 
 
+MAX_OWN_FILE_BYTES = 1 << 20  # the files the installer writes: a few KB each
+
+
 def _same_file(path: Path, text: str, mode: int) -> bool:
+    """Whether path is a regular file holding exactly `text` with `mode` (a FIFO or a device
+    planted at the name is not, and is never waited on)."""
     try:
-        return (path.read_text() == text and (path.stat().st_mode & 0o777) == mode)
-    except (OSError, UnicodeDecodeError):
+        return (files.read_bounded(path, MAX_OWN_FILE_BYTES) == text.encode()
+                and (path.stat().st_mode & 0o777) == mode)
+    except (OSError, files.FileRefused):
         return False
 
 
@@ -115,9 +121,8 @@ def _recipe_dir(workload: str) -> Path:
 def valid_image(path: Path) -> bool:
     """A non-empty squashfs file (setup.sh keeps such an image and imports nothing)."""
     try:
-        with path.open("rb") as fh:
-            return fh.read(4) == b"hsqs"
-    except OSError:
+        return files.read_head(path, 4) == b"hsqs"
+    except files.FileRefused:
         return False
 
 
@@ -131,8 +136,8 @@ def venv_identity(venv: Path) -> str:
     """What a setup step was done for: the marker of a venv llmb built (a rebuilt venv gets a
     new one), or for a reused venv its path and its python's inode and change time."""
     try:
-        return (venv / VENV_MARKER).read_text().strip()
-    except OSError:
+        return files.read_text(venv / VENV_MARKER, MAX_OWN_FILE_BYTES).strip()
+    except files.FileRefused:
         pass
     try:
         st = (venv / "bin" / "python").stat()
@@ -184,7 +189,8 @@ def requirements_digest(plan: Plan) -> str:
     """What the setup step installs: the requirement files' contents and the pip arguments."""
     h = hashlib.sha256()
     for req in plan.venv["requirements"]:
-        h.update(req.encode() + b"\0" + (REPO / req).read_bytes() + b"\0")
+        h.update(req.encode() + b"\0" + files.read_bounded(REPO / req, MAX_OWN_FILE_BYTES)
+                 + b"\0")
     h.update(json.dumps(plan.venv["pip_args"]).encode())
     return h.hexdigest()[:16]
 
@@ -193,8 +199,9 @@ def requirements_digest(plan: Plan) -> str:
 
 def load_state(root: Path) -> dict[str, Any]:
     try:
-        state = json.loads(layout.Install(root).install_state.read_text())
-    except (OSError, ValueError):
+        state = json.loads(files.read_bounded(layout.Install(root).install_state,
+                                              MAX_OWN_FILE_BYTES))
+    except (files.FileRefused, ValueError, RecursionError):
         return {}
     return state if isinstance(state, dict) and state.get("schema") == STATE_SCHEMA else {}
 
@@ -204,6 +211,12 @@ def record_setup(root: Path, workload: str, fingerprint: str) -> None:
     state.setdefault("setup", {})[workload] = fingerprint
     files.write_private(layout.Install(root).install_state,
                         json.dumps(state, indent=1, sort_keys=True) + "\n")
+
+
+def setup_done(plan: Plan, workload: str) -> bool:
+    """Whether the state records this workload's setup with its current fingerprint."""
+    return bool(load_state(plan.root).get("setup", {}).get(workload)
+                == setup_fingerprint(plan, workload))
 
 
 def setup_fingerprint(plan: Plan, workload: str) -> str:
@@ -272,12 +285,6 @@ def image_describe(plan: Plan, workload: str, image: images.Image) -> str:
             f"{shlex.join(_image_argv(plan, workload))}")
 
 
-def _set_up(plan: Plan, workload: str) -> bool:
-    """The workload's setup.sh ran into this venv with these requirements."""
-    recorded = load_state(plan.root).get("setup", {}).get(workload)
-    return bool(recorded == setup_fingerprint(plan, workload))
-
-
 def build_steps(plan: Plan, python: str) -> list[Step]:
     root, tree = plan.root, plan.tree
     dirs = tree.dirs(plan.workloads)
@@ -313,7 +320,7 @@ def build_steps(plan: Plan, python: str) -> list[Step]:
             record_setup(root, w, setup_fingerprint(plan, w))
 
         steps.append(Step(f"setup:{w}", f"{recipe_dir.name}/setup.sh (requirements into {venv})",
-                          setup_venv, functools.partial(_set_up, plan, w)))
+                          setup_venv, functools.partial(setup_done, plan, w)))
     seen: set[str] = set()
     for w in plan.workloads:
         image = images.for_recipe(w)

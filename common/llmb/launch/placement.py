@@ -301,9 +301,11 @@ def _names(label: str, value: str, what: str) -> str:
 
 def _segment(label: str, value: str | int) -> int:
     text = str(value).strip()
-    if not re.fullmatch(r"[0-9]{1,6}", text) or int(text) < 1:
+    if isinstance(value, bool) or not re.fullmatch(r"[1-9][0-9]{0,5}", text):
+        plain = re.fullmatch(r"\+?0*([1-9][0-9]{0,5})", text)
+        hint = f"; write it as {plain.group(1)}" if plain else ""
         raise PlacementError(f"{label}={values.shown(value)} is not a positive whole number "
-                             "of nodes (the segment size)")
+                             f"of nodes (the segment size){hint}")
     return int(text)
 
 

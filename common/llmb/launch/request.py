@@ -278,7 +278,7 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
     smoke_test = parse_bool(env, "SMOKE_TEST")
     cluster_type = _cluster_type(recipe, env)
     llmb_install, llmb_workload = _install_paths(recipe, env, cluster_type)
-    config = _config(recipe, env, cluster_type, dry_run, smoke_test, warnings)
+    config = _config(recipe, env, cluster_type, smoke_test, warnings)
     steps = _steps(recipe, env, config, cluster_type, warnings)
     time_limit = _get(env, "TIME_LIMIT") or str(recipe.size(config.model_size)["time_limit"])
     _checked(shellsafe.slurm_time, "TIME_LIMIT", time_limit)
@@ -291,7 +291,7 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
     slurm = None
     runai = None
     if cluster_type == "slurm":
-        slurm = _slurm(recipe, env, config, llmb_install, image_override, dry_run)
+        slurm = _slurm(recipe, env, config, llmb_install, image_override, dry_run, warnings)
         image = slurm.image
     elif cluster_type == "runai":
         runai = _runai(env)
@@ -331,7 +331,7 @@ def _cluster_type(recipe: catalog.Recipe, env: Mapping[str, str]) -> str:
 # --- the configuration: size, dtype, GPU type, scale ----------------------------------------
 
 def _gpus_per_node(env: Mapping[str, str], cluster_type: str, gpu_type: str, num_gpus: int,
-                   dry_run: bool, smoke_test: bool) -> int:
+                   smoke_test: bool) -> int:
     if cluster_type != "local":
         return parse_positive_int(env, "GPUS_PER_NODE",
                                   catalog.get_gpu_type(gpu_type).gpus_per_node,
@@ -341,12 +341,11 @@ def _gpus_per_node(env: Mapping[str, str], cluster_type: str, gpu_type: str, num
         raise RequestError(f"GPUS_PER_NODE={per_node_set} does not apply to "
                            f"CLUSTER_TYPE=local, which runs all {num_gpus} processes on "
                            "this machine; unset GPUS_PER_NODE")
-    if not dry_run:  # like the image check: the machine that runs it may differ
-        _local_processes(num_gpus, smoke_test)
+    _local_processes(num_gpus, smoke_test)  # a dry run refuses what the real run refuses
     return num_gpus
 
 
-def _config(recipe: catalog.Recipe, env: Mapping[str, str], cluster_type: str, dry_run: bool,
+def _config(recipe: catalog.Recipe, env: Mapping[str, str], cluster_type: str,
             smoke_test: bool, warnings: list[str]) -> catalog.Config:
     """The published configuration the variables name (or, for a smoke test or a scale above
     the published ones, the nearest published layout, with a warning)."""
@@ -358,7 +357,7 @@ def _config(recipe: catalog.Recipe, env: Mapping[str, str], cluster_type: str, d
     scaling = "strong" if parse_bool(env, "STRONG_SCALING") else "weak"
     num_gpus = parse_positive_int(env, "JOB_TOTAL_GPUS", what="a positive integer "
                                   "(the total number of GPUs for the job)")
-    gpus_per_node = _gpus_per_node(env, cluster_type, gpu_type, num_gpus, dry_run, smoke_test)
+    gpus_per_node = _gpus_per_node(env, cluster_type, gpu_type, num_gpus, smoke_test)
     values = {"MODEL_SIZE": model_size, "DTYPE": dtype, "GPU_TYPE": gpu_type,
               "JOB_TOTAL_GPUS": num_gpus, "GPUS_PER_NODE": gpus_per_node, "SCALING": scaling,
               "STRONG_SCALING": scaling}
@@ -474,7 +473,8 @@ class _Slurm:
 
 
 def _slurm(recipe: catalog.Recipe, env: Mapping[str, str], config: catalog.Config,
-           llmb_install: Path, image_override: str | None, dry_run: bool) -> _Slurm:
+           llmb_install: Path, image_override: str | None, dry_run: bool,
+           warnings: list[str]) -> _Slurm:
     account = _get(env, "SBATCH_ACCOUNT")
     partition = _get(env, "SBATCH_PARTITION")
     if account is None:
@@ -497,11 +497,16 @@ def _slurm(recipe: catalog.Recipe, env: Mapping[str, str], config: catalog.Confi
     _checked(shellsafe.mount_path, "the llmb repository", str(catalog.REPO_ROOT), True)
     default_image = layout.Install(llmb_install).image(images.Image(recipe.image).file_name)
     image = image_override or str(default_image)
-    problem = files.path_problem(image, "file") if image.startswith("/") else None
-    if not dry_run and problem:
+    problem = files.path_problem(image, "regular file") if image.startswith("/") else None
+    if problem:
         source = "RUN_CONF_IMAGE=" if image_override else "the container image "
-        raise RequestError(f"{source}{shown(image)} {problem}; run ./setup.sh (it imports "
-                           f"{recipe.image}) or set RUN_CONF_IMAGE")
+        text = (f"{source}{shown(image)} {problem}; run ./setup.sh (it imports "
+                f"{recipe.image}) or set RUN_CONF_IMAGE")
+        if not dry_run or image_override:  # a value given is checked as the real run does
+            raise RequestError(text)
+        # the default image before setup.sh imported it: a dry run shows the job, and says
+        # that the real run refuses it until then
+        warnings.append(f"{text} (the real run refuses it)")
     return _Slurm(account, partition, gres, image)
 
 

@@ -39,15 +39,18 @@ import os
 import platform
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from llmb import manifest
 from llmb.llmbrun import report as analysis
+from llmb.llmbrun import staging
 from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
 from llmb.recipes import catalog
 from llmb.shared import files, redact, slurmquery, values
@@ -75,17 +78,37 @@ def known_secrets(cfg: ClusterConfig) -> set[str]:
     extra: list[str | None] = []
     token_file = cfg.launcher.get("hf_token_file")
     if token_file:
-        with contextlib.suppress(OSError, UnicodeDecodeError):
-            extra.append(Path(token_file).read_text().strip())
+        with contextlib.suppress(files.FileRefused):
+            extra.append(files.read_token(token_file))
     return redact.secret_values({**os.environ, **cfg.env}, extra)
 
 
+PIECE = 1 << 20  # bytes of one line redacted at a time: a log line can be any length
+
+
+def pieces(fin: Any) -> Iterator[bytes]:
+    """The file's lines, a line longer than PIECE in pieces of at most about PIECE bytes, each
+    cut after a blank where it has one (a credential holds none, so none is cut in two)."""
+    carry = b""
+    while True:
+        chunk = fin.readline(PIECE)
+        data = carry + chunk
+        carry = b""
+        if not data:
+            return
+        if chunk and not chunk.endswith(b"\n") and len(data) >= PIECE:
+            cut = max(data.rfind(b" "), data.rfind(b"\t"))
+            if cut > 0:
+                data, carry = data[:cut + 1], data[cut + 1:]
+        yield data
+
+
 def copy_redacted(src: Path, dst: Path, secrets: set[str]) -> None:
-    """Copy line by line (logs can be gigabytes), masking secrets; bytes that are not UTF-8
-    pass through unchanged."""
+    """Copy piece by piece (logs can be gigabytes, and a line too), masking secrets; bytes
+    that are not UTF-8 pass through unchanged. Only a regular file is read."""
     dst.parent.mkdir(parents=True, exist_ok=True)
-    with src.open("rb") as fin, dst.open("wb") as fout:
-        for raw in fin:
+    with files.open_regular_file(src) as fin, dst.open("wb") as fout:
+        for raw in pieces(fin):
             line = raw.decode("utf-8", "surrogateescape")
             fout.write(redact.redact_text(line, secrets).encode("utf-8", "surrogateescape"))
 
@@ -189,6 +212,16 @@ def sha256(path: Path) -> str:
 
 # --- staging ----------------------------------------------------------------------------------
 
+def _files_under(run_dir: Path) -> list[Path]:
+    """Every file and link under a run directory (links to directories included, never
+    followed), sorted; without recursion: a tree of any depth."""
+    found = []
+    for dirpath, dirnames, filenames in files.walk(run_dir):
+        found += [Path(dirpath, n) for n in filenames]
+        found += [Path(dirpath, n) for n in dirnames if os.path.islink(os.path.join(dirpath, n))]
+    return sorted(p for p in found if p.is_symlink() or p.is_file())
+
+
 def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Progress,
                only: set[Path] | None = None
                ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
@@ -206,7 +239,7 @@ def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Prog
         entry: dict[str, Any] = {"run": f"runs/{rel.as_posix()}",
                                  "manifest": manifest.path_in(run_dir).is_file(), "logs": [],
                                  "job_script": None}
-        for path in sorted(p for p in run_dir.rglob("*") if p.is_file() or p.is_symlink()):
+        for path in _files_under(run_dir):
             kind = classify(run_dir, path)
             if kind is not None:
                 info = left.setdefault(kind, {"files": 0, "bytes": 0, "examples": []})
@@ -217,7 +250,12 @@ def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Prog
                     info["examples"].append(path.relative_to(workloads).as_posix())
                 continue
             target = root / "runs" / rel / path.relative_to(run_dir)
-            copy_redacted(path, target, secrets)
+            try:
+                copy_redacted(path, target, secrets)
+            except files.FileRefused:  # turned into a FIFO or a device since it was listed
+                info = left.setdefault("other", {"files": 0, "bytes": 0, "examples": []})
+                info["files"] += 1
+                continue
             name = target.relative_to(root).as_posix()
             if path.name.startswith("log-") and path.suffix == ".out":
                 entry["logs"].append(name)
@@ -228,27 +266,37 @@ def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Prog
     return runs, left
 
 
-def stage_analysis(root: Path) -> dict[str, Any]:
-    """analysis.json and report/ from the analyzer over the staged runs (one call when it can
-    write the report); the index's note on each."""
-    proc = analysis.run(["--report=report", "--format=json", "runs"], cwd=root)
+def stage_analysis(root: Path, chosen: analysis.ReportPython) -> dict[str, Any]:
+    """analysis.json and report/ from the analyzer over the staged runs (one call, by a
+    Python with matplotlib, when one can write the report); the index's note on each."""
     state: dict[str, Any] = {"analysis_error": None,
                              "report": {"status": "written", "detail": None}}
-    if not (root / "report" / "index.html").is_file():
+    if chosen.python is None:
+        proc = analysis.run(["--format=json", "runs"], cwd=root)
+        state["report"] = {"status": "unavailable", "detail": chosen.missing()}
+    else:
+        proc = analysis.run(["--report=report", "--format=json", "runs"], cwd=root,
+                            python=chosen.python)
+    if chosen.python is not None and not (root / "report" / "index.html").is_file():
         shutil.rmtree(root / "report", ignore_errors=True)
         state["report"] = {"status": "unavailable",
                            "detail": analysis.last_line(proc.stderr) or
                            f"exit {proc.returncode}"}
-        if not proc.stdout.strip():  # refused before analyzing (no matplotlib): JSON alone
+        if not proc.stdout.strip():  # refused before analyzing: JSON alone
             proc = analysis.run(["--format=json", "runs"], cwd=root)
     try:
         data = json.loads(proc.stdout)
     except json.JSONDecodeError:
         state["analysis_error"] = analysis.last_line(proc.stderr) or f"exit {proc.returncode}"
         return state
-    # the staging directory means nothing to a reader: name it as the archive does
+    # the staging directory means nothing to a reader (and is no business of theirs): name
+    # it as the archive does, in the JSON and in the report drawn from it
     data["analysis"].update(directory="runs", directories=["runs"])
     files.atomic_write(root / "analysis.json", json.dumps(data, indent=2) + "\n")
+    if state["report"]["status"] == "written":
+        page = analysis.render(data, root / "report" / "plots")
+        files.atomic_write(root / "report" / "report.md", page.markdown)
+        files.atomic_write(root / "report" / "index.html", page.html)
     return state
 
 
@@ -275,7 +323,8 @@ def copy_history(cfg: ClusterConfig, target: Path, secrets: set[str],
                  scope: SuiteScope | None) -> None:
     """history.jsonl, redacted; for a suite only its own records (submissions, states)."""
     if scope is None:
-        copy_redacted(cfg.history.path, target, secrets)
+        with contextlib.suppress(files.FileRefused):  # a FIFO or a device at its name
+            copy_redacted(cfg.history.path, target, secrets)
         return
     lines = [json.dumps(r, sort_keys=True) for r in cfg.history.records()
              if (r.get("type") == "submit" and r.get("suite") == scope.suite_id)
@@ -303,7 +352,7 @@ def stage(cfg: ClusterConfig, root: Path, progress: Progress,
     files.atomic_write(root / "system.json", redact.redact_text(
         json.dumps(system_facts(cfg, latest), indent=2) + "\n", secrets))
     progress.update("analyzing the logs and writing the report")
-    state = stage_analysis(root)
+    state = stage_analysis(root, analysis.report_python(cfg))
     state["screen"] = stage_screen(cfg, root, secrets, state["report"]["status"] == "written")
     return {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "made_by": f"{PROG} archive", "install": str(cfg.install),
@@ -351,6 +400,7 @@ def output_path(cfg: ClusterConfig, output: str | None) -> Path:
     if not os.access(out.parent, os.W_OK):
         raise RunError(f"--output {values.shown(out)}: {values.shown(out.parent)} is not "
                        "writable")
+    staging.refuse_own(cfg, out)
     return out
 
 
@@ -358,29 +408,47 @@ def cmd_archive(cfg: ClusterConfig, output: str | None, suite_id: str | None = N
     """The install's runs, or with `suite_id` that suite's alone (its suite.json added)."""
     out = output_path(cfg, output)
     scope = suite_scope(cfg, suite_id) if suite_id else None
-    with Progress(f"{PROG}: archive") as progress, \
-            tempfile.TemporaryDirectory(prefix=".llmb-archive-", dir=out.parent) as tmp:
-        root = Path(tmp) / ROOT
-        root.mkdir()
-        index = stage(cfg, root, progress, scope)
-        index["files"] = list_files(root)
-        (root / INDEX).write_text(json.dumps(index, indent=2) + "\n")
-        progress.update(f"compressing {len(index['files'])} file(s) "
-                        f"({sum(f['bytes'] for f in index['files'].values()) / 1e6:.1f} MB)")
-        partial = Path(tmp) / "archive.tar.gz"
-        with tarfile.open(partial, "w:gz", compresslevel=6) as tar:
-            tar.add(root, arcname=ROOT, filter=_normalized)
-        os.replace(partial, out)
-        progress.finish(f"{out.stat().st_size / 1e6:.1f} MB written")
+    for place in dict.fromkeys([out.parent.resolve(), cfg.install.resolve()]):
+        for note in staging.sweep(place):
+            print(f"{PROG}: archive: {note}", file=sys.stderr)
+    try:
+        with staging.stoppable(), Progress(f"{PROG}: archive") as progress, \
+                tempfile.TemporaryDirectory(prefix=staging.prefix(), dir=out.parent) as tmp:
+            index = _build(cfg, Path(tmp), out, progress, scope)
+    except OSError as exc:  # a full disk while staging, compressing or writing
+        where = f" ({values.shown(exc.filename)})" if exc.filename else ""
+        raise RunError(f"cannot write the archive: {exc.strerror or exc}{where}; nothing was "
+                       f"written to {values.shown(out)}") from None
     summarize(out, index)
     return 0
+
+
+def _build(cfg: ClusterConfig, tmp: Path, out: Path, progress: Progress,
+           scope: SuiteScope | None) -> dict[str, Any]:
+    """Stage, index and compress under tmp; rename into out only when whole."""
+    root = tmp / ROOT
+    root.mkdir()
+    index = stage(cfg, root, progress, scope)
+    index["files"] = list_files(root)
+    files.atomic_write(root / INDEX, json.dumps(index, indent=2) + "\n")
+    progress.update(f"compressing {len(index['files'])} file(s) "
+                    f"({sum(f['bytes'] for f in index['files'].values()) / 1e6:.1f} MB)")
+    partial = tmp / "archive.tar.gz"
+    with tarfile.open(partial, "w:gz", compresslevel=6) as tar:
+        tar.add(root, arcname=ROOT, filter=_normalized)
+    os.replace(partial, out)
+    progress.finish(f"{out.stat().st_size / 1e6:.1f} MB written")
+    return index
 
 
 def summarize(out: Path, index: dict[str, Any]) -> None:
     runs = index["runs"]
     logs = sum(len(r["logs"]) for r in runs)
+    missing = " and ".join(what for what, gone in (
+        ("no analysis", index["analysis_error"]),
+        ("no HTML report", index["report"]["status"] != "written")) if gone)
     print(f"archive: {values.shown(out)} ({len(runs)} run(s), {logs} log(s), "
-          f"{len(index['files'])} file(s))")
+          f"{len(index['files'])} file(s)" + (f"; {missing}" if missing else "") + ")")
     for kind, info in index["left_out"].items():
         print(f"  left out: {info['files']} file(s), {info['bytes'] / 1e6:.1f} MB of "
               f"{LEFT_OUT[kind]}")

@@ -53,7 +53,7 @@ from llmb.llmbrun.clusterconfig import (
 )
 from llmb.llmbrun.tasks import MAX_SCALE, Task, parse_env_overrides, tasks_from_bulk, validate_all
 from llmb.recipes import catalog
-from llmb.shared import files, values
+from llmb.shared import files, startvars, values
 from llmb.shared.errors import LlmbError, UsageError
 
 MAX_NODES = 100_000
@@ -277,6 +277,8 @@ def check_environment(environ: dict[str, str]) -> None:
         raise RunError(problem)
     if (stage_path := layout.stage_path_problem(environ)) is not None:
         raise RunError(stage_path)
+    if (inherited := startvars.inherited_refusal(environ)) is not None:
+        raise RunError(inherited)  # launch.sh would refuse it too, after a Python start
 
 
 def cmd_list(cfg: Any) -> int:

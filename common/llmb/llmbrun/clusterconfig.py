@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from llmb import layout
-from llmb.launch import placement
+from llmb.launch import overrides
 from llmb.llmbrun.history import History
 from llmb.recipes import catalog
 from llmb.shared import files, values
@@ -27,37 +27,9 @@ PROG = "llmb-run"
 CONFIG_FILE = layout.CONFIG_FILE
 SCHEMA = 1
 VENV_KINDS = ("venv", "conda")
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-# Variables llmb-run sets (or validates) for every launch: an override through --env, a bulk
-# file's env or cluster_config.yaml's launcher.env would run something other than what was
-# validated and recorded (issue: history said 15b fp8 x16 while 340b bf16 x128 ran).
-RESERVED_ENV = {
-    "MODEL_SIZE": "-s/--size (bulk: size or sizes)",
-    "DTYPE": "--dtype (bulk: dtype or dtypes)",
-    "JOB_TOTAL_GPUS": "--scale (bulk: scale or scales)",
-    "GPU_TYPE": "cluster_config.yaml launcher.gpu_type",
-    "GPUS_PER_NODE": "the GPU type's own count (llmb-run validates scales with it)",
-    "CLUSTER_TYPE": "cluster_config.yaml launcher.cluster_type",
-    "STRONG_SCALING": "launch.sh directly (llmb-run runs the weak-scaling matrix)",
-    "ENABLE_PROFILE": "-p/--profile (bulk: profile: true)",
-    "DRY_RUN": "--dry-run",
-    "LLMB_ALLOW_UNVALIDATED_SCALE": "nothing: llmb-run sets it from the scale rules",
-    "LLMB_INSTALL": "the install of this cluster_config.yaml",
-    "LLMB_WORKLOAD": "the install of this cluster_config.yaml",
-    "STAGE_PATH": "nothing: it is no longer used",
-    "SBATCH_ACCOUNT": "cluster_config.yaml launcher.slurm.account",
-    "SBATCH_PARTITION": "cluster_config.yaml launcher.slurm.partition",
-    "SBATCH_GPUS_PER_NODE": "cluster_config.yaml launcher.slurm.gres",
-    "VIRTUAL_ENV": "the workload's venv in cluster_config.yaml",
-    "CONDA_PREFIX": "the workload's venv in cluster_config.yaml",
-    "LLMB_PYTHON": "the workload's venv in cluster_config.yaml",
-    "PATH": "the workload's venv in cluster_config.yaml",
-    "PYTHONHOME": "nothing",
-    "LLMB_NODELIST": "--nodelist", "LLMB_EXCLUDE": "--exclude",
-    "LLMB_RESERVATION": "--reservation", "LLMB_QOS": "--qos", "LLMB_SEGMENT": "--segment",
-    "LLMB_SLURM_ARGS": "--slurm-arg",
-}
+# Variables llmb-run sets itself; a run's environment takes them from nowhere else
+# (llmb.launch.overrides holds the one rule for every place env entries come from).
+RESERVED_ENV = overrides.RESERVED
 
 
 class RunError(LlmbError):
@@ -139,13 +111,8 @@ def find_config(explicit: str | None, environ: Mapping[str, str]) -> ClusterConf
 # --- checking a (possibly hand-edited) cluster_config.yaml -------------------------------------
 
 def _bad(path: Path, field: str, value: Any, what: str) -> RunError:
-    return RunError(f"{path}: {field}={values.shown(_brief(value))} {what}; fix the file or "
-                    "rerun the installer")
-
-
-def _brief(value: Any) -> str:
-    text = repr(value) if not isinstance(value, str) else value
-    return text if len(text) <= 80 else text[:77] + "..."
+    return RunError(f"{path}: {field}={values.shown(overrides.brief(value))} {what}; fix the "
+                    "file or rerun the installer")
 
 
 def _section(path: Path, data: Mapping[str, Any], key: str, where: str,
@@ -181,7 +148,10 @@ def check_config(data: Any, path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise _bad(path, "the file", data, "must be a mapping with llmb, launcher, workloads")
     schema = data.get("schema", SCHEMA)
-    if schema != SCHEMA:
+    if isinstance(schema, str) and schema.strip() == str(SCHEMA):
+        raise RunError(f"{path}: schema={values.shown(repr(schema))} is a string; write "
+                       f"schema: {SCHEMA} (a number, no quotes)")
+    if schema != SCHEMA or isinstance(schema, bool):
         raise _bad(path, "schema", schema, f"is not supported; this llmb-run reads schema "
                    f"{SCHEMA}")
     llmb = _section(path, data, "llmb", "")
@@ -222,6 +192,9 @@ def check_config(data: Any, path: Path) -> dict[str, Any]:
             raise _bad(path, f"workloads.{name}", entry, "must be a mapping with venv, "
                        "venv_kind, image")
         entry["venv"] = _text(path, entry, "venv", where)
+        if not str(entry["venv"]).startswith("/"):
+            raise _bad(path, f"{where}venv", entry["venv"], "must be an absolute path (the "
+                       "workload's venv, as the installer writes it)")
         kind = (_text(path, entry, "venv_kind", where, False) or "venv").lower()
         if kind not in VENV_KINDS:
             raise _bad(path, f"{where}venv_kind", kind, f"is not supported; allowed: "
@@ -232,25 +205,10 @@ def check_config(data: Any, path: Path) -> dict[str, Any]:
 
 
 def check_env_value(prefix: str, name: Any, value: Any) -> str:
-    """One entry of an env mapping (cluster config, bulk file, --env): a variable name that
-    llmb-run does not set itself, and a scalar value without control characters. `prefix`
-    says where it was given (e.g. `--env`, `sweep.yaml: task 2: env`)."""
-    if not isinstance(name, str) or not ENV_NAME.fullmatch(name):
-        raise RunError(f"{prefix}: {values.shown(name)} is not a variable name (letters, "
-                       "digits, _)")
-    if isinstance(value, bool):
-        text = "true" if value else "false"
-    elif value is None or not isinstance(value, (str, int, float)):
-        raise RunError(f"{prefix} {name}={values.shown(_brief(value))} must be a text or "
-                       "number value")
-    else:
-        text = str(value)
-    if name in RESERVED_ENV:
-        raise RunError(f"{prefix} {name}={values.shown(_brief(text))}: llmb-run sets {name} "
-                       f"itself (and records it in the history); use {RESERVED_ENV[name]}")
-    if name in placement.SBATCH_INPUT_VARS:
-        raise RunError(f"{prefix}: {placement.sbatch_environment_problem({name: text})}")
-    if values.control_characters(text):
-        raise RunError(f"{prefix} {name}={values.shown(text)} contains control character(s) "
-                       f"{' '.join(values.control_characters(text))}; remove them")
-    return text
+    """One entry of an env mapping (cluster config, bulk file, --env, a history record): the
+    rule of llmb.launch.overrides, as this module's RunError. `prefix` says where it was given
+    (e.g. `--env`, `sweep.yaml: task 2: env`)."""
+    try:
+        return overrides.check(prefix, name, value)
+    except overrides.Refused as exc:
+        raise RunError(str(exc)) from None

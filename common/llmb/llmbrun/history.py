@@ -6,49 +6,99 @@ state (Slurm forgets finished jobs after MinJobAge when there is no accounting).
 llmb-run processes append whole lines under fcntl.flock, so no line is torn or lost.
 
 The file holds what people typed (env overrides, node lists), so it is private: created 0600,
-and narrowed to 0600 when an older llmb-run left it wider. Lines that are not JSON objects
-(a crashed writer, a hand edit) and submit records without a job id are skipped and counted,
-so that `status` can say so in one line instead of failing.
+and narrowed to 0600 when an older llmb-run left it wider (only a file this user owns; a link
+at its name is never followed for writing). It is read as a stream, one line at a time, so a
+history of any size costs the memory of the records a command keeps (`status` keeps the last
+20), and only a regular file is read (a FIFO or a device at its name is refused, never waited
+on). Lines that are not JSON objects (a crashed writer, a hand edit, a line longer than
+MAX_LINE, nesting or numbers JSON cannot hold) and submit records without a usable job id are
+skipped and counted, so that `status` can say so in one line instead of failing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
+import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 MODE = 0o600
+MAX_LINE = 1 << 20  # bytes: a record is a few hundred; a longer line is not one
+SHOWN = 5  # line numbers named in a warning
+# A job id as llmb-run records it: Slurm's (digits, an array or het-job suffix) or another
+# scheduler's word; never an option (a leading -), never blank or a control character.
+JOB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+:-]{0,127}")
 
 
 @dataclass
 class Scan:
     records: list[dict[str, Any]] = field(default_factory=list)
-    bad_lines: list[int] = field(default_factory=list)  # 1-based: not a JSON object
-    no_job_id: list[int] = field(default_factory=list)  # 1-based: submit without job_id
+    bad_lines: list[int] = field(default_factory=list)  # 1-based, the first SHOWN
+    no_job_id: list[int] = field(default_factory=list)  # 1-based, the first SHOWN
+    bad_count: int = 0
+    no_job_id_count: int = 0
+
+    def bad(self, number: int) -> None:
+        self.bad_count += 1
+        if len(self.bad_lines) < SHOWN:
+            self.bad_lines.append(number)
+
+    def without_job_id(self, number: int) -> None:
+        self.no_job_id_count += 1
+        if len(self.no_job_id) < SHOWN:
+            self.no_job_id.append(number)
 
     def problem(self, path: Path) -> str | None:
         """One line about skipped lines, or None."""
         parts = []
-        if self.bad_lines:
-            parts.append(f"{len(self.bad_lines)} line(s) that are not JSON records "
-                         f"(line {', '.join(map(str, self.bad_lines[:5]))})")
-        if self.no_job_id:
-            parts.append(f"{len(self.no_job_id)} submit record(s) without a job_id "
-                         f"(line {', '.join(map(str, self.no_job_id[:5]))})")
+        if self.bad_count:
+            parts.append(f"{self.bad_count} line(s) that are not JSON records "
+                         f"(line {', '.join(map(str, self.bad_lines))})")
+        if self.no_job_id_count:
+            parts.append(f"{self.no_job_id_count} submit record(s) without a usable job_id "
+                         f"(line {', '.join(map(str, self.no_job_id))})")
         return f"{path}: skipped {' and '.join(parts)}" if parts else None
 
 
-def _job_id(rec: Mapping[str, Any]) -> str | None:
+def job_id_of(rec: Mapping[str, Any]) -> str | None:
+    """The record's job id as text, or None when it has none that can be one."""
     job = rec.get("job_id")
-    if isinstance(job, bool) or not isinstance(job, (str, int)) or str(job).strip() == "":
+    if isinstance(job, bool) or not isinstance(job, (str, int)):
         return None
-    return str(job).strip()
+    try:
+        text = str(job).strip()
+    except ValueError:  # an integer of more digits than Python converts
+        return None
+    return text if JOB_ID.fullmatch(text) else None
+
+
+def _lines(fh: BinaryIO) -> Iterator[bytes | None]:
+    """The file's lines; None for a line longer than MAX_LINE (skipped whole, never held)."""
+    while True:
+        line = fh.readline(MAX_LINE + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE and not line.endswith(b"\n"):
+            while (rest := fh.readline(1 << 16)) and not rest.endswith(b"\n"):
+                pass
+            yield None
+            continue
+        yield line
+
+
+def _parse(line: bytes) -> dict[str, Any] | None:
+    try:
+        rec = json.loads(line.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):  # not JSON, too deep, an integer too long
+        return None
+    return rec if isinstance(rec, dict) else None
 
 
 class History:
@@ -58,42 +108,58 @@ class History:
     def append(self, record: Mapping[str, Any]) -> None:
         line = (json.dumps(record, sort_keys=True) + "\n").encode()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, MODE)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                     | os.O_NONBLOCK, MODE)
         try:
-            if stat.S_IMODE(os.fstat(fd).st_mode) & 0o077:
-                with contextlib.suppress(OSError):  # not ours: leave the mode alone
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise OSError(errno.EINVAL, "not a regular file", str(self.path))
+            if stat.S_IMODE(st.st_mode) & 0o077 and st.st_uid == os.geteuid():
+                with contextlib.suppress(OSError):
                     os.fchmod(fd, MODE)
             fcntl.flock(fd, fcntl.LOCK_EX)
             os.write(fd, line)
         finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+            os.close(fd)  # closing releases the lock
 
-    def scan(self) -> Scan:
-        out = Scan()
-        if not self.path.exists():
-            return out
-        with self.path.open("rb") as fh:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_SH)
-            data = fh.read().decode(errors="replace")
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
-        for number, line in enumerate(data.splitlines(), 1):
-            if not line.strip():
+    def _numbered_lines(self) -> Iterator[tuple[int, bytes | None]]:
+        """(line number, line) under a shared lock; None for an over-long line. OSError when
+        the file cannot be read (not a regular file: EINVAL); nothing when there is none."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        except FileNotFoundError:
+            return
+        with os.fdopen(fd, "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(errno.EINVAL, "not a regular file", str(self.path))
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            yield from enumerate(_lines(fh), 1)
+
+    def stream(self, scan: Scan, keep: Callable[[dict[str, Any]], bool] | None = None
+               ) -> Iterator[dict[str, Any]]:
+        """Every record, in order, read one line at a time under a shared lock; skipped lines
+        are counted in `scan`. OSError when the file cannot be read (not a regular file:
+        EINVAL); nothing when there is none."""
+        for number, line in self._numbered_lines():
+            if line is not None and not line.strip():
                 continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                rec = None
-            if not isinstance(rec, dict):
-                out.bad_lines.append(number)
+            rec = _parse(line) if line is not None else None
+            if rec is None:
+                scan.bad(number)
                 continue
             if rec.get("type") == "submit":
-                job = _job_id(rec)
+                job = job_id_of(rec)
                 if job is None:
-                    out.no_job_id.append(number)
+                    scan.without_job_id(number)
                     continue
                 rec["job_id"] = job
-            out.records.append(rec)
+            if keep is None or keep(rec):
+                yield rec
+
+    def scan(self) -> Scan:
+        """Every record in memory (small histories, tests); `stream` for the rest."""
+        out = Scan()
+        out.records.extend(self.stream(out))
         return out
 
     def records(self) -> list[dict[str, Any]]:
@@ -102,8 +168,22 @@ class History:
     def submissions(self) -> list[dict[str, Any]]:
         return [r for r in self.records() if r.get("type") == "submit"]
 
-    def final_states(self) -> dict[str, dict[str, Any]]:
-        """job id -> its last recorded final-state record."""
-        return {job: r for r in self.records()
-                if r.get("type") == "state" and (job := _job_id(r)) is not None
-                and isinstance(r.get("state"), str)}
+    def final_states(self, jobs: set[str] | None = None) -> dict[str, dict[str, Any]]:
+        """job id -> its last recorded final-state record (of these jobs only, when given).
+        Lines that cannot be such a record are skipped unparsed: `status` reads a large
+        history in about the time of one pass."""
+        if jobs is not None and not jobs:
+            return {}
+        mention = re.compile(b"|".join(re.escape(j.encode()) for j in sorted(jobs))) \
+            if jobs is not None and len(jobs) <= 64 else None
+        out: dict[str, dict[str, Any]] = {}
+        for _, line in self._numbered_lines():
+            if line is None or b'"state"' not in line or \
+                    (mention is not None and not mention.search(line)):
+                continue
+            r = _parse(line)
+            job = job_id_of(r) if r is not None and r.get("type") == "state" else None
+            if r is not None and job is not None and isinstance(r.get("state"), str) and \
+                    (jobs is None or job in jobs):
+                out[job] = r
+        return out

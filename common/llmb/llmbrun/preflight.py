@@ -47,6 +47,8 @@ FREE_WARN_GB = 100
 SQUASHFS_MAGIC = b"hsqs"
 STATUSES = ("pass", "fail", "warn", "skip")
 SBATCH_REFUSED = "sbatch refused the preflight job"
+MAX_OUTPUT_BYTES = 16 << 20  # the job's output: a few lines per node
+MAX_REPORT_BYTES = 1 << 20  # a preflight report: a few KB
 
 
 @dataclass
@@ -150,6 +152,15 @@ def check_pyxis() -> Check:
     return Check("pyxis", "pass", "srun accepts --container-image")
 
 
+def _file_problem(path: str, exc: OSError | files.FileRefused) -> str:
+    """`PATH: No such file or directory`, `PATH is not a regular file`."""
+    if isinstance(exc, OSError):
+        return f"{path}: {exc.strerror}"
+    if exc.reason.startswith("cannot be read ("):
+        return f"{path}: {exc.reason.removeprefix('cannot be read (').removesuffix(')')}"
+    return f"{path} {exc.reason}"
+
+
 def images(cfg: ClusterConfig) -> list[str]:
     return list(dict.fromkeys(str(w["image"]) for w in cfg.workloads.values()
                               if w.get("image")))
@@ -164,11 +175,10 @@ def check_image(cfg: ClusterConfig) -> Check:
     for path in paths:
         p = Path(path)
         try:
-            with p.open("rb") as fh:
-                magic = fh.read(4)
+            magic = files.read_head(p, 4)
             size = p.stat().st_size
-        except OSError as exc:
-            return Check("image", "fail", f"{path}: {exc.strerror}; import it (rerun the "
+        except (OSError, files.FileRefused) as exc:
+            return Check("image", "fail", f"{_file_problem(path, exc)}; import it (rerun the "
                                           "installer, or <recipe>/setup.sh)")
         if magic != SQUASHFS_MAGIC:
             return Check("image", "fail", f"{path} is not a squashfs image (it starts with "
@@ -219,10 +229,10 @@ def check_hf_token(cfg: ClusterConfig) -> Check:
         return Check("hf_token", "fail", f"{', '.join(needs)} needs a Hugging Face token: "
                                          "set hf_token_file (installer) or HF_TOKEN")
     try:
+        present = bool(files.read_token(path))
         mode = Path(path).stat().st_mode & 0o777
-        present = bool(Path(path).read_text().strip())
-    except (OSError, UnicodeDecodeError) as exc:
-        return Check("hf_token", "fail", f"{path}: {getattr(exc, 'strerror', None) or exc}")
+    except (OSError, files.FileRefused) as exc:
+        return Check("hf_token", "fail", _file_problem(path, exc))
     if not present:
         return Check("hf_token", "fail", f"{path} is empty")
     if mode & 0o077:
@@ -274,7 +284,10 @@ def submit_job(script: Path, args: list[str]) -> str:
     if proc.returncode != 0:
         raise slurmquery.SlurmUnavailable(_first_line(proc.stderr) or f"sbatch exit "
                                      f"{proc.returncode}")
-    return proc.stdout.strip().split(";")[0]
+    job = proc.stdout.strip().split(";")[0]
+    if not slurmquery.JOB_ID.fullmatch(job):
+        raise slurmquery.SlurmUnavailable(f"sbatch printed no job id ({job[:40]!r})")
+    return job
 
 
 def wait_job(job: str, timeout_s: float, poll_s: float = 2.0,
@@ -403,8 +416,8 @@ def job_checks(cfg: ClusterConfig, nodes: int, place: Placement, timeout_s: floa
     info = wait_job(job, timeout_s)
     output_path = Path(str(out).replace("%j", job))
     try:
-        text = output_path.read_text(errors="replace")
-    except OSError:
+        text = files.read_bounded(output_path, MAX_OUTPUT_BYTES).decode(errors="replace")
+    except files.FileRefused:
         text = ""
     facts, marks = parse_output(text)
     where = f" on {info.nodes}" if info.nodes else ""
@@ -501,7 +514,7 @@ def cmd_preflight(cfg: ClusterConfig, nodes: int, fmt: str, place: Placement,
 def latest(cfg: ClusterConfig) -> dict[str, Any] | None:
     """The newest preflight report of this install, if any."""
     try:
-        data = json.loads((cfg.tree.preflight / "latest.json").read_text())
-    except (OSError, ValueError):
+        data = json.loads(files.read_bounded(cfg.tree.preflight / "latest.json", MAX_REPORT_BYTES))
+    except (files.FileRefused, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None

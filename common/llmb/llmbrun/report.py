@@ -36,18 +36,57 @@ class AnalyzerError(LlmbError):
     """The analyzer could not run or gave no JSON; str() is one line."""
 
 
-def run(args: list[str], timeout: float = TIMEOUT_S, cwd: Path | None = None
-        ) -> subprocess.CompletedProcess[str]:
-    """`python -m llmb.analysis.cli ARGS` (in cwd) with this package on the path."""
+def run(args: list[str], timeout: float = TIMEOUT_S, cwd: Path | None = None,
+        python: str | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -m llmb.analysis.cli ARGS` (in cwd) with this package on the path; `python`
+    (default: llmb-run's own) runs it."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(PACKAGE_DIR), os.environ.get("PYTHONPATH")) if p)}
     try:
-        return subprocess.run([sys.executable, "-m", "llmb.analysis.cli", *args], env=env,
+        return subprocess.run([python or sys.executable, "-m", "llmb.analysis.cli", *args],
+                              env=env,
                               capture_output=True, text=True, errors="replace",
                               timeout=timeout, check=False, cwd=cwd,
                               stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise AnalyzerError(f"the analyzer did not finish within {timeout:.0f} s") from None
+
+
+@dataclass(frozen=True)
+class ReportPython:
+    """The Python that can draw the report (None when none can) and those asked."""
+
+    python: str | None
+    tried: tuple[str, ...]
+
+    def missing(self) -> str:
+        """Why there is no report, in one phrase."""
+        return (f"no Python here has matplotlib, which the HTML report needs (tried "
+                f"{', '.join(self.tried)}); install common/requirements/report.txt into a "
+                "workload venv (the installer does)")
+
+
+def report_python(cfg: Any) -> ReportPython:
+    """A Python with matplotlib and PyYAML for the analyzer's --report: llmb-run's own, else
+    a workload venv's (each gets common/requirements/report.txt). The installer may run
+    llmb-run with the system python3, which has PyYAML only."""
+    candidates = [sys.executable]
+    for w in cfg.workloads.values():
+        venv_python = Path(str(w.get("venv") or "")) / "bin" / "python"
+        if w.get("venv") and venv_python.is_file() and os.access(venv_python, os.X_OK):
+            candidates.append(str(venv_python))
+    tried: list[str] = []
+    for python in dict.fromkeys(candidates):
+        tried.append(python)
+        try:
+            probe = subprocess.run([python, "-c", "import matplotlib, yaml"],
+                                   capture_output=True, timeout=120, check=False,
+                                   stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if probe.returncode == 0:
+            return ReportPython(python, tuple(tried))
+    return ReportPython(None, tuple(tried))
 
 
 def last_line(text: str) -> str:
@@ -145,6 +184,39 @@ def analyze_runs(run_dirs: Mapping[str, str | Path | None]) -> RunAnalysis:
             return RunAnalysis(error=str(exc))
 
 
+MAX_PLOT_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A report rendered from the analyzer's JSON and plots already drawn (no matplotlib)."""
+
+    markdown: str
+    html: str
+    plots: tuple[str, ...]  # file names under plots/ it shows
+    missing: tuple[str, ...]  # of those, the ones plots_dir lacks
+
+
+def render(data: Mapping[str, Any], plots_dir: Path) -> Rendered:
+    """report.md and index.html for this analysis, with the PNGs of plots_dir (what the
+    analyzer's --report writes, less its time stamp). Raises on JSON that is not the
+    analyzer's (KeyError, TypeError, ...): callers say so in one line."""
+    from llmb.analysis import htmlreport, plots
+    from llmb.shared import files
+
+    figures, missing = [], []
+    for key in plots.families(data["configurations"]):
+        name = plots.slug(key) + ".png"
+        try:
+            png = files.read_bounded(plots_dir / name, MAX_PLOT_BYTES)
+        except files.FileRefused:
+            missing.append(name)
+            png = b""
+        figures.append((plots.family_title(key), name, png))
+    return Rendered(htmlreport.to_markdown(data, figures), htmlreport.to_html(data, figures),
+                    tuple(name for _, name, _ in figures), tuple(missing))
+
+
 def checked_output(output: str | None) -> str | None:
     """--output as given (None: the default), or RunError for an empty one or one with
     control characters (a newline in a file name breaks every listing of it)."""
@@ -171,6 +243,9 @@ def cmd_report(cfg: Any, output: str | None) -> int:
     tree = cfg.workloads_dir
     if not tree.is_dir():
         raise RunError(f"no runs yet: {tree} does not exist")
+    chosen = report_python(cfg)
+    if chosen.python is None:
+        raise RunError(f"cannot write the report: {chosen.missing()}")
     out = Path(output) if output else cfg.tree.report
     index = out / "index.html"
     try:
@@ -179,7 +254,7 @@ def cmd_report(cfg: Any, output: str | None) -> int:
     except OSError as exc:
         raise RunError(f"--output {values.shown(out)}: cannot create it: "
                        f"{exc.strerror}") from None
-    proc = run([f"--report={out}", "--format=json", str(tree)])
+    proc = run([f"--report={out}", "--format=json", str(tree)], python=chosen.python)
     if not index.is_file() or index.stat().st_mtime_ns == before:
         why = last_line(proc.stderr) or f"exit {proc.returncode}"
         raise RunError(f"the analyzer wrote no report into {values.shown(out)}: {why}")

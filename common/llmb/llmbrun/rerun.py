@@ -50,16 +50,28 @@ def failure(info: slurmquery.JobInfo, result: dict[str, Any] | None) -> str | No
     return None
 
 
+def _recorded(rec: dict[str, Any], key: str) -> dict[str, Any]:
+    """A mapping of the history record (env, placement): {} when absent; a hand-edited value
+    of another type is refused."""
+    value = rec.get(key) or {}
+    if not isinstance(value, dict):
+        raise RunError(f"its history record's {key} is a {type(value).__name__}, not a mapping")
+    return value
+
+
 def task_of(rec: dict[str, Any], override: Placement) -> Task:
     """The recorded run as a Task, with the override's placement settings replacing its own."""
     job = rec["job_id"]
     try:
-        recorded = placement.build(**{k: v for k, v in (rec.get("placement") or {}).items()
+        recorded = placement.build(**{k: v for k, v in _recorded(rec, "placement").items()
                                       if k in ("nodelist", "exclude", "reservation", "qos",
                                                "segment", "slurm_args")})
-        env = normalize_env(f"job {job}: recorded env", rec.get("env") or {})
+        env = normalize_env(f"job {job}: recorded env", _recorded(rec, "env"))
     except (PlacementError, RunError) as exc:
         raise RunError(f"job {job} cannot be rerun: {exc}") from None
+    except (TypeError, AttributeError):  # a hand-edited value of the wrong type
+        raise RunError(f"job {job} cannot be rerun: its history record's placement holds a "
+                       "value of the wrong type") from None
     masked = sorted(k for k, v in env.items() if redact.MASK in v)
     if masked:
         raise RunError(f"job {job} cannot be rerun: the history masked the value of "

@@ -12,6 +12,7 @@ once for all the jobs shown.
 from __future__ import annotations
 
 import codecs
+import collections
 import contextlib
 import json
 import sys
@@ -22,12 +23,14 @@ from typing import Any
 
 from llmb.llmbrun import report
 from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
-from llmb.shared import progress, slurmquery, values
+from llmb.llmbrun.history import Scan
+from llmb.shared import files, progress, slurmquery, values
 from llmb.shared.progress import Progress
 
 ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
                  "RESIZING", "SIGNALING", "STAGE_OUT", "REQUEUE_HOLD", "REQUEUE_FED"}
 POLL_S = 5.0
+LAST = 20  # jobs `status` shows without --all
 TABLE = (("JOB", "job_id"), ("STATE", "state"), ("RESULT", "result"), ("VERDICT", "verdict"),
          ("STEP_S", "time_mean"), ("WORKLOAD", "workload"), ("SIZE", "size"),
          ("DTYPE", "dtype"), ("GPUS", "scale"), ("REP", "repeat"), ("NODES", "nodes"),
@@ -36,21 +39,28 @@ TABLE = (("JOB", "job_id"), ("STATE", "state"), ("RESULT", "result"), ("VERDICT"
 
 def selected(cfg: ClusterConfig, show_all: bool, job_ids: list[str] | None = None
              ) -> list[dict[str, Any]]:
-    """Submit records: the given jobs, every one (--all) or the last 20."""
+    """Submit records: the given jobs, every one (--all) or the last 20. The history is read
+    as a stream: only the records returned are held."""
+    scan = Scan()
+    wanted = set(job_ids) if job_ids else None
+    subs: collections.deque[dict[str, Any]] = collections.deque(
+        maxlen=None if show_all or wanted else LAST)
     try:
-        scan = cfg.history.scan()
+        for rec in cfg.history.stream(scan, lambda r: r.get("type") == "submit"):
+            if wanted is None or rec["job_id"] in wanted:
+                subs.append(rec)
     except OSError as exc:
         raise RunError(f"cannot read {cfg.history.path}: {exc.strerror}") from None
     problem = scan.problem(cfg.history.path)
     if problem:
         print(f"{PROG}: warning: {problem}", file=sys.stderr)
-    subs = [r for r in scan.records if r.get("type") == "submit"]
     for rec in subs:  # a hand-edited record: a run directory that is not a path is none
-        if not isinstance(rec.get("experiment_dir"), str):
+        if not isinstance(rec.get("experiment_dir"), str) or \
+                values.control_characters(rec["experiment_dir"]):
             rec["experiment_dir"] = None
     if job_ids:
-        return only(cfg, subs, job_ids)
-    return subs if show_all else subs[-20:]
+        return only(cfg, list(subs), job_ids)
+    return list(subs)
 
 
 def only(cfg: ClusterConfig, subs: list[dict[str, Any]], job_ids: list[str]
@@ -67,7 +77,10 @@ def only(cfg: ClusterConfig, subs: list[dict[str, Any]], job_ids: list[str]
 def states(cfg: ClusterConfig, subs: list[dict[str, Any]]) -> dict[str, slurmquery.JobInfo]:
     """Each job's state: remembered final states first, then Slurm; final ones are recorded."""
     history = cfg.history
-    known = history.final_states()
+    try:
+        known = history.final_states({r["job_id"] for r in subs})
+    except OSError:
+        known = {}  # selected() said why the history cannot be read
     out: dict[str, slurmquery.JobInfo] = {}
     ask: dict[str, str] = {}
     for rec in subs:
@@ -236,8 +249,13 @@ class _Reader:
 
 
 def _copy(path: Path, reader: _Reader, out) -> None:
-    """Write what path holds past reader.offset to out."""
-    with path.open("rb") as fh:
+    """Write what path holds past reader.offset to out (a regular file only: a FIFO or a
+    device named like a log is refused, never waited on)."""
+    try:
+        fh = files.open_regular_file(path)
+    except files.FileRefused as exc:
+        raise RunError(str(exc)) from None
+    with fh:
         fh.seek(reader.offset)
         while chunk := fh.read(1 << 16):
             out.write(reader.decoder.decode(chunk))

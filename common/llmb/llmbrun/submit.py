@@ -10,12 +10,13 @@ no secret: env entries are filtered by name and every known secret value is mask
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,11 @@ from llmb.launch import placement
 from llmb.llmbrun.clusterconfig import PROG, RESERVED_ENV, ClusterConfig, RunError
 from llmb.llmbrun.tasks import BOOL_ENV, LAUNCH_KNOBS, Task, smoke_of, validate_all
 from llmb.recipes import catalog
-from llmb.shared import redact, values
+from llmb.shared import files, redact, values
+from llmb.shared.errors import LlmbError
 
+# Left out of the calling shell's environment: a foreign PYTHONHOME breaks the venv's Python.
+INHERITED_DROP = ("PYTHONHOME",)
 SUBMIT_RE = re.compile(r"^llmb: submitted (\S+) as job (\S+)")
 EXPDIR_RE = re.compile(r"^llmb: experiment directory: (.+)$")
 
@@ -39,7 +43,7 @@ def launch_env(cfg: ClusterConfig, task: Task, above_max: bool, dry_run: bool, s
     w = cfg.workloads[task.workload]
     venv = Path(w["venv"])
     env = {k: v for k, v in base.items()
-           if k not in RESERVED_ENV and k not in placement.ENV_VARS}
+           if k not in RESERVED_ENV and k not in placement.ENV_VARS and k not in INHERITED_DROP}
     env["VIRTUAL_ENV" if w.get("venv_kind", "venv") == "venv" else "CONDA_PREFIX"] = str(venv)
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{base.get('PATH', '')}"
     env["LLMB_PYTHON"] = str(venv / "bin" / "python")
@@ -59,10 +63,9 @@ def launch_env(cfg: ClusterConfig, task: Task, above_max: bool, dry_run: bool, s
     token_file = cfg.launcher.get("hf_token_file")
     if token_file and "HF_TOKEN" not in base:
         try:
-            env["HF_TOKEN"] = Path(token_file).read_text().strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            why = getattr(exc, "strerror", None) or "not UTF-8 text"
-            raise RunError(f"hf_token_file={values.shown(token_file)}: {why}") from None
+            env["HF_TOKEN"] = files.read_token(token_file)
+        except files.FileRefused as exc:
+            raise RunError(f"hf_token_file={values.shown(token_file)}: {exc.reason}") from None
     env.update(cfg.env)
     if task.profile:
         env["ENABLE_PROFILE"] = "true"
@@ -160,11 +163,37 @@ def report_errors(errors: list[str]) -> None:
         print(f"{PROG}: {len(errors)} errors; nothing was submitted", file=sys.stderr)
 
 
+@contextlib.contextmanager
+def _cwd(directory: Path) -> Iterator[None]:
+    """Run the block in `directory` (launch.sh runs there: relative paths mean the same)."""
+    before = os.getcwd()
+    os.chdir(directory)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def launch_problem(task: Task, env: Mapping[str, str]) -> str | None:
+    """What launch.sh would refuse in this environment, by its own rules (llmb.launch.request,
+    run here, in launch.sh's directory, before anything is submitted): one line, or None."""
+    from llmb.launch import request
+
+    recipe = catalog.find_recipe(task.workload)
+    try:
+        with _cwd(recipe.directory):
+            request.from_env(recipe, env)
+    except LlmbError as exc:
+        return f"{task.label()}: {exc}"
+    return None
+
+
 def prepare(cfg: ClusterConfig, tasks: list[Task], dry_run: bool, smoke: bool
             ) -> tuple[list[dict[str, str]], list[str]]:
-    """Every task validated (metadata, placement) and its launch environment built:
-    (environments, errors); nothing is submitted while there is an error."""
-    errors, warnings, above = validate_all(cfg, tasks)
+    """Every value of every task validated (llmb-run's rules, then launch.sh's on the very
+    environment each run gets) and its launch environment built: (environments, errors);
+    nothing is submitted while there is an error."""
+    errors, warnings, above = validate_all(cfg, tasks, smoke)
     for task in tasks:
         if smoke and task.env.get("SMOKE_TEST") == "false":
             errors.append(f"{task.label()}: --smoke contradicts the task's SMOKE_TEST=false")
@@ -177,17 +206,20 @@ def prepare(cfg: ClusterConfig, tasks: list[Task], dry_run: bool, smoke: bool
         except RunError as exc:
             errors.append(str(exc))
             break
+    if not errors:
+        errors += [p for task, env in zip(tasks, envs, strict=True)
+                   if (p := launch_problem(task, env)) is not None]
     return envs, errors
 
 
 def run_tasks(cfg: ClusterConfig, tasks: list[Task], dry_run: bool, smoke: bool,
               rerun_of: list[str | None] | None = None,
               extra: list[dict[str, Any]] | None = None) -> int:
-    """Validate every task, then submit each; 1 when any failed (the rest still run).
+    """Validate every task (prepare), then submit each; 1 when any failed (the rest still run).
     `rerun_of` and `extra` (fields for the history record) go with the task of their index."""
     envs, errors = prepare(cfg, tasks, dry_run, smoke)
     if errors:
-        report_errors(errors)
+        report_errors(list(dict.fromkeys(errors)))
         return 1
     failed = 0
     for i, (task, env) in enumerate(zip(tasks, envs, strict=True)):

@@ -91,8 +91,41 @@ def smoke_of(env: Mapping[str, str]) -> bool:
 
 # --- validation -------------------------------------------------------------------------------
 
-def check_task(cfg: ClusterConfig, task: Task) -> tuple[list[str], list[str], bool]:
-    """(errors, warnings, above_max) for one run; nothing is submitted until all pass."""
+def _scale_check(recipe: catalog.Recipe, task: Task, gpu: str, smoke: bool
+                 ) -> tuple[list[str], list[str], bool]:
+    """The scale rules: above the largest published scale a warning (an unvalidated run),
+    below the smallest or between published scales an error; a smoke run allows any scale
+    with a warning, as launch.sh does with SMOKE_TEST=true."""
+    what = task.label()
+    scales = recipe.scales(task.size, task.dtype, gpu, task.scaling)
+    listed = ", ".join(map(str, scales))
+    above = task.scale > max(scales)
+    unlisted = task.scale < min(scales) or (not above and task.scale not in scales)
+    errors: list[str] = []
+    warnings: list[str] = []
+    if unlisted and not smoke:
+        where = (f"below the smallest published scale {min(scales)}"
+                 if task.scale < min(scales) else "not a published scale")
+        return [f"{what}: --scale {task.scale} is {where}; published: {listed}"], [], above
+    try:
+        recipe.resolve(task.size, task.dtype, gpu, task.scale, task.scaling,
+                       allow_unpublished=above or unlisted)
+    except catalog.CatalogError as exc:
+        return [f"{what}: --scale {task.scale}: {exc}"], [], above
+    if unlisted:
+        warnings.append(f"{what}: --scale {task.scale} is not a published scale (published: "
+                        f"{listed}); a smoke run uses the nearest published layout, no "
+                        "reference applies")
+    elif above:
+        warnings.append(f"{what}: --scale {task.scale} is above the largest published scale "
+                        f"{max(scales)}: an unvalidated configuration, no reference applies")
+    return errors, warnings, above
+
+
+def check_task(cfg: ClusterConfig, task: Task, smoke: bool = False
+               ) -> tuple[list[str], list[str], bool]:
+    """(errors, warnings, above_max) for one run; nothing is submitted until all pass.
+    `smoke`: --smoke was given (a task's own SMOKE_TEST=true counts too)."""
     what = task.label()
     recipes = catalog.all_recipes()
     if task.workload not in {r.workload for r in recipes}:
@@ -115,29 +148,11 @@ def check_task(cfg: ClusterConfig, task: Task) -> tuple[list[str], list[str], bo
     if task.scaling not in catalog.SCALINGS:
         return [f"{what}: scaling {values.shown(task.scaling)} is not one of "
                 f"{', '.join(catalog.SCALINGS)}"], [], False
-    scales = recipe.scales(task.size, task.dtype, gpu, task.scaling)
-    if not scales:
+    if not recipe.scales(task.size, task.dtype, gpu, task.scaling):
         return [f"{what}: {task.workload} {task.size} {task.dtype} publishes no "
                 f"{task.scaling}-scaling scale on {gpu}"], [], False
-    errors: list[str] = []
-    warnings: list[str] = []
-    above = task.scale > max(scales)
-    listed = ", ".join(map(str, scales))
-    if task.scale < min(scales):
-        errors.append(f"{what}: --scale {task.scale} is below the smallest published scale "
-                      f"{min(scales)}; published: {listed}")
-    elif not above and task.scale not in scales:
-        errors.append(f"{what}: --scale {task.scale} is not a published scale; published: "
-                      f"{listed}")
-    else:
-        try:
-            recipe.resolve(task.size, task.dtype, gpu, task.scale, task.scaling,
-                           allow_unpublished=above)
-        except catalog.CatalogError as exc:
-            errors.append(f"{what}: --scale {task.scale}: {exc}")
-    if above and not errors:
-        warnings.append(f"{what}: --scale {task.scale} is above the largest published scale "
-                        f"{max(scales)}: an unvalidated configuration, no reference applies")
+    smoke = smoke or task.env.get("SMOKE_TEST") == "true"
+    errors, warnings, above = _scale_check(recipe, task, gpu, smoke)
     if task.repeat < 1:
         errors.append(f"{what}: repeats must be a positive integer")
     if not errors and task.placement:
@@ -150,13 +165,14 @@ def check_task(cfg: ClusterConfig, task: Task) -> tuple[list[str], list[str], bo
     return errors, warnings, above
 
 
-def validate_all(cfg: ClusterConfig, tasks: list[Task]) -> tuple[list[str], list[str], set[int]]:
+def validate_all(cfg: ClusterConfig, tasks: list[Task], smoke: bool = False
+                 ) -> tuple[list[str], list[str], set[int]]:
     """Every error and warning of every task; `above` holds the indexes of above-max tasks."""
     errors: list[str] = []
     warnings: list[str] = []
     above: set[int] = set()
     for i, task in enumerate(tasks):
-        e, w, a = check_task(cfg, task)
+        e, w, a = check_task(cfg, task, smoke)
         errors.extend(e)
         warnings.extend(w)
         if a:

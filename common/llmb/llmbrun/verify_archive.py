@@ -1,27 +1,30 @@
 """`llmb-run verify-archive FILE`: is an archive of llmb.llmbrun.archive complete and consistent?
 
-The archive is not trusted. Before anything is written, every member is checked: only regular
-files and directories under `llmb-archive/`, no absolute or `..` paths, no links or devices,
-no name twice, a plausible total size. An archive that fails any of these is refused whole;
-nothing of it is extracted. The rest is unpacked by this module itself (never tarfile's
-extractall), file by file, under a fresh private directory.
+The archive is not trusted. llmb.llmbrun.unpack checks every member before anything is
+written (only regular files and directories under `llmb-archive/`, no absolute or `..` path,
+no link or device, one plain spelling per path, nothing twice, nothing larger than the index
+lists) and refuses the whole archive otherwise; an archive whose first file is not a readable
+index is not unpacked at all. The rest is unpacked file by file under a fresh private
+directory.
 
 Then, on the unpacked tree: every file listed in ARCHIVE.json is present with its size and
-sha256, and no file is there that the index does not list; each run's manifest is JSON and has
-its training log (and a Slurm run its job script); system.json and, where the index says they
-were made, analysis.json and report/index.html are present; the analyzer, run again over the
-archived logs, gives what analysis.json says; and no file copied from the install holds a
-secret in clear (llmb.shared.redact.clear_secrets; the analyzer's outputs are made from those).
-Exit 0 when all holds; 1 with one line per problem otherwise.
+sha256, and no file is there that the index does not list; each run of the index is a path
+under runs/ of the tree, and its manifest is JSON with its training log (a Slurm run its job
+script); system.json and, where the index says they were made, analysis.json and the report
+are present; the analyzer, run again over the archived logs, gives what analysis.json says;
+report.md and index.html are what analysis.json renders to (with the archived plots); and no
+file copied from the install holds a secret in clear (llmb.shared.redact.clear_secrets; the
+analyzer's outputs are made from those). Exit 0 when all holds; 1 with one line per problem
+otherwise.
 
 What this proves: the archive is whole and was not changed after it was made, unless someone
-rewrote the logs, the analysis and the index together (the index is not signed).
+rewrote the logs, the analysis, the report and the index together (the index is not signed).
 """
-
 from __future__ import annotations
 
+import errno
 import json
-import shutil
+import re
 import sys
 import tarfile
 import tempfile
@@ -31,89 +34,18 @@ from typing import Any, TextIO
 
 from llmb import manifest
 from llmb.llmbrun import report
-from llmb.llmbrun.archive import INDEX, ROOT, sha256
+from llmb.llmbrun.archive import INDEX, ROOT, pieces, sha256
 from llmb.llmbrun.clusterconfig import PROG, RunError
+from llmb.llmbrun.unpack import Refused, extract, safe_members
 from llmb.shared import files, redact, values
-from llmb.shared.errors import LlmbError
 
-MAX_UNPACKED = 200 * 10**9  # bytes: refuse archives that claim to unpack to more
-MAX_MEMBERS = 1_000_000
+MAX_JSON_BYTES = 256 << 20  # analysis.json of the largest install: a few MB
 COMPARED = ("status", "max_iteration", "time_mean", "time_std_dev", "tflops_per_gpu_mean",
             "reason", "suspect_nodes", "pct_of_reference")
 # Made by the analyzer from the redacted runs, never redacted themselves (a "config_key" is
 # no secret): not scanned for secrets in clear.
 ANALYZER_OUTPUT = ("analysis.json", "report/")
-
-
-class Refused(LlmbError):
-    """The archive cannot be opened safely; str() is one line."""
-
-
-def unsafe(member: tarfile.TarInfo) -> str | None:
-    """Why this member must not be extracted, or None."""
-    name = member.name
-    path = PurePosixPath(name)
-    if name.startswith("/") or "\\" in name or ".." in path.parts:
-        return "an absolute path or a path with '..'"
-    if not path.parts or path.parts[0] != ROOT:
-        return f"a path outside {ROOT}/"
-    if values.control_characters(name):
-        return "a name with control characters"
-    if member.issym() or member.islnk():
-        return f"a link (to {values.shown(member.linkname)}); an archive holds no links"
-    if not (member.isfile() or member.isdir()):
-        return "not a regular file or directory (a device or a fifo)"
-    return None
-
-
-def safe_members(tar: tarfile.TarFile) -> list[tarfile.TarInfo]:
-    """Every member, once each, checked; Refused naming the first few that are not safe."""
-    members: list[tarfile.TarInfo] = []
-    seen: set[str] = set()
-    problems: list[str] = []
-    total = 0
-    for member in tar:
-        name = member.name.rstrip("/")
-        why = unsafe(member)
-        if why is None and name in seen:
-            why = "it is in the archive twice (the second copy would replace the first)"
-        if why:
-            problems.append(f"{values.shown(member.name)}: {why}")
-        seen.add(name)
-        total += max(0, member.size)
-        members.append(member)
-        if len(members) > MAX_MEMBERS or total > MAX_UNPACKED:
-            raise Refused(f"it claims more than {MAX_MEMBERS} members or "
-                          f"{MAX_UNPACKED / 1e9:.0f} GB; not an llmb archive")
-    if problems:
-        more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        raise Refused("unsafe member(s), nothing was extracted: " + "; ".join(problems[:3])
-                      + more)
-    return members
-
-
-def extract(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: Path) -> None:
-    """Write the checked members under dest (0700 directories, 0600 files)."""
-    need = sum(m.size for m in members if m.isfile())
-    free = shutil.disk_usage(dest).free
-    if need > free:
-        raise Refused(f"it unpacks to {need / 1e9:.1f} GB but {dest.parent} has "
-                      f"{free / 1e9:.1f} GB free; set TMPDIR to a larger filesystem")
-    base = dest.resolve()
-    for m in members:
-        target = (base / m.name).resolve()
-        if base not in target.parents:  # unsafe() already refused this; never write outside
-            raise Refused(f"{values.shown(m.name)}: a path outside the archive")
-        if m.isdir():
-            target.mkdir(mode=0o700, parents=True, exist_ok=True)
-            continue
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        source = tar.extractfile(m)
-        if source is None:
-            raise Refused(f"{values.shown(m.name)}: cannot be read")
-        with source, open(target, "xb") as out:
-            target.chmod(0o600)
-            shutil.copyfileobj(source, out, 1 << 20)
+NO_INDEX = f"no readable {INDEX}: not an llmb archive, or its index was removed"
 
 
 def compare_analysis(stored: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
@@ -147,7 +79,8 @@ def compare_analysis(stored: dict[str, Any], fresh: dict[str, Any]) -> list[str]
 
 def check_files(root: Path, listed: dict[str, Any]) -> tuple[list[str], set[str]]:
     problems = []
-    present = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+    present = {Path(d, n).relative_to(root).as_posix() for d, _, names in files.walk(root)
+               for n in names if Path(d, n).is_file()}
     present.discard(INDEX)
     for name in sorted(listed):
         info = listed[name] if isinstance(listed[name], dict) else {}
@@ -162,12 +95,47 @@ def check_files(root: Path, listed: dict[str, Any]) -> tuple[list[str], set[str]
     return problems, present
 
 
-def check_runs(root: Path, index: dict[str, Any]) -> list[str]:
+def inside(root: Path, name: str, top: str) -> bool:
+    """Whether `name` (from the index) is a plain relative path under root/top: no absolute
+    path, no `..`, no link on the way out of the unpacked tree."""
+    path = PurePosixPath(name)
+    if path.is_absolute() or ".." in path.parts or not path.parts or path.parts[0] != top or \
+            values.control_characters(name):
+        return False
+    return (root / name).resolve().is_relative_to(root.resolve())
+
+
+def read_json(path: Path) -> Any:
+    """A JSON file of the unpacked archive; ValueError when it is not one (too large, too
+    deep, not JSON)."""
+    try:
+        return json.loads(files.read_bounded(path, MAX_JSON_BYTES))
+    except files.FileRefused as exc:
+        raise ValueError(exc.reason) from None
+    except RecursionError:
+        raise ValueError("nested too deep") from None
+
+
+def check_runs(root: Path, index: dict[str, Any], present: set[str]) -> list[str]:
     problems = []
-    for run in index.get("runs") or []:
+    if not isinstance(index.get("runs"), list):
+        problems.append(f"{INDEX}: runs is {values.shown(type(index.get('runs')).__name__)}, "
+                        "not a list of runs")
+    listed = [str(r.get("run", "")).rstrip("/") + "/" for r in runs_of(index)
+              if isinstance(r, dict)]
+    unlisted = sorted(n for n in present
+                      if n.startswith("runs/") and not any(n.startswith(r) for r in listed))
+    if unlisted:
+        problems.append(f"{values.shown(unlisted[0])} (and {len(unlisted) - 1} more file(s) "
+                        f"under runs/) belongs to no run {INDEX} lists")
+    for run in runs_of(index):
         name = str(run.get("run", "")) if isinstance(run, dict) else ""
         run_dir = root / name
-        if not name.startswith("runs/") or not run_dir.is_dir():
+        if not inside(root, name, "runs"):
+            problems.append(f"run {values.shown(name)} of {INDEX} is not a path under runs/ "
+                            "of the archive")
+            continue
+        if not run_dir.is_dir():
             problems.append(f"run {values.shown(name)} of {INDEX} is missing")
             continue
         if not run.get("manifest"):
@@ -190,9 +158,11 @@ def check_analysis(root: Path, index: dict[str, Any]) -> list[str]:
     if index.get("analysis_error") is not None:
         return []  # the archive says why there is none
     try:
-        stored = json.loads((root / "analysis.json").read_text())
-    except (OSError, ValueError):
+        stored = read_json(root / "analysis.json")
+    except ValueError:
         return ["analysis.json is missing or not JSON"]
+    if not isinstance(stored, dict):
+        return ["analysis.json is not the analyzer's JSON (not an object)"]
     try:
         fresh = report.analyze_json("runs", cwd=root)
     except report.AnalyzerError as exc:
@@ -206,7 +176,7 @@ def check_secrets(root: Path, names: set[str]) -> list[str]:
         if name.startswith(ANALYZER_OUTPUT):
             continue
         with (root / name).open("rb") as fh:
-            for number, raw in enumerate(fh, 1):
+            for number, raw in enumerate(pieces(fh), 1):
                 found = redact.clear_secrets(raw.decode("utf-8", "replace"))
                 if found:
                     problems.append(f"{name} line {number}: {found[0]} in clear")
@@ -217,21 +187,78 @@ def check_secrets(root: Path, names: set[str]) -> list[str]:
 def verify_tree(root: Path) -> tuple[list[str], dict[str, Any]]:
     """Problems of an unpacked archive (root = .../llmb-archive), and its index."""
     try:
-        index = json.loads((root / INDEX).read_text())
+        index = read_json(root / INDEX)
         if not isinstance(index, dict) or not isinstance(index.get("files"), dict):
             raise ValueError
-    except (OSError, ValueError):
-        return [f"no readable {INDEX}: not an llmb archive, or its index was removed"], {}
+    except ValueError:
+        return [NO_INDEX], {}
     problems, present = check_files(root, index["files"])
     if "system.json" not in present:
         problems.append("system.json (the system description) is missing")
-    problems += check_runs(root, index)
+    problems += check_runs(root, index, present)
     problems += check_analysis(root, index)
-    if (index.get("report") or {}).get("status") == "written" and \
-            not (root / "report" / "index.html").is_file():
-        problems.append("report/index.html is missing")
+    problems += check_report(root, index)
     problems += check_secrets(root, present)
     return problems, index
+
+
+def section(index: dict[str, Any], key: str) -> dict[str, Any]:
+    """A mapping of the index, or {} when a crafted index holds something else there."""
+    value = index.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def runs_of(index: dict[str, Any]) -> list[Any]:
+    value = index.get("runs")
+    return value if isinstance(value, list) else []
+
+
+_GENERATED = re.compile(r"<br>Generated [^<]*</p>")
+
+
+def check_report(root: Path, index: dict[str, Any]) -> list[str]:
+    """report/report.md and report/index.html are what analysis.json renders to (with the
+    archived plots; only the time it was generated may differ), and report/plots holds the
+    plots they show and nothing else."""
+    if section(index, "report").get("status") != "written":
+        return []
+    html_file, md_file = root / "report" / "index.html", root / "report" / "report.md"
+    if not html_file.is_file():
+        return ["report/index.html is missing"]
+    try:
+        stored = read_json(root / "analysis.json")
+        page = report.render(stored, root / "report" / "plots")
+    except ValueError:
+        return []  # check_analysis said so
+    except Exception as exc:  # a crafted analysis.json: one line, never a traceback
+        return [f"the report cannot be checked: analysis.json is not what the analyzer "
+                f"writes ({type(exc).__name__})"]
+    problems = [f"report/plots/{name} is missing" for name in page.missing]
+    problems += [f"report/plots/{p.name} is not a plot of analysis.json"
+                 for p in sorted((root / "report" / "plots").glob("*"))
+                 if p.name not in page.plots]
+    for path, expected in ((md_file, page.markdown), (html_file, page.html)):
+        try:
+            text = files.read_text(path, MAX_JSON_BYTES)
+        except files.FileRefused:
+            problems.append(f"report/{path.name} is missing or unreadable")
+            continue
+        if _GENERATED.sub("", text) != _GENERATED.sub("", expected):
+            problems.append(f"report/{path.name} does not say what analysis.json says (it was "
+                            "changed after the analysis was made)")
+    return problems
+
+
+def _unpack_and_verify(path: Path) -> tuple[list[str], dict[str, Any]]:
+    """Unpack under a private temporary directory (only when the first file is a readable
+    index: nothing else is unpacked) and check the tree."""
+    with tarfile.open(path, "r:*") as tar, \
+            tempfile.TemporaryDirectory(prefix="llmb-verify-") as tmp:
+        members, indexed = safe_members(tar)
+        if not indexed:
+            return [NO_INDEX], {}
+        extract(tar, members, Path(tmp))
+        return verify_tree(Path(tmp) / ROOT)
 
 
 def cmd_verify(path: Path, out: TextIO | None = None) -> int:
@@ -245,13 +272,16 @@ def cmd_verify(path: Path, out: TextIO | None = None) -> int:
     if problem:
         raise RunError(f"verify-archive {shown}: {problem}")
     try:
-        with tarfile.open(path, "r:*") as tar, \
-                tempfile.TemporaryDirectory(prefix="llmb-verify-") as tmp:
-            extract(tar, safe_members(tar), Path(tmp))
-            problems, index = verify_tree(Path(tmp) / ROOT)
+        problems, index = _unpack_and_verify(path)
     except Refused as exc:
         raise RunError(f"verify-archive {shown}: refused: {exc}") from None
-    except (OSError, tarfile.TarError, EOFError, zlib.error) as exc:
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise RunError(f"verify-archive {shown}: {tempfile.gettempdir()} is full "
+                           f"({exc.strerror}); set TMPDIR to a larger filesystem") from None
+        raise RunError(f"verify-archive {shown}: not a readable archive (damaged or "
+                       f"truncated): {values.shown(exc.strerror or exc)}") from None
+    except (tarfile.TarError, EOFError, zlib.error) as exc:
         raise RunError(f"verify-archive {shown}: not a readable archive (damaged or "
                        f"truncated): {values.shown(getattr(exc, 'strerror', None) or exc)}"
                        ) from None
@@ -260,10 +290,10 @@ def cmd_verify(path: Path, out: TextIO | None = None) -> int:
         for p in problems:
             print(f"  {values.shown(p)}", file=out)
         return 1
-    runs = index.get("runs") or []
+    runs = runs_of(index)
     note = ""
-    if (index.get("report") or {}).get("status") != "written":
-        note += f"; no HTML report ({(index.get('report') or {}).get('detail')})"
+    if section(index, "report").get("status") != "written":
+        note += f"; no HTML report ({values.shown(section(index, 'report').get('detail'))})"
     if index.get("analysis_error"):
         note += f"; no analysis ({index['analysis_error']})"
     foreign = sum(1 for r in runs if isinstance(r, dict) and not r.get("manifest"))

@@ -1,10 +1,12 @@
 """Writing files so that a reader never sees half of one, and a private one is never exposed.
 
-`atomic_write` writes next to the target under a name unique to this process, with the final
-mode set before the first byte, flushes it to disk and renames it over the target: a reader, a
-crash or a Ctrl-C sees the old file or the new one, never a torn one, and a file meant to be
-0600 is never world-readable in between. `path_problem` says in words why a path people gave
-is not the directory or file they meant.
+`atomic_write` writes next to the target into a file it creates itself (an unpredictable name,
+exclusive creation, never through a link), with the final mode set before the first byte,
+flushes it to disk and renames it over the target: a reader, a crash or a Ctrl-C sees the old
+file or the new one, never a torn one, a file meant to be 0600 is never world-readable in
+between, and nothing another user planted in a shared directory (a link at the temporary or the
+final name) can redirect the write or have its mode changed. `path_problem` says in words why a
+path people gave is not the directory or file they meant.
 """
 
 from __future__ import annotations
@@ -13,8 +15,10 @@ import contextlib
 import errno
 import os
 import stat
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from llmb.shared.errors import LlmbError
 
@@ -24,28 +28,35 @@ EXECUTABLE = 0o755
 
 
 def atomic_write(path: str | os.PathLike[str], data: str | bytes, mode: int = PUBLIC) -> None:
-    """Replace `path` with `data` in one step; the parent directory must exist."""
+    """Replace `path` with `data` in one step; the parent directory must exist.
+
+    The temporary file next to the target gets an unpredictable name and is created
+    exclusively (O_CREAT|O_EXCL, never through a link: tempfile.mkstemp), so a file or link
+    another user planted in a shared directory is never opened, written or re-moded; only the
+    file this call created gets `mode`. The rename replaces the name itself: a symbolic link at
+    the final name is replaced, the file it pointed to is left untouched. A failure (a full
+    disk, a Ctrl-C) removes the temporary file and leaves the old content under the name."""
     target = Path(path)
-    tmp = target.with_name(f".{target.name}.tmp.{os.getpid()}")
     payload = data.encode() if isinstance(data, str) else data
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:64]}.", suffix=".tmp",
+                               dir=target.parent)
     try:
-        os.fchmod(fd, mode)  # the umask never widens or narrows what was asked for
+        os.fchmod(fd, mode)  # our own new file: the umask never widens or narrows the mode
         view = memoryview(payload)
         while view:
             view = view[os.write(fd, view):]
         os.fsync(fd)
-    except BaseException:
         os.close(fd)
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    os.close(fd)
-    try:
-        os.replace(tmp, target)
+        fd = -1
+        try:
+            os.replace(tmp, target)
+        except OSError as exc:  # name the target, not the temporary file (a directory there)
+            raise OSError(exc.errno, exc.strerror, str(target)) from None
     except BaseException:
+        if fd >= 0:
+            os.close(fd)
         with contextlib.suppress(OSError):
-            tmp.unlink()
+            os.unlink(tmp)
         raise
 
 
@@ -55,7 +66,8 @@ def write_private(path: str | os.PathLike[str], data: str | bytes) -> None:
 
 
 def path_problem(path: str | os.PathLike[str], want: str = "directory") -> str | None:
-    """Why `path` is not a usable `want` ("directory" or "file"), in words, or None.
+    """Why `path` is not a usable `want` ("directory", "file" or "regular file": not a FIFO
+    or a device either), in words, or None.
 
     Tells apart what a bare exists() lumps together: missing, the wrong kind, a dangling
     symbolic link, a symbolic link loop, and a path that cannot be looked at."""
@@ -72,9 +84,102 @@ def path_problem(path: str | os.PathLike[str], want: str = "directory") -> str |
         return f"cannot be read ({exc.strerror})"
     if want == "directory" and not stat.S_ISDIR(st.st_mode):
         return "is a file, not a directory"
-    if want == "file" and stat.S_ISDIR(st.st_mode):
+    if want in ("file", "regular file") and stat.S_ISDIR(st.st_mode):
         return "is a directory, not a file"
+    if want == "regular file" and not stat.S_ISREG(st.st_mode):
+        return "is not a regular file (a FIFO or a device)"
     return None
+
+
+# Pseudo file systems a followed link must not lead a walk into (endless, or huge: /proc holds
+# every process's view of the whole tree).
+VIRTUAL_ROOTS = ("/proc", "/sys", "/dev")
+INTO_VIRTUAL = "a link into /proc, /sys or /dev, not followed"
+INTO_ANCESTOR = "a link to a directory that holds the tree walked (such as /), not followed"
+
+
+def _virtual_devices() -> set[int]:
+    found = set()
+    for root in VIRTUAL_ROOTS:
+        with contextlib.suppress(OSError):
+            found.add(os.stat(root).st_dev)
+    return found
+
+
+def _ancestors(top: str) -> set[tuple[int, int]]:
+    """(device, inode) of every directory above top, as given and as its real path, up to and
+    including /."""
+    found = set()
+    for here in (os.path.abspath(top), os.path.realpath(top)):
+        while True:
+            parent = os.path.dirname(here)
+            if parent == here:
+                break
+            here = parent
+            with contextlib.suppress(OSError):
+                st = os.stat(here)
+                found.add((st.st_dev, st.st_ino))
+    return found
+
+
+def _refused(st: os.stat_result, virtual: set[int], above: set[tuple[int, int]]) -> str | None:
+    if st.st_dev in virtual:
+        return INTO_VIRTUAL
+    if (st.st_dev, st.st_ino) in above:
+        return INTO_ANCESTOR
+    return None
+
+
+def walk(top: str | os.PathLike[str], onerror: Any = None, followlinks: bool = False
+         ) -> Iterator[tuple[str, list[str], list[str]]]:
+    """os.walk, top-down, without recursion (os.walk of Python 3.11 recurses: a tree some 1000
+    directories deep ended in a RecursionError). Following links, it enters no directory twice
+    (a link back into the tree), none on /proc, /sys or /dev, and none that holds top (a link
+    to /, or to any directory above top, would walk the whole file system): onerror gets an
+    OSError saying so for the last two. A link elsewhere (a run directory on scratch) is
+    followed. Callers may prune dirnames in place, as with os.walk."""
+    start = os.fspath(top)
+    virtual = _virtual_devices() if followlinks else set()
+    above = _ancestors(start) if followlinks else set()
+    seen: set[tuple[int, int]] = set()
+    stack = [start]
+    while stack:
+        path = stack.pop()
+        if followlinks:
+            try:
+                st = os.stat(path)
+            except OSError as exc:
+                if onerror:
+                    onerror(exc)
+                continue
+            why = _refused(st, virtual, above)
+            if why is not None:
+                if onerror:
+                    onerror(OSError(errno.EXDEV, why, path))
+                continue
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+        try:
+            with os.scandir(path) as it:
+                entries = list(it)
+        except OSError as exc:
+            if onerror:
+                onerror(exc)
+            continue
+        dirs: list[str] = []
+        others: list[str] = []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                is_dir = False
+            (dirs if is_dir else others).append(entry.name)
+        yield path, dirs, others
+        for name in reversed(dirs):
+            child = os.path.join(path, name)
+            if followlinks or not os.path.islink(child):
+                stack.append(child)
 
 
 class FileRefused(LlmbError):
@@ -89,12 +194,10 @@ class FileRefused(LlmbError):
         self.missing = missing
 
 
-def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
-    """The content of a regular file of at most `limit` bytes; else FileRefused.
-
-    A FIFO, a device (/dev/zero) or a directory is refused without reading a byte (opened
-    non-blocking, so a FIFO without a writer cannot hang), and no more than limit + 1 bytes are
-    ever read, whatever the file claims its size is."""
+def open_regular(path: str | os.PathLike[str]) -> int:
+    """A file descriptor open for reading on a regular file; else FileRefused. Opened
+    non-blocking (a FIFO without a writer cannot hang it) and checked on the descriptor, so
+    what is read is what was checked; the caller closes it."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     except OSError as exc:
@@ -102,10 +205,48 @@ def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
                           missing=exc.errno == errno.ENOENT) from None
     try:
         mode = os.fstat(fd).st_mode
+    except OSError as exc:
+        os.close(fd)
+        raise FileRefused(f"cannot be read ({exc.strerror})", path) from None
+    if not stat.S_ISREG(mode):
+        os.close(fd)
         if stat.S_ISDIR(mode):
             raise FileRefused(f"cannot be read ({os.strerror(errno.EISDIR)})", path)
-        if not stat.S_ISREG(mode):
-            raise FileRefused("is not a regular file", path)
+        raise FileRefused("is not a regular file", path)
+    return fd
+
+
+def open_regular_file(path: str | os.PathLike[str]) -> BinaryIO:
+    """open_regular as a binary file object (for streaming a log of any size)."""
+    return os.fdopen(open_regular(path), "rb")
+
+
+def read_head(path: str | os.PathLike[str], size: int) -> bytes:
+    """The first `size` bytes of a regular file (an image's magic number); else FileRefused."""
+    with open_regular_file(path) as fh:
+        try:
+            return fh.read(size)
+        except OSError as exc:
+            raise FileRefused(f"cannot be read ({exc.strerror})", path) from None
+
+
+def read_text(path: str | os.PathLike[str], limit: int) -> str:
+    """read_bounded, decoded as UTF-8; FileRefused (`is not UTF-8 text`) otherwise."""
+    raw = read_bounded(path, limit)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise FileRefused("is not UTF-8 text", path) from None
+
+
+def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
+    """The content of a regular file of at most `limit` bytes; else FileRefused.
+
+    A FIFO, a device (/dev/zero) or a directory is refused without reading a byte (opened
+    non-blocking, so a FIFO without a writer cannot hang), and no more than limit + 1 bytes are
+    ever read, whatever the file claims its size is."""
+    fd = open_regular(path)
+    try:
         chunks, size = [], 0
         while size <= limit:
             chunk = os.read(fd, limit + 1 - size)
@@ -122,24 +263,107 @@ def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
     return b"".join(chunks)
 
 
+# A file holding one token (a Hugging Face token is about 40 characters).
+MAX_TOKEN_BYTES = 4096
+
+
+def read_token(path: str | os.PathLike[str]) -> str:
+    """The token a token file holds, stripped: a regular UTF-8 file of at most MAX_TOKEN_BYTES
+    (/dev/zero or a FIFO named as the token file is refused, never read); else FileRefused."""
+    return read_text(path, MAX_TOKEN_BYTES).strip()
+
+
 # A YAML file people write (cluster_config.yaml, a bulk sweep, an installer config, a recipe's
 # metadata.yaml) is a few KB; a larger one is not one of them.
 MAX_YAML_BYTES = 4 << 20
 
 
-def load_yaml(text: str) -> Any:
-    """yaml.safe_load, through libyaml when PyYAML has it (several times faster). PyYAML is
-    imported here, on first use: the analyzer answers `--help` without it."""
+_LOADER: list[Any] = []
+# libyaml's parser recurses in C and crashes (a segmentation fault, no exception) on
+# collections nested some 100000 deep (`[[[...`, or `- - - ...` on one line). Text long enough
+# to nest deeper than MAX_DEPTH is first scanned for its nesting (libyaml's scanner keeps a
+# counter, it does not recurse; the scan stops at the first level too deep) and refused
+# (TooDeep) above it: no file people write nests that deep.
+MAX_DEPTH = 200
+
+
+class TooDeep(LlmbError):
+    """Collections nested deeper than MAX_DEPTH."""
+
+
+def _too_deep(text: str) -> bool:
+    """Whether YAML text nests collections deeper than MAX_DEPTH, from its tokens."""
     import yaml
 
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    depth = 0
+    opens = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken,
+             yaml.BlockSequenceStartToken, yaml.BlockMappingStartToken)
+    closes = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
+    for token in yaml.scan(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+        if isinstance(token, opens):
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif isinstance(token, closes):
+            depth -= 1
+    return False
+
+
+def _loader() -> Any:
+    """yaml's safe loader (libyaml's parser when PyYAML has it) that refuses a key given twice
+    in one mapping: YAML keeps the last value silently, so `env:` written twice would drop the
+    first."""
+    if not _LOADER:
+        import yaml
+
+        class UniqueKeys(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+            def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+                seen: dict[Any, int] = {}
+                for key_node, _ in node.value:
+                    if key_node.tag == "tag:yaml.org,2002:merge":
+                        continue
+                    key = self.construct_object(key_node, deep=True)
+                    line = key_node.start_mark.line + 1
+                    try:
+                        first = seen.get(key)
+                    except TypeError:  # an unhashable key: the base class says so
+                        break
+                    if first is not None:
+                        where = f"line {line}" if first == line else f"lines {first} and {line}"
+                        raise DuplicateKey(f"the key {shown_key(key)} is given twice ({where}); "
+                                           "keep one")
+                    seen[key] = line
+                return super().construct_mapping(node, deep)
+
+        _LOADER.append(UniqueKeys)
+    return _LOADER[0]
+
+
+def shown_key(key: Any) -> str:
+    text = repr(key) if not isinstance(key, str) else key
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class DuplicateKey(LlmbError):
+    """A mapping that gives one key twice."""
+
+
+def load_yaml(text: str) -> Any:
+    """yaml.safe_load, through libyaml when PyYAML has it (several times faster), refusing a
+    key given twice (DuplicateKey) and collections nested deeper than MAX_DEPTH (TooDeep).
+    PyYAML is imported here, on first use: the analyzer answers `--help` without it."""
+    import yaml
+
+    if len(text) > MAX_DEPTH and _too_deep(text):
+        raise TooDeep(f"collections nested more than {MAX_DEPTH} deep")
+    return yaml.load(text, Loader=_loader())
 
 
 def read_yaml(path: str | os.PathLike[str], label: str,
               error: type[LlmbError] = LlmbError) -> Any:
     """A YAML file people can name, parsed; else `error` with one line naming `label` (the
     file, or the option that named it): unreadable, not a regular file, too large, not UTF-8,
-    not YAML."""
+    not YAML, a key given twice, nested deeper or holding a number longer than Python reads."""
     import yaml
 
     try:
@@ -158,3 +382,10 @@ def read_yaml(path: str | os.PathLike[str], label: str,
         return load_yaml(text)
     except yaml.YAMLError as exc:
         raise error(f"{label} is not valid YAML: {str(exc).splitlines()[0]}") from None
+    except DuplicateKey as exc:
+        raise error(f"{label}: {exc}") from None
+    except (RecursionError, TooDeep):
+        raise error(f"{label} nests deeper than a file llmb reads can") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise error(f"{label} holds a value llmb cannot read ({str(exc).split(';')[0]})"
+                    ) from None

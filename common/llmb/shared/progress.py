@@ -22,6 +22,7 @@ Standard library only (the shell scripts run it with whatever Python they found)
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import re
 import shutil
@@ -181,7 +182,9 @@ def wait(label: str, poll: Callable[[], str | None], interval: float,
 
 
 class _Forward:
-    """While installed: SIGTERM (and SIGHUP) to this process go to the child as SIGTERM."""
+    """While installed: SIGTERM (and SIGHUP) to this process go to the command's whole process
+    group as SIGTERM, so what the command started (pip under setup.sh, enroot under its
+    progress line) stops with it instead of writing on as an orphan."""
 
     SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
@@ -198,21 +201,43 @@ class _Forward:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.received = signum
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+        signal_group(self.proc, signal.SIGTERM)
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self.saved.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]
 
 
+GROUP_GRACE_S = 10.0
+
+
+def signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Send sig to the command's process group (it leads one of its own)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def end_group(proc: subprocess.Popen[bytes], grace_s: float = GROUP_GRACE_S) -> None:
+    """After a signal stopped the command: what is left of its process group (a grandchild
+    that ignored or outlived SIGTERM) gets grace_s seconds, then SIGKILL."""
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        time.sleep(0.1)
+    signal_group(proc, signal.SIGKILL)
+
+
 def run_command(argv: list[str], env: Mapping[str, str] | None, label: str,
                 stream: TextIO | None = None, tty: bool | None = None,
                 heartbeat_s: float = HEARTBEAT_S) -> int:
     """Run a command with progress; its exit status (128+N when a signal N stopped it, or
-    stopped us: the command got SIGTERM and was waited for). On a terminal its output is
-    shown as the progress line's status (and its last lines when it fails); otherwise it
-    passes through."""
+    stopped us: the command's process group got SIGTERM and was waited for). The command leads
+    a process group of its own, so a stop reaches everything it started; a Ctrl-C at the
+    terminal is passed on to that group too. On a terminal its output is shown as the progress
+    line's status (and its last lines when it fails); otherwise it passes through."""
     stream = stream or sys.stderr
     tty = is_terminal(stream) if tty is None else tty
     env_dict = dict(env) if env is not None else None
@@ -220,16 +245,20 @@ def run_command(argv: list[str], env: Mapping[str, str] | None, label: str,
     with Progress(label, stream, tty, heartbeat_s, status="running") as progress:
         proc = subprocess.Popen(argv, env=env_dict, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE if tty else None,
-                                stderr=subprocess.STDOUT if tty else None)
+                                stderr=subprocess.STDOUT if tty else None,
+                                start_new_session=True)
         with _Forward(proc) as forward:
             try:
                 if proc.stdout is not None:
                     _follow_output(proc.stdout, tail, progress)
                 rc = proc.wait()
             except KeyboardInterrupt:
-                proc.wait()  # it got the SIGINT too; let it clean up (a partial image, ...)
+                signal_group(proc, signal.SIGINT)  # not in our group: the terminal's Ctrl-C
+                proc.wait()  # let it clean up (a partial image, ...)
+                end_group(proc)
                 raise
         if forward.received is not None:
+            end_group(proc)
             rc = 128 + forward.received
         elif rc < 0:
             rc = 128 - rc

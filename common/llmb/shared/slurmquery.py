@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,11 +52,19 @@ class Partition:
         return m.group(1).lower() if m else None
 
 
-def _run(argv: list[str], both: bool = False) -> str:
-    """A Slurm command's standard output (`both`: and its standard error, for commands that
-    print their answer there in some Slurm releases)."""
-    if shutil.which(argv[0]) is None:
-        raise SlurmUnavailable(f"{argv[0]} is not installed")
+# Errors that say the controller (or the accounting database) is busy or unreachable for the
+# moment, in Slurm's words: asked again after a pause. Anything else (an unknown job, no
+# accounting, a bad option) is an answer, not a failure to get one.
+TRANSIENT = ("Socket timed out", "Unable to contact slurm controller", "Connection refused",
+             "Communication connection failure", "Resource temporarily unavailable",
+             "Zero Bytes were transmitted", "backup controller in standby", "Connection reset",
+             "Transport endpoint is not connected", "Problem talking to the database",
+             "did not answer within", "try again")
+TRIES = 3
+BACKOFF_S = (1.0, 3.0)  # the pause before the 2nd and the 3rd try
+
+
+def _run_once(argv: list[str], both: bool) -> str:
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, errors="replace",
                               timeout=TIMEOUT_S, check=False, stdin=subprocess.DEVNULL)
@@ -66,6 +76,31 @@ def _run(argv: list[str], both: bool = False) -> str:
         why = (proc.stderr or proc.stdout).strip().splitlines()
         raise SlurmUnavailable(f"{argv[0]} failed: {why[0] if why else f'exit {proc.returncode}'}")
     return proc.stdout + (proc.stderr if both else "")
+
+
+def transient(message: str) -> bool:
+    low = message.lower()
+    return any(t.lower() in low for t in TRANSIENT)
+
+
+def _run(argv: list[str], both: bool = False, sleep: Callable[[float], None] = time.sleep
+         ) -> str:
+    """A Slurm command's standard output (`both`: and its standard error, for commands that
+    print their answer there in some Slurm releases). A busy or unreachable controller (a
+    timeout, "Socket timed out", "Unable to contact slurm controller") is asked TRIES times,
+    with a pause between; then SlurmUnavailable says what failed and how often."""
+    if shutil.which(argv[0]) is None:
+        raise SlurmUnavailable(f"{argv[0]} is not installed")
+    for attempt in range(TRIES):
+        try:
+            return _run_once(argv, both)
+        except SlurmUnavailable as exc:
+            if not transient(str(exc)):
+                raise
+            if attempt + 1 == TRIES:
+                raise SlurmUnavailable(f"{exc} (asked {TRIES} times)") from None
+            sleep(BACKOFF_S[min(attempt, len(BACKOFF_S) - 1)])
+    raise AssertionError("unreachable")
 
 
 def partitions() -> list[Partition]:
@@ -129,59 +164,105 @@ def _matches(name: str | None, expected: str | None) -> bool:
     return not expected or not name or expected in name
 
 
+# A Slurm job id: digits, with an array task (_N) or a heterogeneous job component (+N).
+JOB_ID = re.compile(r"[0-9]{1,12}(?:_[0-9]{1,9}|\+[0-9]{1,4})?")
+BATCH = 500  # job ids per squeue / sacct call (one argument: well below the kernel's limit)
+SCONTROL_EACH = 10  # missing jobs asked one by one; more: one `scontrol show job` for all
+
+
+def _batches(ids: list[str]) -> list[list[str]]:
+    return [ids[i:i + BATCH] for i in range(0, len(ids), BATCH)]
+
+
+def _from_squeue(ids: list[str], names: dict[str, str], found: dict[str, JobInfo]) -> str | None:
+    """Fill `found` from squeue, BATCH ids per call; why Slurm could not be asked, or None."""
+    for batch in _batches(ids):
+        try:
+            out = _run(["squeue", "-h", "-t", "all", "-j", ",".join(batch), "-o",
+                        "%i|%T|%j|%N|%r"])
+        except SlurmUnavailable as exc:
+            if _INVALID_JOB in str(exc):
+                continue
+            return str(exc)
+        for line in out.splitlines():
+            parts = line.split("|")
+            if len(parts) == 5 and parts[0] in batch and _matches(parts[2], names.get(parts[0])):
+                found[parts[0]] = JobInfo(parts[0], parts[1], _clean(parts[2]),
+                                          _clean(parts[3]), _clean(parts[4]), "squeue")
+    return None
+
+
+def _scontrol_fields(text: str) -> dict[str, dict[str, str]]:
+    """`scontrol show job -o` output: job id -> the fields llmb reads."""
+    out = {}
+    for line in text.splitlines():
+        fields = dict(re.findall(r"\b(JobId|JobState|JobName|NodeList|Reason)=(\S*)", line))
+        if "JobId" in fields:
+            out[fields["JobId"]] = fields
+    return out
+
+
+def _from_scontrol(missing: list[str], names: dict[str, str],
+                   found: dict[str, JobInfo]) -> str | None:
+    """Fill `found` from `scontrol show job` (one by one, or all at once for many)."""
+    asks = [[job] for job in missing] if len(missing) <= SCONTROL_EACH else [[]]
+    for ask in asks:
+        try:
+            text = _run(["scontrol", "show", "job", "-o", *ask])
+        except SlurmUnavailable as exc:
+            if _INVALID_JOB in str(exc):
+                continue
+            return str(exc)
+        for job, fields in _scontrol_fields(text).items():
+            if job in missing and "JobState" in fields and \
+                    _matches(fields.get("JobName"), names.get(job)):
+                found[job] = JobInfo(job, fields["JobState"], _clean(fields.get("JobName")),
+                                     _clean(fields.get("NodeList")),
+                                     _clean(fields.get("Reason")), "scontrol")
+    return None
+
+
+def _from_sacct(missing: list[str], names: dict[str, str],
+                found: dict[str, JobInfo]) -> str | None:
+    """Fill `found` from sacct; why it could not answer, or None."""
+    for batch in _batches(missing):
+        try:
+            out = _run(["sacct", "-n", "-X", "-P", "-j", ",".join(batch), "-o",
+                        "JobID,State,JobName,NodeList"])
+        except SlurmUnavailable as exc:
+            return str(exc)
+        for line in out.splitlines():
+            parts = line.split("|")
+            if len(parts) == 4 and parts[0] in batch and parts[1] and \
+                    _matches(parts[2], names.get(parts[0])):
+                found[parts[0]] = JobInfo(parts[0], parts[1].split()[0], _clean(parts[2]),
+                                          _clean(parts[3]), None, "sacct")
+    return None
+
+
 def job_infos(job_ids: list[str],
               expected_names: dict[str, str] | None = None) -> dict[str, JobInfo]:
     """What Slurm says about each job: squeue (every state it still holds), then
-    `scontrol show job`, then sacct (when accounting exists) for those the others miss."""
+    `scontrol show job`, then sacct (when accounting exists) for those the others miss. An id
+    that is not a Slurm job id (a leading -, letters) is never handed to a Slurm command: it is
+    UNKNOWN, and says so."""
     names = expected_names or {}
     found: dict[str, JobInfo] = {}
     ids = list(dict.fromkeys(str(j) for j in job_ids))
+    for job in ids:
+        if not JOB_ID.fullmatch(job):
+            found[job] = JobInfo(job, UNKNOWN, detail="not a Slurm job id", settled=False)
+    ids = [j for j in ids if j not in found]
     if not ids:
         return found
-    unreachable: str | None = None
-    try:
-        out = _run(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%i|%T|%j|%N|%r"])
-    except SlurmUnavailable as exc:
-        out = ""
-        if _INVALID_JOB not in str(exc):
-            unreachable = str(exc)
-    for line in out.splitlines():
-        parts = line.split("|")
-        if len(parts) == 5 and parts[0] in ids and _matches(parts[2], names.get(parts[0])):
-            found[parts[0]] = JobInfo(parts[0], parts[1], _clean(parts[2]), _clean(parts[3]),
-                                      _clean(parts[4]), "squeue")
-    for job in ids:
-        if job in found or unreachable:
-            continue
-        try:
-            text = _run(["scontrol", "show", "job", "-o", job])
-        except SlurmUnavailable as exc:
-            if _INVALID_JOB not in str(exc):
-                unreachable = str(exc)
-            continue
-        fields = dict(re.findall(r"\b(JobState|JobName|NodeList|Reason)=(\S*)", text))
-        if "JobState" in fields and _matches(fields.get("JobName"), names.get(job)):
-            found[job] = JobInfo(job, fields["JobState"], _clean(fields.get("JobName")),
-                                 _clean(fields.get("NodeList")), _clean(fields.get("Reason")),
-                                 "scontrol")
+    unreachable = _from_squeue(ids, names, found)
+    if unreachable is None:
+        unreachable = _from_scontrol([j for j in ids if j not in found], names, found)
     missing = [j for j in ids if j not in found]
     if not missing:
         return found
-    accounting: str | None = None  # why sacct could not answer
-    settled = True
-    try:
-        out = _run(["sacct", "-n", "-X", "-P", "-j", ",".join(missing), "-o",
-                    "JobID,State,JobName,NodeList"])
-    except SlurmUnavailable as exc:
-        out = ""
-        accounting = str(exc)
-        settled = any(s in accounting for s in _NO_ACCOUNTING)
-    for line in out.splitlines():
-        parts = line.split("|")
-        if len(parts) == 4 and parts[0] in missing and parts[1] and \
-                _matches(parts[2], names.get(parts[0])):
-            found[parts[0]] = JobInfo(parts[0], parts[1].split()[0], _clean(parts[2]),
-                                      _clean(parts[3]), None, "sacct")
+    accounting = _from_sacct(missing, names, found)  # slurmdbd may answer for a lost ctld
+    settled = accounting is None or any(s in accounting for s in _NO_ACCOUNTING)
     for job in missing:
         if job in found:
             continue

@@ -1,0 +1,221 @@
+"""llmb-run verify-archive against archives crafted to pass: a rewritten report (index.html,
+report.md or a plot) is caught even when the index is rehashed; run paths of the index stay
+inside the unpacked tree; a decompression bomb is refused before a byte is extracted; path
+aliases and odd names are refused as unsafe members (not "damaged or truncated"); an index
+with wrong types is never a traceback. The archive itself is made once by llmb-run archive
+over tests/helpers/fakeinstall.py's install."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import subprocess
+import tarfile
+from pathlib import Path
+
+import fakeinstall
+import pytest
+import runinstall
+from llmb.llmbrun import archive
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory) -> Path:
+    root = fakeinstall.make_install(tmp_path_factory.mktemp("install") / "llmb")
+    fakeinstall.make_run(root, "101")
+    fakeinstall.make_run(root, "102", complete=False)
+    out = root.parent / "results.tar.gz"
+    proc = runinstall.run(["archive", "--output", str(out)], root, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def verify(path: Path) -> subprocess.CompletedProcess[str]:
+    return runinstall.run(["verify-archive", str(path)], path.parent, timeout=300)
+
+
+def unpack(path: Path, dest: Path) -> Path:
+    with tarfile.open(path) as tar:
+        tar.extractall(dest, filter="data")
+    return dest / archive.ROOT
+
+
+def repack(tree: Path, path: Path, rehash: bool = True) -> Path:
+    """The tree as an archive again; `rehash`: with an index brought up to date (a careful
+    tamperer), first in the archive as llmb-run writes it."""
+    if rehash:
+        index = json.loads((tree / archive.INDEX).read_text())
+        index["files"] = archive.list_files(tree)
+        (tree / archive.INDEX).write_text(json.dumps(index))
+    with tarfile.open(path, "w:gz") as tar:
+        tar.add(tree, arcname=archive.ROOT)
+    return path
+
+
+def test_an_untouched_archive_verifies_with_its_report(made):
+    proc = verify(made)
+    assert proc.returncode == 0, proc.stdout
+    assert "no HTML report" not in proc.stdout
+
+
+def _plots(tree: Path) -> list[Path]:
+    return sorted((tree / "report" / "plots").glob("*.png"))
+
+
+REWRITES = [
+    ("html-number", lambda t: _sub(t / "report" / "index.html", "pass", "below"),
+     "report/index.html does not say what analysis.json says"),
+    ("html-script", lambda t: _sub(t / "report" / "index.html", "</body>",
+                                   "<script>alert(1)</script></body>"),
+     "report/index.html does not say what analysis.json says"),
+    ("md-number", lambda t: _sub(t / "report" / "report.md", "pass", "below"),
+     "report/report.md does not say what analysis.json says"),
+    ("md-removed", lambda t: (t / "report" / "report.md").unlink(),
+     "report/report.md is missing"),
+    ("plot-swapped", lambda t: _plots(t)[0].write_bytes(b"\x89PNG other"),
+     "report/index.html does not say what analysis.json says"),
+    ("plot-added", lambda t: (t / "report" / "plots" / "extra.png").write_bytes(b"\x89PNG"),
+     "report/plots/extra.png is not a plot of analysis.json"),
+]
+
+
+def _sub(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize(("change", "message"), [(c, m) for _, c, m in REWRITES],
+                         ids=[k for k, _, _ in REWRITES])
+def test_a_rewritten_report_fails_even_with_a_rehashed_index(made, tmp_path, change, message):
+    tree = unpack(made, tmp_path / "u")
+    change(tree)
+    proc = verify(repack(tree, tmp_path / "t.tar.gz"))
+    assert proc.returncode == 1, proc.stdout
+    assert message in proc.stdout
+
+
+@pytest.mark.parametrize("run", ["runs/../../../etc", "/etc", "runs/../ARCHIVE.json/..",
+                                 "system.json", "runs/\n/x"])
+def test_run_paths_of_the_index_stay_inside_the_tree(made, tmp_path, run):
+    tree = unpack(made, tmp_path / "u")
+    index = json.loads((tree / archive.INDEX).read_text())
+    index["runs"][0]["run"] = run
+    (tree / archive.INDEX).write_text(json.dumps(index))
+    proc = verify(repack(tree, tmp_path / "t.tar.gz", rehash=False))
+    assert proc.returncode == 1
+    assert "is not a path under runs/ of the archive" in proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
+def bomb(tmp_path: Path, size: int, listed: int) -> Path:
+    """An index listing a small file, then that file as `size` zero bytes (gzip makes it
+    about a thousandth of that)."""
+    path = tmp_path / "bomb.tar.gz"
+    index = json.dumps({"format": 1, "files": {"runs/a.out": {"bytes": listed,
+                                                               "sha256": "0" * 64}}}).encode()
+    with gzip.open(path, "wb", compresslevel=1) as gz, tarfile.open(fileobj=gz, mode="w|") as tar:
+        info = tarfile.TarInfo(f"{archive.ROOT}/{archive.INDEX}")
+        info.size = len(index)
+        tar.addfile(info, io.BytesIO(index))
+        info = tarfile.TarInfo(f"{archive.ROOT}/runs/a.out")
+        info.size = size
+
+        class Zeros(io.RawIOBase):
+            def readable(self) -> bool:
+                return True
+
+            def readinto(self, b):  # type: ignore[override]
+                b[:] = bytes(len(b))
+                return len(b)
+
+        tar.addfile(info, io.BufferedReader(Zeros()))
+    return path
+
+
+def test_a_decompression_bomb_is_refused_before_anything_is_extracted(tmp_path):
+    path = bomb(tmp_path, 300 << 20, 10)
+    assert path.stat().st_size < 2 << 20
+    proc = verify(path)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.startswith(f"llmb-run: verify-archive {path}: refused: "
+                                  f"{archive.ROOT}/runs/a.out claims {300 << 20} bytes where "
+                                  "ARCHIVE.json lists 10 bytes")
+    assert len(proc.stderr.splitlines()) == 1
+
+
+ALIASES = [
+    (f"{archive.ROOT}/./system.json", "not the plain spelling"),
+    (f"{archive.ROOT}//system.json", "not the plain spelling"),
+    (f"{archive.ROOT}/runs/" + "x" * 300, "a name longer than a file system allows"),
+    (f"{archive.ROOT}/system.json/inner", "its directory llmb-archive/system.json is a file"),
+    (f"{archive.ROOT}/ARCHIVE.json/", "not the plain spelling"),
+]
+
+
+@pytest.mark.parametrize(("name", "why"), ALIASES, ids=[w.split()[0] + str(i)
+                                                       for i, (_, w) in enumerate(ALIASES)])
+def test_aliases_and_odd_names_are_unsafe_members_not_damage(made, tmp_path, name, why):
+    path = tmp_path / "alias.tar.gz"
+    with tarfile.open(made) as src, tarfile.open(path, "w:gz") as dst:
+        for member in src:
+            dst.addfile(member, src.extractfile(member) if member.isfile() else None)
+        extra = tarfile.TarInfo(name)
+        extra.size = 1
+        dst.addfile(extra, io.BytesIO(b"x"))
+    proc = verify(path)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "refused: unsafe member(s), nothing was extracted" in proc.stderr, proc.stderr
+    assert why in proc.stderr and "damaged or truncated" not in proc.stderr
+
+
+INDEX_TYPES = [
+    {"runs": 5}, {"runs": ["x", 3, None]}, {"runs": [{"run": 7, "manifest": "yes"}]},
+    {"report": ["written"]}, {"report": {"status": "written", "detail": {"a": 1}}},
+    {"analysis_error": {"a": 1}}, {"left_out": 3}, {"files": {"system.json": 5}},
+]
+
+
+@pytest.mark.parametrize("change", INDEX_TYPES, ids=[next(iter(c)) + str(i)
+                                                     for i, c in enumerate(INDEX_TYPES)])
+def test_an_index_with_wrong_types_is_never_a_traceback(made, tmp_path, change):
+    tree = unpack(made, tmp_path / "u")
+    index = json.loads((tree / archive.INDEX).read_text())
+    index.update(change)
+    (tree / archive.INDEX).write_text(json.dumps(index))
+    proc = verify(repack(tree, tmp_path / "t.tar.gz", rehash="files" not in change))
+    assert proc.returncode in (0, 1)
+    assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) <= 1
+
+
+RUNS_REWRITTEN = [
+    ("not-a-list", lambda runs: 5, "ARCHIVE.json: runs is int, not a list of runs"),
+    ("emptied", lambda runs: [], "belongs to no run ARCHIVE.json lists"),
+    ("one-dropped", lambda runs: runs[1:], "belongs to no run ARCHIVE.json lists"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), [(c, m) for _, c, m in RUNS_REWRITTEN],
+                         ids=[k for k, _, _ in RUNS_REWRITTEN])
+def test_an_index_that_no_longer_lists_its_runs_fails(made, tmp_path, change, message):
+    """Files under runs/ that no run of the index claims: the index was rewritten (it read
+    'complete and consistent: 0 run(s)')."""
+    tree = unpack(made, tmp_path / "u")
+    index = json.loads((tree / archive.INDEX).read_text())
+    index["runs"] = change(index["runs"])
+    (tree / archive.INDEX).write_text(json.dumps(index))
+    proc = verify(repack(tree, tmp_path / "t.tar.gz", rehash=False))
+    assert proc.returncode == 1, proc.stdout
+    assert message in proc.stdout
+
+
+@pytest.mark.parametrize("where", ["ARCHIVE.json", "analysis.json"])
+def test_an_integer_of_thousands_of_digits_is_a_problem_not_a_traceback(made, tmp_path, where):
+    tree = unpack(made, tmp_path / "u")
+    text = (tree / where).read_text()
+    (tree / where).write_text(text.replace("{", '{"n": ' + "9" * 5000 + ", ", 1))
+    proc = verify(repack(tree, tmp_path / "t.tar.gz", rehash=where != archive.INDEX))
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) <= 1
+    assert where in proc.stdout + proc.stderr
