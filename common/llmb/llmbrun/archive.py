@@ -297,9 +297,11 @@ def stage(cfg: ClusterConfig, root: Path, progress: Progress) -> dict[str, Any]:
     """Lay the archive out under root; return the index (without its file list)."""
     secrets = known_secrets(cfg)
     runs, left = stage_runs(cfg, root, secrets, progress)
-    if cfg.history.path.is_file():
-        with contextlib.suppress(files.FileRefused):
+    if os.path.lexists(cfg.history.path):
+        try:
             copy_redacted(cfg.history.path, root / "history.jsonl", secrets)
+        except files.FileRefused as exc:  # a FIFO, a device, a directory at its name
+            print(f"{PROG}: archive: warning: the history is left out: {exc}", file=sys.stderr)
     from llmb.llmbrun import preflight
 
     latest = preflight.latest(cfg)
