@@ -63,10 +63,18 @@ refused() {
     [ ! -e /x ]
 }
 
-# base [KEY: VALUE lines...]: a valid config with the given lines appended (a later key wins).
+# base [KEY: VALUE lines...]: a valid config with the given lines in place of its own lines of
+# the same top-level keys (a key given twice is itself refused).
 base() {
-    printf 'install_path: %s/inst\nworkloads: [pretrain_nemotron4]\nslurm: {account: a, partition: p}\nvenv: {reuse: %s/.venv}\n' \
-        "${BATS_TEST_TMPDIR}" "${REPO}"
+    local -A given=()
+    local line
+    for line in "$@"; do
+        given["${line%%:*}"]=1
+    done
+    while IFS= read -r line; do
+        [[ -n "${given["${line%%:*}"]:-}" ]] || printf '%s\n' "${line}"
+    done < <(printf 'install_path: %s/inst\nworkloads: [pretrain_nemotron4]\nslurm: {account: a, partition: p}\nvenv: {reuse: %s/.venv}\n' \
+        "${BATS_TEST_TMPDIR}" "${REPO}")
     printf '%s\n' "$@"
 }
 

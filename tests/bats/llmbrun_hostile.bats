@@ -64,7 +64,7 @@ refused() {
 
 SINGLE=(single -w pretrain_nemotron4 -s 15b --dtype fp8 --scale 16)
 
-@test "--env cannot override what llmb-run validated and records " {
+@test "--env cannot override what llmb-run validated and records" {
     refused 2 "--env MODEL_SIZE=340b: llmb-run sets MODEL_SIZE itself (and records it in the history); use -s/--size" \
         "${SINGLE[@]}" --env MODEL_SIZE=340b
     refused 2 "--env DTYPE=bf16: llmb-run sets DTYPE itself" "${SINGLE[@]}" --env DTYPE=bf16
@@ -168,7 +168,7 @@ SINGLE=(single -w pretrain_nemotron4 -s 15b --dtype fp8 --scale 16)
     run --separate-stderr bash "${REPO}/installer/llmb-run" --config "${INSTALL}/cluster_config.yaml" status
     [ "${status}" -eq 0 ]
     [ "${#stderr_lines[@]}" -eq 1 ]
-    [[ "${stderr}" == *"skipped 1 line(s) that are not JSON records (line 2) and 1 submit record(s) without a job_id (line 1)" ]]
+    [[ "${stderr}" == *"skipped 1 line(s) that are not JSON records (line 2) and 1 submit record(s) without a usable job_id (line 1)" ]]
     [ "${output}" = "no submissions recorded in ${INSTALL}/llmb_run_history.jsonl" ]
 }
 

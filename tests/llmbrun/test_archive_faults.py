@@ -178,3 +178,22 @@ def test_a_log_that_is_one_long_line_is_copied_redacted_in_pieces(tmp_path, fill
     out = dst.read_bytes()
     assert b"hf_Q7Q7" not in out and b"********" in out
     assert len(out) == len(body) * 6 + len(b" ******** ")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory"])
+def test_a_history_that_is_not_a_regular_file_is_left_out_and_said(install, tmp_path, kind):
+    """The archive is made without it (nothing hangs, nothing huge is read), and says so
+    instead of reading as complete."""
+    history = install / "llmb_run_history.jsonl"
+    if kind == "fifo":
+        os.mkfifo(history)
+    elif kind == "dev-zero":
+        history.symlink_to("/dev/zero")
+    else:
+        history.mkdir()
+    out = tmp_path / "a.tar.gz"
+    proc = archive(install, "--output", str(out), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    why = "cannot be read (Is a directory)" if kind == "directory" else "is not a regular file"
+    assert f"llmb-run: archive: warning: the history is left out: {history} {why}" in proc.stderr
+    assert out.is_file() and "Traceback" not in proc.stderr

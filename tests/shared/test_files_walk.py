@@ -41,6 +41,14 @@ def deep(top: Path, depth: int = DEPTH) -> Path:
         os.chdir(here)
 
 
+@pytest.fixture(autouse=True)
+def removed_after(tmp_path: Path):
+    """Each test's directory goes when the test ends, with rm -r: shutil.rmtree of Python
+    3.11 recurses, so pytest's own clean-up of old runs would end in a RecursionError."""
+    yield
+    subprocess.run(["rm", "-rf", "--", str(tmp_path)], check=True)
+
+
 @pytest.fixture
 def install(tmp_path: Path) -> tuple[Path, Path]:
     root = fakeinstall.make_install(tmp_path / "install")
@@ -123,13 +131,12 @@ def test_verify_archive_of_a_deep_crafted_tree(tmp_path):
     assert len(proc.stderr.splitlines()) == 1
 
 
-def test_rglob_still_recurses_here():
+def test_rglob_still_recurses_here(tmp_path):
     """The reason for files.walk: on this Python, a recursive glob of such a tree fails."""
     if sys.version_info >= (3, 12):
         pytest.skip("os.walk no longer recurses from Python 3.12 on")
-    probe = subprocess.run([sys.executable, "-c", (
-        "import os, tempfile\n"
-        "t = tempfile.mkdtemp(); os.chdir(t)\n"
-        f"for _ in range({DEPTH}): os.mkdir('d'); os.chdir('d')\n"
-        "list(os.walk(t))\n")], capture_output=True, text=True, timeout=120)
+    deep(tmp_path / "t")
+    script = f"import os; list(os.walk({str(tmp_path / 't')!r}))"
+    probe = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           timeout=120)
     assert "RecursionError" in probe.stderr

@@ -2,7 +2,9 @@
 
 Directory links are followed once: a link whose target lies inside a tree already walked (a
 DIR, or an earlier link's target) is a loop or a second path to the same logs and is not
-followed, and a DIR given twice, or inside another DIR, is read once. What is remembered for
+followed, nor is a link onto /proc, /sys or /dev or to a directory that holds the DIR (a link
+to /: the whole file system), which is named instead (llmb.shared.files.LinkGuard); a DIR
+given twice, or inside another DIR, is read once. What is remembered for
 that is the real path of each DIR and each link followed, never one entry per directory, so
 a tree of 200,000 runs costs no more memory than one of ten.
 """
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmb.analysis.identify import display
+from llmb.shared.files import LinkGuard
 
 
 @dataclass(frozen=True)
@@ -89,10 +92,10 @@ def walk(roots: list[str]) -> Iterator[Found]:
         if state.inside(real):
             continue  # given twice, or inside a DIR already read
         state.add(root, real)
-        yield from _walk_root(root, state)
+        yield from _walk_root(root, state, LinkGuard(root))
 
 
-def _walk_root(root: str, state: _Walk) -> Iterator[Found]:
+def _walk_root(root: str, state: _Walk, guard: LinkGuard) -> Iterator[Found]:
     """Depth first, names in order; what waits is the names of the directories still to walk,
     not their entries (os.scandir: no stat per file, one per directory link)."""
     pending: list[tuple[str, list[str]]] = [("", [root])]
@@ -111,13 +114,26 @@ def _walk_root(root: str, state: _Walk) -> Iterator[Found]:
         subdirs = []
         for entry in entries:
             if _is_dir(entry):
-                if state.keep(top, entry.name, entry.is_symlink()):
+                why = _refused(entry, guard)
+                if why is not None:
+                    yield Found(root, entry.path, why)
+                elif state.keep(top, entry.name, entry.is_symlink()):
                     subdirs.append(entry.name)
                     if entry.name.endswith(".out"):
                         yield Found(root, entry.path, "directory")
             elif entry.name.endswith(".out"):
                 yield Found(root, entry.path)
         pending.append((top, subdirs[::-1]))
+
+
+def _refused(entry: os.DirEntry[str], guard: LinkGuard) -> str | None:
+    """Why a link to a directory is not followed (see LinkGuard), or None."""
+    if not entry.is_symlink():
+        return None
+    try:
+        return guard.refused(entry.stat())
+    except OSError:
+        return None
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:

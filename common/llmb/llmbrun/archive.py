@@ -323,8 +323,7 @@ def copy_history(cfg: ClusterConfig, target: Path, secrets: set[str],
                  scope: SuiteScope | None) -> None:
     """history.jsonl, redacted; for a suite only its own records (submissions, states)."""
     if scope is None:
-        with contextlib.suppress(files.FileRefused):  # a FIFO or a device at its name
-            copy_redacted(cfg.history.path, target, secrets)
+        copy_redacted(cfg.history.path, target, secrets)
         return
     lines = [json.dumps(r, sort_keys=True) for r in cfg.history.records()
              if (r.get("type") == "submit" and r.get("suite") == scope.suite_id)
@@ -338,8 +337,11 @@ def stage(cfg: ClusterConfig, root: Path, progress: Progress,
     """Lay the archive out under root; return the index (without its file list)."""
     secrets = known_secrets(cfg)
     runs, left = stage_runs(cfg, root, secrets, progress, scope.run_dirs if scope else None)
-    if cfg.history.path.is_file():
-        copy_history(cfg, root / "history.jsonl", secrets, scope)
+    if os.path.lexists(cfg.history.path):
+        try:
+            copy_history(cfg, root / "history.jsonl", secrets, scope)
+        except files.FileRefused as exc:  # a FIFO, a device, a directory at its name
+            print(f"{PROG}: archive: warning: the history is left out: {exc}", file=sys.stderr)
     if scope is not None:
         copy_redacted(scope.record, root / "suite.json", secrets)
     from llmb.llmbrun import preflight

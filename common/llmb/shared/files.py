@@ -122,12 +122,22 @@ def _ancestors(top: str) -> set[tuple[int, int]]:
     return found
 
 
-def _refused(st: os.stat_result, virtual: set[int], above: set[tuple[int, int]]) -> str | None:
-    if st.st_dev in virtual:
-        return INTO_VIRTUAL
-    if (st.st_dev, st.st_ino) in above:
-        return INTO_ANCESTOR
-    return None
+class LinkGuard:
+    """Where a followed directory link may not lead from a walk of top: onto /proc, /sys or
+    /dev, or to a directory that holds top (a link to /, or to any directory above top,
+    would walk the whole file system)."""
+
+    def __init__(self, top: str | os.PathLike[str]) -> None:
+        self.virtual = _virtual_devices()
+        self.above = _ancestors(os.fspath(top))
+
+    def refused(self, st: os.stat_result) -> str | None:
+        """Why a directory with this stat is not entered, or None."""
+        if st.st_dev in self.virtual:
+            return INTO_VIRTUAL
+        if (st.st_dev, st.st_ino) in self.above:
+            return INTO_ANCESTOR
+        return None
 
 
 def walk(top: str | os.PathLike[str], onerror: Any = None, followlinks: bool = False
@@ -139,20 +149,19 @@ def walk(top: str | os.PathLike[str], onerror: Any = None, followlinks: bool = F
     OSError saying so for the last two. A link elsewhere (a run directory on scratch) is
     followed. Callers may prune dirnames in place, as with os.walk."""
     start = os.fspath(top)
-    virtual = _virtual_devices() if followlinks else set()
-    above = _ancestors(start) if followlinks else set()
+    guard = LinkGuard(start) if followlinks else None
     seen: set[tuple[int, int]] = set()
     stack = [start]
     while stack:
         path = stack.pop()
-        if followlinks:
+        if guard is not None:
             try:
                 st = os.stat(path)
             except OSError as exc:
                 if onerror:
                     onerror(exc)
                 continue
-            why = _refused(st, virtual, above)
+            why = guard.refused(st)
             if why is not None:
                 if onerror:
                     onerror(OSError(errno.EXDEV, why, path))
