@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 from llmb.analysis import discover
+from llmb.shared import files
+from llmb.shared.files import LinkGuard
 
 
 def touch(path: Path) -> Path:
@@ -48,12 +50,18 @@ def test_a_dir_given_twice_or_inside_another_is_read_once(tmp_path: Path) -> Non
     assert len(found([tmp_path / "x", tmp_path / "x" / "y"])) == 2
 
 
-def test_a_link_to_a_parent_of_a_dir_does_not_read_it_again(tmp_path: Path) -> None:
+def test_a_link_to_a_directory_that_holds_the_dir_is_named_not_walked(tmp_path: Path) -> None:
+    """A link to a parent of DIR (or to /: the whole file system) is not followed; nor is one
+    onto /proc, /sys or /dev."""
     touch(tmp_path / "install" / "experiments" / "log-1.out")
     touch(tmp_path / "install" / "other" / "log-2.out")
     root = tmp_path / "install" / "experiments"
     (root / "whole").symlink_to(tmp_path / "install")
-    assert sorted(Path(p).name for p, _ in found([root])) == ["log-1.out", "log-2.out"]
+    (root / "slash").symlink_to("/")
+    (root / "proc").symlink_to("/proc")
+    assert sorted((Path(p).name, why) for p, why in found([root])) == [
+        ("log-1.out", None), ("proc", files.INTO_VIRTUAL), ("slash", files.INTO_ANCESTOR),
+        ("whole", files.INTO_ANCESTOR)]
 
 
 def test_what_the_walk_remembers_is_per_dir_and_link_not_per_directory(tmp_path: Path) -> None:
@@ -63,7 +71,7 @@ def test_what_the_walk_remembers_is_per_dir_and_link_not_per_directory(tmp_path:
     walked = []
     for root in [str(tmp_path)]:
         state.add(root, str(tmp_path.resolve()))
-        walked += list(discover._walk_root(root, state))
+        walked += list(discover._walk_root(root, state, LinkGuard(root)))
     assert len(walked) == 300
     assert len(state.walked) == 1 and len(state.prefixes) == 1
 
