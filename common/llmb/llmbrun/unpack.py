@@ -18,6 +18,7 @@ fresh private directory: 0700 directories, 0600 files, each created exclusively.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import tarfile
@@ -194,11 +195,11 @@ def extract(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: Path) ->
         if base not in target.parents:  # unsafe() already refused this; never write outside
             raise Refused(f"{values.shown(m.name)}: a path outside the archive")
         if m.isdir():
-            target.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _private_dirs(base, target)
             continue
         if any(p.is_file() for p in target.parents if base in p.parents):
             raise Refused(f"{values.shown(m.name)}: its directory is a file in the archive")
-        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _private_dirs(base, target.parent)
         source = tar.extractfile(m)
         if source is None:
             raise Refused(f"{values.shown(m.name)}: cannot be read")
@@ -206,3 +207,10 @@ def extract(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: Path) ->
             target.chmod(0o600)
             shutil.copyfileobj(source, out, 1 << 20)
 
+
+def _private_dirs(base: Path, directory: Path) -> None:
+    """directory and each missing one between base and it, 0700 (mkdir(parents=True) gives
+    the parents it makes the umask's mode, often 0755)."""
+    for d in [*reversed(directory.relative_to(base).parents), directory.relative_to(base)]:
+        with contextlib.suppress(FileExistsError):
+            (base / d).mkdir(mode=0o700)
