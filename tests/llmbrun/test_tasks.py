@@ -52,6 +52,21 @@ def test_the_product_in_order_with_the_defaults_under_each_task() -> None:
     assert not any(t.profile for t in expanded)
 
 
+def test_a_tasks_own_spelling_replaces_the_defaults_other_spelling() -> None:
+    """defaults: {dtype: fp8} under a task with dtypes: [...] is no 'give dtype or dtypes, not
+    both': the task's list wins, as the task's dtype would."""
+    data = {"defaults": {"dtype": "fp8", "sizes": ["15b"], "scale": 128},
+            "tasks": [{"workload": "pretrain_nemotron4", "dtypes": ["bf16", "fp8"],
+                       "size": "340b", "scales": [256]},
+                      {"workload": "pretrain_nemotron4"}]}
+    expanded, errors = expand(data)
+    assert errors == []
+    assert [(t.size, t.dtype, t.scale) for t in expanded] == [
+        ("340b", "bf16", 256), ("340b", "fp8", 256), ("15b", "fp8", 128)]
+    _, errors = expand([{**NEMOTRON, "dtypes": ["bf16"]}])  # both in one task: still refused
+    assert errors == ["sweep.yaml: task 1: give dtype or dtypes, not both"]
+
+
 def test_a_bare_list_is_a_list_of_tasks_and_the_placement_goes_to_each() -> None:
     place = placement.build(exclude="node[3-4]", qos="high")
     expanded, errors = expand([NEMOTRON, {**NEMOTRON, "scale": 256}], place)

@@ -23,6 +23,7 @@ from llmb.recipes import catalog
 from llmb.shared import values
 from llmb.shared.errors import UsageError
 
+PLURALS = (("size", "sizes"), ("dtype", "dtypes"), ("scale", "scales"))
 TASK_KEYS = {"workload", "size", "sizes", "dtype", "dtypes", "scale", "scales", "repeats",
              "profile", "env"}
 # launch.sh booleans a task's env may set; normalised to "true"/"false" here, so that what
@@ -242,7 +243,10 @@ def _expand(where: str, defaults: Mapping[str, Any], raw: Mapping[str, Any],
     env_default, env_task = defaults.get("env") or {}, raw.get("env") or {}
     if not isinstance(env_default, dict) or not isinstance(env_task, dict):
         raise RunError(f"{where}: env must be a mapping of NAME: value")
-    entry = {**defaults, **raw, "env": {**env_default, **env_task}}
+    # a task's own size/sizes (dtype/dtypes, scale/scales) replaces the defaults' either spelling
+    base = {k: v for k, v in defaults.items()
+            if not any(k in pair and (pair[0] in raw or pair[1] in raw) for pair in PLURALS)}
+    entry = {**base, **raw, "env": {**env_default, **env_task}}
     unknown = set(entry) - TASK_KEYS
     if unknown:
         raise RunError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
