@@ -144,13 +144,17 @@ def test_a_job_path_only_where_jobs_run(tmp_path: Path) -> None:
                                          "(255 bytes)"),
     (lambda t: t / "file" / "llmb", "{t}/file is a file, not a directory"),
     (lambda t: t / "file", "{t}/file is a file, not a directory"),
+    (lambda t: t / "loop" / "llmb", "{t}/loop is a link that leads nowhere (broken, or a loop)"),
+    (lambda t: t / "dangling", "{t}/dangling is a link that leads nowhere (broken, or a loop)"),
 ])
 def test_whether_this_user_can_create_it(tmp_path: Path, make: Callable[[Path], Path],
                                          problem: str | None) -> None:
     (tmp_path / "file").write_text("x")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
     found = fields.creatable_problem(make(tmp_path))
     assert found == (problem.format(t=tmp_path) if problem else None)
-    assert os.listdir(tmp_path) == ["file"]  # nothing created, the probe removed
+    assert sorted(os.listdir(tmp_path)) == ["dangling", "file", "loop"]  # the probe removed
 
 
 def test_env_entries_as_launch_sh_reads_them() -> None:
@@ -163,8 +167,8 @@ def test_env_entries_as_launch_sh_reads_them() -> None:
 @pytest.mark.parametrize(("env", "message"), [
     (["NCCL_DEBUG=WARN"], "env must be a mapping of variable names to values, e.g. "
                           "{NCCL_DEBUG: WARN}; got a list ['NCCL_DEBUG=WARN']"),
-    ({"A": {"b": 1}}, "env.A must be a single value; got a mapping"),
-    ({"A": None}, "env.A must be a single value; got empty"),
+    ({"A": {"b": 1}}, "env A={'b': 1} must be a text or number value"),
+    ({"A": None}, "env A=None must be a text or number value"),
     ({"A-B": "x"}, "env: A-B is not a variable name (letters, digits and _, not starting with "
                    "a digit)"),
     ({"SLACK_WEBHOOK_SECRET": "x"}, "env.SLACK_WEBHOOK_SECRET looks like a secret (by its "

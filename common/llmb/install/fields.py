@@ -120,6 +120,8 @@ def creatable_problem(path: Path) -> str | None:
     if existing is None:
         return "no part of it exists"
     if not existing.is_dir():
+        if existing.is_symlink() and not existing.exists():
+            return f"{existing} is a link that leads nowhere (broken, or a loop)"
         return f"{existing} is a file, not a directory"
     try:
         name_max = os.pathconf(existing, "PC_NAME_MAX")
