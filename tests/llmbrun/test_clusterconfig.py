@@ -204,7 +204,8 @@ def test_an_env_value_as_the_launch_gets_it(name: str, value: object, text: str)
 
 
 @pytest.mark.parametrize(("name", "value", "message"), [
-    ("1X", "a", "--env: 1X is not a variable name (letters, digits, _)"),
+    ("1X", "a", "--env: 1X is not a variable name (letters, digits and _, not "
+             "starting with a digit)"),
     ("A-B", "a", "--env: A-B is not a variable name"),
     (5, "a", "--env: 5 is not a variable name"),
     ("X", None, "--env X=None must be a text or number value"),

@@ -89,7 +89,7 @@ def test_damaged_lines_are_skipped_and_counted(tmp_path: Path) -> None:
     assert [r["job_id"] for r in scan.records] == ["101", "103", "104", "101"]
     assert scan.problem(path) == (
         f"{path}: skipped 3 line(s) that are not JSON records (line 2, 4, 9) and 4 submit "
-        "record(s) without a job_id (line 5, 6, 7, 8)")
+        "record(s) without a usable job_id (line 5, 6, 7, 8)")
 
 
 def test_the_warning_names_at_most_five_lines(tmp_path: Path) -> None:

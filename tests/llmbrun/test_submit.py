@@ -91,8 +91,8 @@ def test_a_token_in_the_shell_wins_over_the_token_file(cfg: clusterconfig.Cluste
 
 
 @pytest.mark.parametrize(("content", "why"), [
-    (None, "No such file or directory"),
-    (b"hf_\xff\xfe\n", "not UTF-8 text"),
+    (None, "cannot be read (No such file or directory)"),
+    (b"hf_\xff\xfe\n", "is not UTF-8 text"),
 ])
 def test_a_token_file_that_cannot_be_read_is_one_line(
         cfg: clusterconfig.ClusterConfig, content: bytes | None, why: str) -> None:
@@ -226,13 +226,17 @@ def test_a_failed_launch_is_one_line_and_records_nothing(
 def test_errors_stop_every_submission(cfg: clusterconfig.ClusterConfig,
                                       capsys: pytest.CaptureFixture[str]) -> None:
     contradicting = Task("pretrain_nemotron4", "15b", "fp8", 16, env={"SMOKE_TEST": "false"})
-    below = Task("pretrain_nemotron4", "15b", "fp8", 8)
-    assert submit.run_tasks(cfg, [NEMOTRON, contradicting, below], False, True) == 1
+    unknown = Task("pretrain_nemotron4", "99b", "fp8", 16)
+    below = Task("pretrain_nemotron4", "15b", "fp8", 8)  # a smoke run may: a warning
+    assert submit.run_tasks(cfg, [NEMOTRON, contradicting, unknown, below], False, True) == 1
     out = capsys.readouterr()
     assert out.out == ""  # nothing was started
     assert out.err.splitlines() == [
-        "llmb-run: pretrain_nemotron4 15b fp8 x8 (repeat 1): --scale 8 is below the smallest "
-        "published scale 16; published: 16, 32, 64, 128, 256, 512, 1024, 2048",
+        "llmb-run: warning: pretrain_nemotron4 15b fp8 x8 (repeat 1): --scale 8 is not a "
+        "published scale (published: 16, 32, 64, 128, 256, 512, 1024, 2048); a smoke run uses "
+        "the nearest published layout, no reference applies",
+        "llmb-run: pretrain_nemotron4 99b fp8 x16 (repeat 1): -s 99b is not a size of "
+        "pretrain_nemotron4; allowed: 15b, 340b",
         "llmb-run: pretrain_nemotron4 15b fp8 x16 (repeat 1): --smoke contradicts the task's "
         "SMOKE_TEST=false",
         "llmb-run: 2 errors; nothing was submitted"]
@@ -244,8 +248,8 @@ def test_an_unreadable_token_stops_before_the_first_submission(
     assert submit.run_tasks(cfg, [NEMOTRON], True, False) == 1
     out = capsys.readouterr()
     assert out.out == ""
-    assert out.err == f"llmb-run: hf_token_file={cfg.install / '.hf_token'}: No such file or " \
-                      "directory\n"
+    assert out.err == f"llmb-run: hf_token_file={cfg.install / '.hf_token'}: cannot be read " \
+                      "(No such file or directory)\n"
 
 
 def test_one_error_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:

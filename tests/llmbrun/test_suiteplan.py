@@ -143,7 +143,7 @@ def test_the_default_largest_scale_is_what_the_partition_offers(tmp_path, monkey
      "(sinfo lists 2, none up); give --max-scale N"),
     ("slurm_load_partitions: Unable to contact slurm controller\n", 1,
      "cannot ask how many GPUs partition batch has (sinfo failed: slurm_load_partitions: "
-     "Unable to contact slurm controller); give --max-scale N"),
+     "Unable to contact slurm controller (asked 3 times)); give --max-scale N"),
 ])
 def test_a_partition_size_sinfo_cannot_give_is_one_line(tmp_path, monkeypatch, text, rc,
                                                          message):

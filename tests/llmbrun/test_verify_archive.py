@@ -1,7 +1,8 @@
-"""llmb.llmbrun.verify_archive, part by part: which tar members are safe to unpack, how the
-checked members are written, and each check of an unpacked tree (the index's files, the runs,
-the analysis, secrets in clear) on a small tree built here. The whole command on archives that
-llmb-run made, tampered with or made hostile is in test_archive.py."""
+"""llmb.llmbrun.verify_archive, part by part: which tar members are safe to unpack
+(llmb.llmbrun.unpack), how the checked members are written, and each check of an unpacked
+tree (the index's files, the runs, the analysis, secrets in clear) on a small tree built here.
+The whole command on archives that llmb-run made, tampered with or made hostile is in
+test_archive.py and test_verify_archive_hostile.py."""
 
 from __future__ import annotations
 
@@ -15,11 +16,16 @@ from typing import Any
 
 import pytest
 from llmb import manifest
-from llmb.llmbrun import archive, verify_archive
-from llmb.llmbrun.verify_archive import Refused
+from llmb.llmbrun import archive, unpack, verify_archive
+from llmb.llmbrun.unpack import Refused
 from trainmanifests import find, make_manifest
 
 ROOT = archive.ROOT
+
+
+def present(root: Path) -> set[str]:
+    """The files of an unpacked tree, as verify-archive lists them."""
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 
 def member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.TarInfo:
@@ -32,7 +38,8 @@ def member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.
     (f"{ROOT}/runs/a/log-x_1_0.out", tarfile.REGTYPE, None),
     (f"{ROOT}/runs/a", tarfile.DIRTYPE, None),
     (f"{ROOT}/", tarfile.DIRTYPE, None),
-    (f"./{ROOT}/system.json", tarfile.REGTYPE, None),  # tar's own ./ prefix
+    (f"./{ROOT}/system.json", tarfile.REGTYPE,  # tar's ./ prefix: an alias of the plain name
+     f"not the plain spelling of its path ({ROOT}/system.json)"),
     (f"{ROOT}/data.bin", tarfile.CONTTYPE, None),  # a contiguous file is a regular file
     (f"{ROOT}\\..\\escaped", tarfile.REGTYPE, "an absolute path or a path with '..'"),
     (f"{ROOT}/runs/../../escaped", tarfile.REGTYPE, "an absolute path or a path with '..'"),
@@ -45,13 +52,13 @@ def member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.
     (f"{ROOT}/sda", tarfile.BLKTYPE, "not a regular file or directory (a device or a fifo)"),
 ])
 def test_which_members_are_safe(name: str, kind: bytes, why: str | None) -> None:
-    assert verify_archive.unsafe(member(name, kind)) == why
+    assert unpack.unsafe(member(name, kind)) == why
 
 
 @pytest.mark.parametrize("link", [f"{ROOT}/system.json", "/etc/shadow"])
 @pytest.mark.parametrize("kind", [tarfile.SYMTYPE, tarfile.LNKTYPE])
 def test_a_link_is_never_safe_even_inside(kind: bytes, link: str) -> None:
-    assert verify_archive.unsafe(member(f"{ROOT}/l", kind, link)) == (
+    assert unpack.unsafe(member(f"{ROOT}/l", kind, link)) == (
         f"a link (to {link}); an archive holds no links")
 
 
@@ -67,18 +74,22 @@ def tar_of(tmp_path: Path, members: list[tuple[tarfile.TarInfo, bytes]]) -> Path
 def test_every_problem_is_counted_and_the_first_three_named(tmp_path: Path) -> None:
     path = tar_of(tmp_path, [(member(f"/x{i}"), b"") for i in range(5)])
     with tarfile.open(path) as tar, pytest.raises(Refused) as err:
-        verify_archive.safe_members(tar)
+        unpack.safe_members(tar)
     assert str(err.value) == (
         "unsafe member(s), nothing was extracted: /x0: an absolute path or a path with '..'; "
         "/x1: an absolute path or a path with '..'; /x2: an absolute path or a path with '..' "
         "(and 2 more)")
 
 
-def test_a_directory_given_twice_is_a_name_twice(tmp_path: Path) -> None:
+def test_a_file_given_twice_is_refused_a_directory_listed_again_is_not(tmp_path: Path) -> None:
+    path = tar_of(tmp_path, [(member(f"{ROOT}/a.json"), b"{}"),
+                             (member(f"{ROOT}/a.json"), b"[]")])
+    with tarfile.open(path) as tar, pytest.raises(Refused, match="in the archive twice"):
+        unpack.safe_members(tar)
     path = tar_of(tmp_path, [(member(f"{ROOT}/runs/", tarfile.DIRTYPE), b""),
                              (member(f"{ROOT}/runs", tarfile.DIRTYPE), b"")])
-    with tarfile.open(path) as tar, pytest.raises(Refused, match="in the archive twice"):
-        verify_archive.safe_members(tar)
+    with tarfile.open(path) as tar:
+        assert len(unpack.safe_members(tar)[0]) == 2
 
 
 def extracted(tmp_path: Path, members: list[tuple[tarfile.TarInfo, bytes]]) -> Path:
@@ -86,7 +97,7 @@ def extracted(tmp_path: Path, members: list[tuple[tarfile.TarInfo, bytes]]) -> P
     dest = tmp_path / "dest"
     dest.mkdir()
     with tarfile.open(path) as tar:
-        verify_archive.extract(tar, verify_archive.safe_members(tar), dest)
+        unpack.extract(tar, unpack.safe_members(tar)[0], dest)
     return dest
 
 
@@ -161,10 +172,11 @@ def test_files_missing_changed_or_added(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("change", "problem"), [
     (lambda root, index: index["runs"].append({"run": "/etc", "manifest": True}),
-     "run /etc of ARCHIVE.json is missing"),
+     "run /etc of ARCHIVE.json is not a path under runs/ of the archive"),
     (lambda root, index: index["runs"].append({"run": "runs/gone", "manifest": True}),
      "run runs/gone of ARCHIVE.json is missing"),
-    (lambda root, index: index["runs"].append("runs/x"), "run  of ARCHIVE.json is missing"),
+    (lambda root, index: index["runs"].append("runs/x"),
+     "run  of ARCHIVE.json is not a path under runs/ of the archive"),
     (lambda root, index: manifest.path_in(root / RUN).unlink(),
      f"{RUN}: no llmb_manifest.json"),
     (lambda root, index: manifest.path_in(root / RUN).write_text("{"),
@@ -180,14 +192,15 @@ def test_each_run_is_checked(tmp_path: Path, change: Callable[[Path, dict], obje
     root = make_tree(tmp_path / ROOT)
     index = index_of(root)
     change(root, index)
-    problems = verify_archive.check_runs(root, index)
+    problems = verify_archive.check_runs(root, index, present(root))
     assert len(problems) == 1 and problems[0].startswith(problem), problems
 
 
 def test_a_run_made_without_llmbs_launch_is_not_held_to_a_manifest(tmp_path: Path) -> None:
     root = make_tree(tmp_path / ROOT)
     manifest.path_in(root / RUN).unlink()
-    assert verify_archive.check_runs(root, {"runs": [{"run": RUN, "manifest": False}]}) == []
+    assert verify_archive.check_runs(root, {"runs": [{"run": RUN, "manifest": False}]},
+                                      present(root)) == []
 
 
 @pytest.mark.parametrize(("stored", "fresh", "problems"), [

@@ -243,13 +243,22 @@ def add_to_report(directory: Path, tree: layout.Install) -> str | None:
     if png is not None:
         (directory / "plots").mkdir(parents=True, exist_ok=True)
         atomic_write(directory / "plots" / PLOT_FILE, png)
-    report_md = directory / "report.md"
-    if report_md.is_file():
-        atomic_write(report_md, report_md.read_text() + markdown_section(doc, png is not None))
-    index = directory / "index.html"
-    page = index.read_text()
+    report_md, index = directory / "report.md", directory / "index.html"
+    markdown, page = with_section(report_md.read_text() if report_md.is_file() else None,
+                                  index.read_text(), doc, png)
+    if markdown is not None:
+        atomic_write(report_md, markdown)
+    atomic_write(index, page)
+    return str(doc.get("stamp") or path.parent.name)
+
+
+def with_section(markdown: str | None, page: str, doc: Mapping[str, Any], png: bytes | None
+                 ) -> tuple[str | None, str]:
+    """The report's markdown and HTML with the screen's section added (what add_to_report
+    writes, and what verify-archive expects of an archive's report)."""
+    if markdown is not None:
+        markdown += markdown_section(doc, png is not None)
     end = page.rfind("</body>")
     if end < 0:
         end = len(page)
-    atomic_write(index, page[:end] + html_section(doc, png) + page[end:])
-    return str(doc.get("stamp") or path.parent.name)
+    return markdown, page[:end] + html_section(doc, png) + page[end:]

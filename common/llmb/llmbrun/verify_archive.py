@@ -233,11 +233,17 @@ def check_report(root: Path, index: dict[str, Any]) -> list[str]:
     except Exception as exc:  # a crafted analysis.json: one line, never a traceback
         return [f"the report cannot be checked: analysis.json is not what the analyzer "
                 f"writes ({type(exc).__name__})"]
+    markdown, html, plots = page.markdown, page.html, set(page.plots)
+    screen = _screen_section(root, index, markdown, html)
+    if isinstance(screen, str):
+        return [screen]
+    if screen is not None:
+        markdown, html, screen_plot = screen
+        plots |= screen_plot
     problems = [f"report/plots/{name} is missing" for name in page.missing]
     problems += [f"report/plots/{p.name} is not a plot of analysis.json"
-                 for p in sorted((root / "report" / "plots").glob("*"))
-                 if p.name not in page.plots]
-    for path, expected in ((md_file, page.markdown), (html_file, page.html)):
+                 for p in sorted((root / "report" / "plots").glob("*")) if p.name not in plots]
+    for path, expected in ((md_file, markdown), (html_file, html)):
         try:
             text = files.read_text(path, MAX_JSON_BYTES)
         except files.FileRefused:
@@ -247,6 +253,29 @@ def check_report(root: Path, index: dict[str, Any]) -> list[str]:
             problems.append(f"report/{path.name} does not say what analysis.json says (it was "
                             "changed after the analysis was made)")
     return problems
+
+
+def _screen_section(root: Path, index: dict[str, Any], markdown: str, html: str
+                    ) -> tuple[str, str, set[str]] | str | None:
+    """The report as the archive's screen section adds to it: (markdown, html, its plot's
+    name); None when the index puts no screen in the report; a problem when it does but the
+    archive's screen/screen.json cannot be read."""
+    from llmb.llmbrun import screenreport
+
+    screen = section(index, "screen")
+    if not screen.get("in_report"):
+        return None
+    try:
+        doc = read_json(root / "screen" / "screen.json")
+        png_path = root / "report" / "plots" / screenreport.PLOT_FILE
+        png = files.read_bounded(png_path, report.MAX_PLOT_BYTES) if png_path.is_file() else None
+        md, page = screenreport.with_section(markdown, html, doc, png)
+    except (ValueError, files.FileRefused):
+        return "the report's screen section cannot be checked: screen/screen.json is unreadable"
+    except Exception as exc:  # a crafted screen.json: one line, never a traceback
+        return (f"the report's screen section cannot be checked: screen/screen.json is not "
+                f"what llmb-run screen writes ({type(exc).__name__})")
+    return md or markdown, page, {screenreport.PLOT_FILE} if png is not None else set()
 
 
 def _unpack_and_verify(path: Path) -> tuple[list[str], dict[str, Any]]:
