@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 import runinstall
 import yaml
-from paths import E2E_BIN, REPO
+from paths import E2E_BIN
+from runinstall import llmb_run
 
 pytestmark = pytest.mark.e2e
 
@@ -53,13 +54,6 @@ def site(tmp_path_factory, slurm_cluster) -> tuple[Path, dict[str, str]]:
     env = runinstall.llmb_run_env(**slurm_cluster)
     env.update(PATH=f"{E2E_BIN}:{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}")
     return root, env
-
-
-def llmb_run(site, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    root, env = site
-    return subprocess.run(["bash", str(REPO / "installer" / "llmb-run"), *args], cwd=root,
-                          env=env, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
 
 
 def submitted(proc: subprocess.CompletedProcess[str]) -> str:

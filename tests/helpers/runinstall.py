@@ -77,3 +77,12 @@ def run(args: list[str], cwd: Path, path: str | None = None, timeout: float = 12
     return subprocess.run(["bash", str(LLMB_RUN), *args], cwd=cwd, env=full,
                           capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)
+
+
+def llmb_run(site: tuple[Path, dict[str, str]], *args: str, timeout: float = 300
+             ) -> subprocess.CompletedProcess[str]:
+    """installer/llmb-run ARGS in an install (site: its root and the environment to run in)."""
+    root, env = site
+    return subprocess.run(["bash", str(REPO / "installer" / "llmb-run"), *args], cwd=root,
+                          env=env, capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
