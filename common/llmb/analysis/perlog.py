@@ -54,8 +54,8 @@ class LogAnalyzer:
             self.identifier = Identifier(self.gpu_type)
 
     def __call__(self, task: Task) -> Outcome:
-        from llmb.analysis import result as runs
         from llmb.analysis import timing
+        from llmb.analysis.result import unreadable
 
         path = task.path
         rel = os.path.relpath(path, self.base)
@@ -68,7 +68,7 @@ class LogAnalyzer:
             reason = exc.strerror or str(exc)
             if os.path.islink(path) and not os.path.exists(path):  # a loop is not dangling
                 reason = str(path_problem(path, "file")).removeprefix("is a ")
-            return self._done(task, runs.unreadable(rel, path, f"cannot read: {reason}"), rel)
+            return self._done(task, unreadable(rel, path, f"cannot read: {reason}"), rel)
         if not scan.steps and not scan.reached and not scan.looks_like_log \
                 and not os.path.basename(path).startswith("log-"):
             return Outcome(path, skipped="no training output")
@@ -77,7 +77,7 @@ class LogAnalyzer:
         except ModuleNotFoundError:
             raise
         except Exception as exc:  # one bad log must never stop the report
-            result, warning = runs.unreadable(rel, path, f"cannot analyze: {type(exc).__name__}"
+            result, warning = unreadable(rel, path, f"cannot analyze: {type(exc).__name__}"
                                               f": {shown(exc)[:200]}"), None
         return self._done(task, result, rel, warning)
 
@@ -94,12 +94,12 @@ class LogAnalyzer:
 
     def _identified(self, task: Task, rel: str, scan: Any
                     ) -> tuple[dict[str, Any], str | None]:
-        from llmb.analysis import result as runs
+        from llmb.analysis.result import add_batch_output, analyze_log
 
         if self.identifier is None:
             self.identifier = Identifier(self.gpu_type)
         ident, warning = self.identifier.identify(task.manifest, rel, task.root)
-        result = runs.analyze_log(task.path, rel, scan, ident, self.identifier, self.window)
-        if result["status"] == "Failed" and runs.add_batch_output(task.path, scan):
-            result = runs.analyze_log(task.path, rel, scan, ident, self.identifier, self.window)
+        result = analyze_log(task.path, rel, scan, ident, self.identifier, self.window)
+        if result["status"] == "Failed" and add_batch_output(task.path, scan):
+            result = analyze_log(task.path, rel, scan, ident, self.identifier, self.window)
         return result, warning

@@ -49,8 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from llmb import manifest
-from llmb.llmbrun import report as analysis
-from llmb.llmbrun import staging
+from llmb.llmbrun import report, staging
 from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
 from llmb.recipes import catalog
 from llmb.shared import files, redact, slurmquery, values
@@ -141,13 +140,14 @@ def classify(run_dir: Path, path: Path) -> str | None:
     return "other"
 
 
-def gpu_facts_from_preflight(report: dict[str, Any] | None) -> dict[str, Any] | None:
+def gpu_facts_from_preflight(found_report: dict[str, Any] | None) -> dict[str, Any] | None:
     """What the newest preflight job saw on the compute nodes (GPUs, driver): a login node
     usually has no GPU to ask."""
-    checks = (report or {}).get("checks") or []
+    checks = (found_report or {}).get("checks") or []
     found = {str(c.get("name")): c.get("detail") for c in checks if isinstance(c, dict)
              and str(c.get("name", "")).startswith(("gpus", "driver"))}
-    return {"preflight": report.get("created"), **found} if found and report else None
+    return ({"preflight": found_report.get("created"), **found} if found and found_report
+            else None)
 
 
 def system_facts(cfg: ClusterConfig, preflight: dict[str, Any] | None = None
@@ -266,35 +266,35 @@ def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Prog
     return runs, left
 
 
-def stage_analysis(root: Path, chosen: analysis.ReportPython) -> dict[str, Any]:
+def stage_analysis(root: Path, chosen: report.ReportPython) -> dict[str, Any]:
     """analysis.json and report/ from the analyzer over the staged runs (one call, by a
     Python with matplotlib, when one can write the report); the index's note on each."""
     state: dict[str, Any] = {"analysis_error": None,
                              "report": {"status": "written", "detail": None}}
     if chosen.python is None:
-        proc = analysis.run(["--format=json", "runs"], cwd=root)
+        proc = report.run(["--format=json", "runs"], cwd=root)
         state["report"] = {"status": "unavailable", "detail": chosen.missing()}
     else:
-        proc = analysis.run(["--report=report", "--format=json", "runs"], cwd=root,
+        proc = report.run(["--report=report", "--format=json", "runs"], cwd=root,
                             python=chosen.python)
     if chosen.python is not None and not (root / "report" / "index.html").is_file():
         shutil.rmtree(root / "report", ignore_errors=True)
         state["report"] = {"status": "unavailable",
-                           "detail": analysis.last_line(proc.stderr) or
+                           "detail": report.last_line(proc.stderr) or
                            f"exit {proc.returncode}"}
         if not proc.stdout.strip():  # refused before analyzing: JSON alone
-            proc = analysis.run(["--format=json", "runs"], cwd=root)
+            proc = report.run(["--format=json", "runs"], cwd=root)
     try:
         data = json.loads(proc.stdout)
     except json.JSONDecodeError:
-        state["analysis_error"] = analysis.last_line(proc.stderr) or f"exit {proc.returncode}"
+        state["analysis_error"] = report.last_line(proc.stderr) or f"exit {proc.returncode}"
         return state
     # the staging directory means nothing to a reader (and is no business of theirs): name
     # it as the archive does, in the JSON and in the report drawn from it
     data["analysis"].update(directory="runs", directories=["runs"])
     files.atomic_write(root / "analysis.json", json.dumps(data, indent=2) + "\n")
     if state["report"]["status"] == "written":
-        page = analysis.render(data, root / "report" / "plots")
+        page = report.render(data, root / "report" / "plots")
         files.atomic_write(root / "report" / "report.md", page.markdown)
         files.atomic_write(root / "report" / "index.html", page.html)
     return state
@@ -354,7 +354,7 @@ def stage(cfg: ClusterConfig, root: Path, progress: Progress,
     files.atomic_write(root / "system.json", redact.redact_text(
         json.dumps(system_facts(cfg, latest), indent=2) + "\n", secrets))
     progress.update("analyzing the logs and writing the report")
-    state = stage_analysis(root, analysis.report_python(cfg))
+    state = stage_analysis(root, report.report_python(cfg))
     state["screen"] = stage_screen(cfg, root, secrets, state["report"]["status"] == "written")
     return {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "made_by": f"{PROG} archive", "install": str(cfg.install),
@@ -362,7 +362,7 @@ def stage(cfg: ClusterConfig, root: Path, progress: Progress,
             "left_out": {k: {**v, "why": LEFT_OUT[k]} for k, v in left.items()}}
 
 
-def stage_screen(cfg: ClusterConfig, root: Path, secrets: set[str], report: bool
+def stage_screen(cfg: ClusterConfig, root: Path, secrets: set[str], in_report: bool
                  ) -> dict[str, Any] | None:
     """The newest screen: screen/screen.json and its job's output (redacted), and its section
     in the report; the index's note on it (None: the install has no screen)."""
@@ -376,10 +376,10 @@ def stage_screen(cfg: ClusterConfig, root: Path, secrets: set[str], report: bool
     output = Path(str(doc.get("output") or ""))
     if output.name and output.parent == path.parent and output.is_file():
         copy_redacted(output, root / "screen" / output.name, secrets)
-    if report:
+    if in_report:
         screenreport.add_to_report(root / "report", cfg.tree)
     return {"stamp": doc.get("stamp") or path.parent.name, "suspects": doc.get("suspects"),
-            "in_report": report}
+            "in_report": in_report}
 
 
 def list_files(root: Path) -> dict[str, dict[str, Any]]:
@@ -388,7 +388,7 @@ def list_files(root: Path) -> dict[str, dict[str, Any]]:
 
 
 def output_path(cfg: ClusterConfig, output: str | None) -> Path:
-    output = analysis.checked_output(output)
+    output = report.checked_output(output)
     out = Path(output) if output else cfg.tree.archive(time.strftime('%Y%m%d-%H%M%S'))
     problem = files.path_problem(out, "file")  # never raises: a name too long, a loop, ...
     if problem == "is a directory, not a file":

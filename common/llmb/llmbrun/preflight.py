@@ -33,8 +33,8 @@ from typing import Any
 
 from llmb.launch import placement
 from llmb.launch.placement import Placement
-from llmb.llmbrun import status as jobs
 from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
+from llmb.llmbrun.status import summary as jobs_summary
 from llmb.recipes import catalog
 from llmb.shared import files, slurmquery
 from llmb.shared.progress import Progress
@@ -300,7 +300,7 @@ def wait_job(job: str, timeout_s: float, poll_s: float = 2.0,
             if info.final:
                 progress.finish(info.state)
                 return info
-            progress.update(jobs.summary([info]))
+            progress.update(jobs_summary([info]))
             if time.monotonic() > deadline:
                 subprocess.run(["scancel", job], capture_output=True, timeout=30, check=False)
                 progress.finish("cancelled")

@@ -18,8 +18,8 @@ from typing import Any
 from llmb.launch import placement
 from llmb.launch.placement import Placement, PlacementError
 from llmb.llmbrun import report
-from llmb.llmbrun import status as jobs
 from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
+from llmb.llmbrun.status import ACTIVE_STATES, only, selected, states
 from llmb.llmbrun.submit import run_tasks
 from llmb.llmbrun.tasks import Task, normalize_env
 from llmb.shared import redact, slurmquery, values
@@ -38,7 +38,7 @@ class Rerun:
 
 def failure(info: slurmquery.JobInfo, result: dict[str, Any] | None) -> str | None:
     """Why this run counts as failed, or None when it did not fail (or has not ended)."""
-    if info.state in jobs.ACTIVE_STATES:
+    if info.state in ACTIVE_STATES:
         return None
     status = result.get("status") if result else None
     if info.state in FAILED_STATES:
@@ -136,7 +136,7 @@ def plan(subs: list[dict[str, Any]], infos: dict[str, slurmquery.JobInfo],
     for rec in subs:
         job = rec["job_id"]
         info = infos[job]
-        if info.state in jobs.ACTIVE_STATES:
+        if info.state in ACTIVE_STATES:
             if job_ids:
                 raise RunError(f"job {job} is still {info.state}; rerun it when it has ended "
                                "(or scancel it first)")
@@ -160,12 +160,12 @@ def cmd_rerun(cfg: ClusterConfig, job_ids: list[str], failed_only: bool,
               exclude_suspect: bool, override: Placement, dry_run: bool) -> int:
     if not job_ids and not failed_only:
         raise UsageError("rerun needs JOB ids or --failed (every failed run not rerun yet)")
-    all_subs = jobs.selected(cfg, True)
-    subs = jobs.only(cfg, all_subs, job_ids) if job_ids else all_subs
+    all_subs = selected(cfg, True)
+    subs = only(cfg, all_subs, job_ids) if job_ids else all_subs
     subs = list({r["job_id"]: r for r in subs}.values())  # a reused job id: its latest run
-    infos = jobs.states(cfg, subs)
+    infos = states(cfg, subs)
     done = {r["job_id"]: str(r.get("experiment_dir") or "") for r in subs
-            if infos[r["job_id"]].state not in jobs.ACTIVE_STATES}
+            if infos[r["job_id"]].state not in ACTIVE_STATES}
     found = report.analyze_runs(done)
     if found.error and (failed_only or exclude_suspect):
         raise RunError(f"the analyzer failed ({found.error}); cannot tell which runs failed")
