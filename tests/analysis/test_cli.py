@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 from analyzercli import run_analyzer
-from llmb.analysis import cli as analyze
 from llmb.analysis import identify
+from llmb.analysis.cli import analyze
 from llmb.recipes import catalog, perf
 from paths import REPO
 
@@ -185,7 +185,7 @@ def test_skipped_and_summary(fixture_json: dict[str, Any]) -> None:
 
 
 def test_gpu_type_flag_applies_to_named_runs_not_manifests() -> None:
-    data = analyze.analyze(str(FIXTURES), "gb200")
+    data = analyze(str(FIXTURES), "gb200")
     strong = by_experiment(data, STRONG340B)
     assert (strong["gpu_type"], strong["scaling"]) == ("gb200", "strong")
     ref = catalog.find_recipe("nemotron").reference("340b", "fp8", "gb200", 128, "strong")
@@ -363,7 +363,7 @@ def test_smoke_test_runs_get_no_real_model_figures(tmp_path: Path) -> None:
     [log] = (tmp_path / "custom-nemotron-run").rglob("log-*.out")
     log.write_text(log.read_text().replace(
         " | consumed_samples", " | TFLOPS_per_GPU: 0.0004402 | consumed_samples"))
-    [r] = analyze.analyze(str(tmp_path))["results"]
+    [r] = analyze(str(tmp_path))["results"]
     assert (r["status"], r["smoke_test"], r["tflops_source"]) == ("Success", True, "log")
     assert r["tflops_per_gpu_mean"] == pytest.approx(0.0004402)
     assert r["mfu"] is None and r["reference_step_time"] is None

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from launchrequests import INSTALL, RUNAI_ENV, env_for, make_request
 from llmb import manifest as run_manifest
-from llmb.launch import experiment as launch
 from llmb.launch import job, jobenv, request, slurm
+from llmb.launch.experiment import dry_run, launch
 from llmb.recipes import catalog
 from paths import REPO, SHIMS
 
@@ -83,7 +83,7 @@ def test_golden(name: str, checkpoint: Path, monkeypatch: pytest.MonkeyPatch) ->
         monkeypatch.setenv(secret, env_for(**extra).get(secret, ""))
     req = make_request(recipe, **extra)
     out = io.StringIO()
-    assert launch.dry_run(req, out) == 0
+    assert dry_run(req, out) == 0
     text = mask(out.getvalue().replace(str(checkpoint), "<CKPT>"))
     assert "hf_do_not_print" not in text and "app-secret-value" not in text
     path = GOLDEN / f"{name}.txt"
@@ -97,7 +97,7 @@ def test_golden(name: str, checkpoint: Path, monkeypatch: pytest.MonkeyPatch) ->
 def test_dry_run_writes_nothing(tmp_path: Path) -> None:
     req = request.from_env(catalog.find_recipe("nemotron"),
                            env_for(LLMB_INSTALL=str(tmp_path), JOB_TOTAL_GPUS="16"))
-    launch.dry_run(req, io.StringIO())
+    dry_run(req, io.StringIO())
     assert list(tmp_path.iterdir()) == []
 
 
@@ -172,7 +172,7 @@ def test_submission_matches_dry_run(tmp_path: Path, slurm_shims: Path,
     req = request.from_env(catalog.find_recipe("nemotron"), env_for(
         LLMB_INSTALL=str(install), DRY_RUN="false", MODEL_SIZE="340b", GPU_TYPE="gb200",
         JOB_TOTAL_GPUS="128", ENABLE_PROFILE="true"))
-    assert launch.launch(req) == 0
+    assert launch(req) == 0
     out = capsys.readouterr().out
     assert "submitted pretrain_nemotron4_340b_fp8_gpus128" in out and "as job 12345" in out
     (run_dir,) = (install / "workloads" / "pretrain_nemotron4" / "experiments"
@@ -199,7 +199,7 @@ def test_submission_failure_is_reported(tmp_path: Path, slurm_shims: Path,
     req = request.from_env(catalog.find_recipe("nemotronh"), env_for(
         LLMB_INSTALL=str(install), DRY_RUN="false", JOB_TOTAL_GPUS="32"))
     with pytest.raises(Exception, match="Invalid account"):
-        launch.launch(req)
+        launch(req)
 
 
 @pytest.mark.skipif(not (REPO / "common" / "llmb" / "container" / "smoke.py").exists()
@@ -213,7 +213,7 @@ def test_local_smoke_run_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixtur
     req = request.from_env(catalog.find_recipe("nemotron"), env_for(
         LLMB_INSTALL=str(tmp_path), DRY_RUN="false", CLUSTER_TYPE="local", SMOKE_TEST="true",
         JOB_TOTAL_GPUS="2", MAX_STEPS="3"))
-    assert launch.launch(req) == 0
+    assert launch(req) == 0
     assert "finished: SUCCEEDED" in capsys.readouterr().out
     (log,) = tmp_path.glob("workloads/pretrain_nemotron4/experiments/*/*/*/log-*_local_0.out")
     assert "Training epoch 0, iteration 2/2" in log.read_text()
