@@ -42,7 +42,7 @@ def test_a_command_in_a_value_never_reaches_sbatch(install, tmp_path):
     assert proc.stderr.startswith(f"llmb: LLMB_INSTALL={tmp_path}/y$(touch pwned) contains $ ( a "
                                   "space ), which a job path cannot hold")
     assert proc.stdout == "" and proc.stderr.count("\n") == 1
-    assert jobs(install) == before
+    assert set(jobs(install)) <= set(before)  # no new job (an earlier test's may have ended)
     assert not pwned(tmp_path) and not list(sandbox.iterdir())
 
 

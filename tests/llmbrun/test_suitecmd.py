@@ -128,9 +128,11 @@ def test_the_environment_cannot_place_a_suite_behind_its_record(root):
 
 
 def test_dry_run_prints_the_plan_and_records_nothing(root):
+    # stdin is not a terminal: no question, the runs go to sbatch (here the double, rejecting
+    # them: whether a test cluster happens to be up must not matter)
     proc = runinstall.run([*SUBMIT, "--max-scale", "16", "--dtype", "fp8", "--max-jobs", "2"],
-                          root)  # stdin is not a terminal: no question
-    assert proc.returncode == 1  # the image file is a placeholder: launch.sh refuses it
+                          root, path=f"{SHIMS}:{os.environ['PATH']}", SHIM_SBATCH_FAIL="1")
+    assert proc.returncode == 1 and "Batch job submission failed" in proc.stderr
     proc = runinstall.run([*SUBMIT, "--max-scale", "16", "--dtype", "fp8", "--max-jobs", "2",
                            "--dry-run"], root)
     assert proc.returncode == 0, proc.stderr
