@@ -75,7 +75,9 @@ def run_with(root: Path, tmp_path: Path, lines: list[str], command: str
     return proc.returncode, proc.stdout + proc.stderr, errors
 
 
-@pytest.mark.parametrize("command", ["status-json", "rerun-failed", "rerun-42"])
+# status skips a bad line and reads on: every record at once (below) reaches each of them;
+# rerun stops at the first it cannot use, so each record gets a run of its own
+@pytest.mark.parametrize("command", ["rerun-failed", "rerun-42"])
 @pytest.mark.parametrize(("kind", "line"), CRAFTED, ids=[k for k, _ in CRAFTED])
 def test_a_crafted_record_is_never_a_traceback(base, tmp_path, kind, line, command):
     root, lines = base
