@@ -8,7 +8,6 @@ the real command in a subprocess with a deadline: a hang fails the test."""
 
 from __future__ import annotations
 
-import os
 import resource
 import shutil
 import subprocess
@@ -21,8 +20,8 @@ import runinstall
 import yaml
 from analyzercli import run_analyzer
 from paths import REPO
+from specialfiles import KINDS, plant
 
-KINDS = ["fifo", "dev-zero", "directory"]
 DEADLINE_S = 60
 FIXTURE_JOB = "2201462"  # a failed run of the fixture logs: its sbatch output is read
 
@@ -30,21 +29,6 @@ FIXTURE_JOB = "2201462"  # a failed run of the fixture logs: its sbatch output i
 def bounded_memory() -> None:
     """preexec_fn: at most 2 GB of address space (a read of /dev/zero fails, not the host)."""
     resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
-
-
-def plant(path: Path, kind: str) -> None:
-    """Put a special file where a regular file is expected."""
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    elif path.exists() or path.is_symlink():
-        path.unlink()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "dev-zero":
-        path.symlink_to("/dev/zero")
-    else:
-        path.mkdir()
 
 
 def one_line_or_clean(proc: subprocess.CompletedProcess[str], prog: str = "") -> None:

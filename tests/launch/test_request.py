@@ -3,13 +3,13 @@ defaults."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 from llmb.launch import request
 from llmb.recipes import catalog
 from paths import REPO
+from specialfiles import plant
 
 
 @pytest.fixture
@@ -294,10 +294,7 @@ def test_an_image_that_is_not_a_regular_file_is_refused(install: Path, tmp_path:
                                                         kind: str, dry_run: str) -> None:
     """pyxis reads the image as a squashfs file: a FIFO or a device there is no image."""
     image = tmp_path / "img.sqsh"
-    if kind == "fifo":
-        os.mkfifo(image)
-    else:
-        image.symlink_to("/dev/zero")
+    plant(image, kind)
     assert error("nemotron", env_for(install, DRY_RUN=dry_run, RUN_CONF_IMAGE=str(image))) == (
         f"RUN_CONF_IMAGE={image} is not a regular file (a FIFO or a device); run ./setup.sh "
         "(it imports nvcr.io/nvidia/nemo:25.04.01) or set RUN_CONF_IMAGE")

@@ -16,6 +16,7 @@ from pathlib import Path
 import fakeinstall
 import pytest
 import runinstall
+from specialfiles import plant
 
 PATH = f"{Path(sys.executable).parent}:/usr/bin:/bin"
 
@@ -193,12 +194,7 @@ def test_a_history_that_is_not_a_regular_file_is_left_out_and_said(install, tmp_
     """The archive is made without it (nothing hangs, nothing huge is read), and says so
     instead of reading as complete."""
     history = install / "llmb_run_history.jsonl"
-    if kind == "fifo":
-        os.mkfifo(history)
-    elif kind == "dev-zero":
-        history.symlink_to("/dev/zero")
-    else:
-        history.mkdir()
+    plant(history, kind)
     out = tmp_path / "a.tar.gz"
     proc = archive(install, "--output", str(out), timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import threading
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from llmb.llmbrun.history import History
 from llmb.shared import slurmquery
 from runinstall import fixture_run, make_install, run
 from slurmshims import Slurm
+from specialfiles import plant
 
 OK_JOB, FAILED_JOB = "2201400", "2201462"  # fixture logs: 8b Success; 70b NCCL timeout
 EXP = "pretrain_llama3.1_8b_fp8_gpus8_tp1_pp1_cp2_vpNone_mbs1_gbs128"
@@ -302,12 +302,7 @@ def test_a_hand_edited_history_is_never_a_traceback(install, shims, kind, line, 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory"])
 def test_a_history_that_is_not_a_regular_file_is_one_line(install, shims, kind):
     hist = install / "llmb_run_history.jsonl"
-    if kind == "fifo":
-        os.mkfifo(hist)
-    elif kind == "dev-zero":
-        hist.symlink_to("/dev/zero")
-    else:
-        hist.mkdir()
+    plant(hist, kind)
     proc = run(["status"], install, path=f"{shims.dir}:/usr/bin:/bin", timeout=30)
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"llmb-run: cannot read {hist}: ")
