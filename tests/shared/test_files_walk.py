@@ -19,6 +19,7 @@ import fakeinstall
 import pytest
 import runinstall
 from analyzercli import run_analyzer
+from llmb.analysis import discover
 from llmb.llmbrun import archive
 from llmb.shared import files
 
@@ -59,36 +60,42 @@ def install(tmp_path: Path) -> tuple[Path, Path]:
     return root, run
 
 
-def test_walk_never_recurses_and_never_enters_a_pseudo_file_system(tmp_path):
+def test_walk_never_recurses(tmp_path):
     deep(tmp_path / "t")
+    assert sum(1 for _ in files.walk(tmp_path / "t")) == DEPTH + 1
+
+
+def test_the_analyzers_walk_never_recurses_and_never_enters_a_pseudo_file_system(tmp_path):
+    bottom = deep(tmp_path / "t")
     (tmp_path / "t" / "proc").symlink_to("/proc")
     (tmp_path / "t" / "loop").symlink_to(tmp_path / "t")
-    errors: list[OSError] = []
-    dirs = sum(1 for _ in files.walk(tmp_path / "t", errors.append, followlinks=True))
-    assert dirs == DEPTH + 1
-    assert [e.strerror for e in errors] == [files.INTO_VIRTUAL]
+    found = [(f.path, f.problem) for f in discover.walk([str(tmp_path / "t")])]
+    assert found == [(str(tmp_path / "t" / "proc"), files.INTO_VIRTUAL),
+                     (str(bottom / "bottom.out"), None)]
 
 
 @pytest.mark.parametrize("target", ["/", "../..", "../../..", "real-above"])
 def test_a_followed_link_never_leads_above_the_tree(tmp_path, target):
-    """A link to /, to a parent or to the directory holding top (through its real path or the
-    path as given) is reported, not walked: the walk stays within the tree and what it links to
-    elsewhere."""
+    """A link to /, to a parent or to the directory holding the DIR (through its real path or
+    the path as given) is reported, not walked: the analyzer's walk stays within the tree and
+    what it links to elsewhere."""
     real = tmp_path / "real" / "t"
     (real / "sub").mkdir(parents=True)
     (tmp_path / "real" / "sibling").mkdir()
+    (tmp_path / "real" / "sibling" / "log-1.out").write_text("x\n")
     (tmp_path / "given").symlink_to(real)
     elsewhere = tmp_path / "scratch" / "run"
     elsewhere.mkdir(parents=True)
+    (elsewhere / "log-2.out").write_text("x\n")
     (real / "scratch-run").symlink_to(elsewhere)
     (real / "sub" / "up").symlink_to(tmp_path / "real" if target == "real-above" else target)
-    errors: list[OSError] = []
-    walked = [d for d, _, _ in files.walk(tmp_path / "given", errors.append, followlinks=True)]
-    assert [e.strerror for e in errors] == [files.INTO_ANCESTOR]
-    assert len(walked) == 3 and walked[-1].endswith("scratch-run")
+    found = [(f.path, f.problem) for f in discover.walk([str(tmp_path / "given")])]
+    given = tmp_path / "given"
+    assert found == [(str(given / "scratch-run" / "log-2.out"), None),
+                     (str(given / "sub" / "up"), files.INTO_ANCESTOR)]
 
 
-def test_without_followlinks_a_link_is_listed_never_entered(tmp_path):
+def test_a_link_is_listed_never_entered(tmp_path):
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "root").symlink_to("/")
     assert list(files.walk(tmp_path / "t")) == [(str(tmp_path / "t"), ["root"], [])]

@@ -140,35 +140,16 @@ class LinkGuard:
         return None
 
 
-def walk(top: str | os.PathLike[str], onerror: Any = None, followlinks: bool = False
+def walk(top: str | os.PathLike[str], onerror: Any = None
          ) -> Iterator[tuple[str, list[str], list[str]]]:
     """os.walk, top-down, without recursion (os.walk of Python 3.11 recurses: a tree some 1000
-    directories deep ended in a RecursionError). Following links, it enters no directory twice
-    (a link back into the tree), none on /proc, /sys or /dev, and none that holds top (a link
-    to /, or to any directory above top, would walk the whole file system): onerror gets an
-    OSError saying so for the last two. A link elsewhere (a run directory on scratch) is
-    followed. Callers may prune dirnames in place, as with os.walk."""
-    start = os.fspath(top)
-    guard = LinkGuard(start) if followlinks else None
-    seen: set[tuple[int, int]] = set()
-    stack = [start]
+    directories deep ended in a RecursionError), never following a link: a link to a directory
+    is listed in dirnames, never entered (the analyzer, which follows links, walks with
+    llmb.analysis.discover and LinkGuard). Callers may prune dirnames in place, as with
+    os.walk."""
+    stack = [os.fspath(top)]
     while stack:
         path = stack.pop()
-        if guard is not None:
-            try:
-                st = os.stat(path)
-            except OSError as exc:
-                if onerror:
-                    onerror(exc)
-                continue
-            why = guard.refused(st)
-            if why is not None:
-                if onerror:
-                    onerror(OSError(errno.EXDEV, why, path))
-                continue
-            if (st.st_dev, st.st_ino) in seen:
-                continue
-            seen.add((st.st_dev, st.st_ino))
         try:
             with os.scandir(path) as it:
                 entries = list(it)
@@ -187,7 +168,7 @@ def walk(top: str | os.PathLike[str], onerror: Any = None, followlinks: bool = F
         yield path, dirs, others
         for name in reversed(dirs):
             child = os.path.join(path, name)
-            if followlinks or not os.path.islink(child):
+            if not os.path.islink(child):
                 stack.append(child)
 
 
