@@ -1,8 +1,8 @@
 """A screen's folder as the job's tasks leave it (llmb.container.screenrun's Record writes each
-task's file), for the tests of what is made of it: screenresults, the report, the archive.
+task's file), for the tests of what is made of it: the results module, the report, the archive.
 
 `write_screen(folder)` writes a CPU screen of NODES x PER_NODE tasks; `screen_json(root)` also
-judges it (llmb.llmbrun.screenresults) and writes $LLMB_INSTALL/screens/<stamp>/screen.json as
+judges it (llmb.llmbrun.screen.results) and writes $LLMB_INSTALL/screens/<stamp>/screen.json as
 `llmb-run screen` does.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from llmb.container import screenrun
-from llmb.llmbrun import screenresults
+from llmb.llmbrun.screen import results as screenresults
 
 NODES = ["node1", "node2", "node3", "node4"]
 PER_NODE = 2

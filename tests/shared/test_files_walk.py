@@ -20,7 +20,7 @@ import pytest
 import runinstall
 from analyzercli import run_analyzer
 from llmb.analysis import discover
-from llmb.llmbrun import archive
+from llmb.llmbrun.archive import pack as archive
 from llmb.shared import files
 
 DEPTH = 1500  # "d/" x 1500: 3000 characters, inside PATH_MAX

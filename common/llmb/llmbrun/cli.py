@@ -188,8 +188,8 @@ def build_parser() -> Parser:
 
 
 def add_suite_parser(sub: Any) -> None:
-    """`llmb-run suite submit | status | report | resume` (llmb.llmbrun.suitecmd)."""
-    from llmb.llmbrun.suitecmd import DEFAULT_REPEATS
+    """`llmb-run suite submit | status | report | resume` (llmb.llmbrun.suite.commands)."""
+    from llmb.llmbrun.suite.commands import DEFAULT_REPEATS
 
     su = sub.add_parser("suite", help="the published configurations in one pass: submit, "
                         "status, report, resume", allow_abbrev=False)
@@ -241,8 +241,10 @@ def add_suite_parser(sub: Any) -> None:
 
 
 def cmd_suite(cfg: Any, args: argparse.Namespace) -> int:
-    from llmb.llmbrun import suite, suitecmd, suitereport
-    from llmb.llmbrun.suiteplan import Selection
+    from llmb.llmbrun.suite import commands as suitecmd
+    from llmb.llmbrun.suite import record as suite
+    from llmb.llmbrun.suite import report as suitereport
+    from llmb.llmbrun.suite.plan import Selection
 
     command = args.suite_command
     suite_id = suite.check_id(args.suite_id) if getattr(args, "suite_id", None) else None
@@ -301,7 +303,7 @@ def cmd_list(cfg: Any) -> int:
 def exclude_suspects(cfg: Any, place: Placement) -> Placement:
     """--exclude-suspect: the placement with the newest screen's suspects added to --exclude
     (recorded, as any --exclude, in the job script, the manifest and the history)."""
-    from llmb.llmbrun import suspects
+    from llmb.llmbrun.screen import suspects
 
     screen = suspects.newest_screen(cfg.tree)
     nodes = suspects.for_exclude(cfg.tree)
@@ -342,7 +344,7 @@ def dispatch(args: argparse.Namespace) -> int:
     if command == "rerun" and not args.jobs and not args.failed:
         raise UsageError("rerun needs JOB ids or --failed (every failed run not rerun yet)")
     if command == "verify-archive":  # needs no install: archives travel
-        from llmb.llmbrun import verify_archive
+        from llmb.llmbrun.archive import verify as verify_archive
 
         return verify_archive.cmd_verify(Path(args.file))
     cfg = find_config(args.config, os.environ)
@@ -353,7 +355,8 @@ def dispatch(args: argparse.Namespace) -> int:
     if command == "jobs":
         return status.cmd_log(cfg, args.job, args.follow, args.batch)
     if command == "archive":
-        from llmb.llmbrun import archive, suite
+        from llmb.llmbrun.archive import pack as archive
+        from llmb.llmbrun.suite import record as suite
 
         return archive.cmd_archive(cfg, args.output,
                                    suite.check_id(args.suite) if args.suite else None)
@@ -370,7 +373,7 @@ def dispatch(args: argparse.Namespace) -> int:
 
         return preflight.cmd_preflight(cfg, args.nodes, args.format, place, args.timeout)
     if command == "screen":
-        from llmb.llmbrun import screen
+        from llmb.llmbrun.screen import job as screen
 
         return screen.cmd_screen(cfg, args.nodes, place, args.smoke, args.rounds, args.format,
                                  args.timeout)

@@ -235,7 +235,7 @@ def checked_output(output: str | None) -> str | None:
 def cmd_report(cfg: Any, output: str | None) -> int:
     """`llmb-run report`: the analyzer's report (`--report=DIR`) over every run of the install:
     DIR/index.html (self-contained), DIR/report.md and DIR/plots/, with the newest screen's
-    section (llmb.llmbrun.screenreport) added; prints where, and the analyzer's summary
+    section (llmb.llmbrun.screen.render) added; prints where, and the analyzer's summary
     line."""
     from llmb.llmbrun.clusterconfig import RunError
 
@@ -258,7 +258,7 @@ def cmd_report(cfg: Any, output: str | None) -> int:
     if not index.is_file() or index.stat().st_mtime_ns == before:
         why = last_line(proc.stderr) or f"exit {proc.returncode}"
         raise RunError(f"the analyzer wrote no report into {values.shown(out)}: {why}")
-    from llmb.llmbrun import screenreport
+    from llmb.llmbrun.screen import render as screenreport
 
     stamp = screenreport.add_to_report(out, cfg.tree)
     print(f"report: {values.shown(index)}")

@@ -174,7 +174,7 @@ def test_a_log_that_is_one_long_line_is_copied_redacted_in_pieces(tmp_path, fill
     """A 6 MB line (no newline; with blanks, and one long run of hex): copied in bounded
     pieces, in seconds (an unbounded pattern made redaction quadratic: 64 kB took 10 s), and a
     secret anywhere in it, across a piece boundary included, is masked."""
-    from llmb.llmbrun import archive as arch
+    from llmb.llmbrun.archive import pack as arch
 
     secret = b" hf_" + b"Q7" * 20 + b" "
     src = tmp_path / "log.out"

@@ -49,7 +49,7 @@ from llmb.launch import placement
 from llmb.launch.placement import Placement, PlacementError
 from llmb.llmbrun import report, rerun, status, submit
 from llmb.llmbrun.clusterconfig import ClusterConfig, RunError
-from llmb.llmbrun.suiteplan import Run, SuiteConfig
+from llmb.llmbrun.suite.plan import Run, SuiteConfig
 from llmb.llmbrun.tasks import Task
 from llmb.shared import files, slurmquery, values
 from llmb.shared.errors import UsageError

@@ -16,9 +16,10 @@ import pytest
 import runinstall
 import yaml
 from llmb.launch.placement import Placement
-from llmb.llmbrun import clusterconfig, suitecmd
-from llmb.llmbrun import suite as suites
-from llmb.llmbrun.suiteplan import Selection
+from llmb.llmbrun import clusterconfig
+from llmb.llmbrun.suite import commands as suitecmd
+from llmb.llmbrun.suite import record as suites
+from llmb.llmbrun.suite.plan import Selection
 from paths import SHIMS
 from slurmshims import Slurm
 

@@ -5,15 +5,15 @@
     suite status [ID] [--wait [--timeout S]] [--format=table|json]
     suite resume [ID] [--exclude-suspect] [--dry-run]
 
-`submit` plans (llmb.llmbrun.suiteplan), validates every run as `bulk` does (metadata, scale,
+`submit` plans (llmb.llmbrun.suite.plan), validates every run as `bulk` does (metadata, scale,
 placement, launch environment) before the first submission, prints the plan with its
-GPU-hours, asks on a terminal (not with --yes), records the suite (llmb.llmbrun.suite) and
+GPU-hours, asks on a terminal (not with --yes), records the suite (llmb.llmbrun.suite.record) and
 submits its runs largest first, at most --max-jobs of them. `status` counts per configuration
 the runs done, running, pending, held and failed; --wait releases held runs as room appears.
 `resume` submits again the runs whose latest job failed (cancelled, failed, timed out,
 Failed/Invalid, purged without a log) and held ones, nothing else: a configuration with all its
 repeats done gets nothing. --exclude-suspect leaves out the nodes the newest `llmb-run screen`
-named (llmb.llmbrun.suspects), through --exclude: recorded in the manifest and the history.
+named (llmb.llmbrun.screen.suspects), through --exclude: recorded in the manifest and the history.
 """
 
 from __future__ import annotations
@@ -28,11 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from llmb.launch.placement import Placement
-from llmb.llmbrun import rerun, submit, suiteplan, suspects
-from llmb.llmbrun import suite as suites
+from llmb.llmbrun import rerun, submit
 from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
-from llmb.llmbrun.suite import Slot, Suite
-from llmb.llmbrun.suiteplan import Selection
+from llmb.llmbrun.screen import suspects
+from llmb.llmbrun.suite import plan as suiteplan
+from llmb.llmbrun.suite import record as suites
+from llmb.llmbrun.suite.plan import Selection
+from llmb.llmbrun.suite.record import Slot, Suite
 from llmb.shared import values
 from llmb.shared.progress import Progress
 

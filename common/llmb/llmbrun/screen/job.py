@@ -7,8 +7,8 @@ One job on the install's account and partition, in the benchmark's container ima
 the benchmark's srun path (`--mpi=pmix`, pyxis) and environment (llmb.launch.jobenv's base and
 GPU variables), one task per GPU: llmb.container.screenrun measures every GPU, every node's
 all-reduce, the nodes in pairs over a fixed number of rounds (every node meets a new partner
-each round) and one all-reduce over all nodes. llmb.llmbrun.screenresults puts the results
-together and llmb.llmbrun.screenjudge judges them; they are kept, with the job's script, plan
+each round) and one all-reduce over all nodes. llmb.llmbrun.screen.results puts the results
+together and llmb.llmbrun.screen.judge judges them; they are kept, with the job's script, plan
 and output, in $LLMB_INSTALL/screens/<UTC YYYYmmdd-HHMMSS>/ (screen.json is written last: a
 screen without it never counts for --exclude-suspect). `--smoke` runs the same job on the CPU
 (gloo, small sizes), as a node without CUDA does.
@@ -32,8 +32,10 @@ from llmb import layout
 from llmb.container import screenrun
 from llmb.launch import jobenv, placement, slurm
 from llmb.launch.placement import Placement, PlacementError
-from llmb.llmbrun import preflight, screenreport, screenresults
+from llmb.llmbrun import preflight
 from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
+from llmb.llmbrun.screen import render as screenreport
+from llmb.llmbrun.screen import results as screenresults
 from llmb.recipes import catalog
 from llmb.shared import files, shellsafe, slurmquery, values
 from llmb.shared.errors import UsageError

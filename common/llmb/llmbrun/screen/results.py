@@ -8,7 +8,7 @@ The job's tasks (llmb.container.screenrun) leave, in the screen's folder:
     nccl-tests/walls.txt      and each phase's start and end (the job script writes these)
 `document` turns them into screen.json's content: top-level `nodes` (each with `node`,
 `verdict`, its GPUs and figures), `pairs`, `all_nodes`, `rounds` (each phase's wall time),
-`named` and `suspects` (llmb.llmbrun.screenjudge), and what measured (`measured_by`).
+`named` and `suspects` (llmb.llmbrun.screen.judge), and what measured (`measured_by`).
 Every file is read with a bound; a task that wrote nothing, a node none of whose tasks
 reported, a group without a result are verdicts (`fail`, with why), never a traceback.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from llmb.container import probe, screenrun
-from llmb.llmbrun import screenjudge
+from llmb.llmbrun.screen import judge as screenjudge
 from llmb.recipes import catalog, screenfacts
 from llmb.shared import files
 

@@ -1,4 +1,4 @@
-"""llmb.llmbrun.suitereport: the real analyzer (through its command line) over exactly one
+"""llmb.llmbrun.suite.report: the real analyzer (through its command line) over exactly one
 suite's runs, one verdict per configuration, and `--check`: 3 while a configuration is below
 the reference, has no successful run or lacks repeats; 0 once every one passes. Slurm's job
 states come from test doubles (tests/helpers/slurmshims.py); the runs are shaped like real ones
@@ -13,9 +13,11 @@ from pathlib import Path
 
 import fakeinstall
 import pytest
-from llmb.llmbrun import clusterconfig, suiteplan, suitereport
-from llmb.llmbrun import suite as suites
-from llmb.llmbrun.suiteplan import Selection
+from llmb.llmbrun import clusterconfig
+from llmb.llmbrun.suite import plan as suiteplan
+from llmb.llmbrun.suite import record as suites
+from llmb.llmbrun.suite import report as suitereport
+from llmb.llmbrun.suite.plan import Selection
 from slurmshims import Slurm
 
 

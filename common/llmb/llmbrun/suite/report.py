@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from llmb.llmbrun import report
-from llmb.llmbrun import suite as suites
 from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
-from llmb.llmbrun.suite import Slot, Suite
-from llmb.llmbrun.suitecmd import require_slurm
+from llmb.llmbrun.suite import record as suites
+from llmb.llmbrun.suite.commands import require_slurm
+from llmb.llmbrun.suite.record import Slot, Suite
 from llmb.shared import values
 
 EXIT_CHECK = 3

@@ -17,7 +17,7 @@ from pathlib import Path
 import fakeinstall
 import pytest
 import runinstall
-from llmb.llmbrun import archive
+from llmb.llmbrun.archive import pack as archive
 
 
 @pytest.fixture(scope="module")

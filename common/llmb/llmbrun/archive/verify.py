@@ -1,6 +1,7 @@
-"""`llmb-run verify-archive FILE`: is an archive of llmb.llmbrun.archive complete and consistent?
+"""`llmb-run verify-archive FILE`: is an archive (llmb.llmbrun.archive.pack) complete and
+consistent?
 
-The archive is not trusted. llmb.llmbrun.unpack checks every member before anything is
+The archive is not trusted. llmb.llmbrun.archive.unpack checks every member before anything is
 written (only regular files and directories under `llmb-archive/`, no absolute or `..` path,
 no link or device, one plain spelling per path, nothing twice, nothing larger than the index
 lists) and refuses the whole archive otherwise; an archive whose first file is not a readable
@@ -34,9 +35,9 @@ from typing import Any, TextIO
 
 from llmb import manifest
 from llmb.llmbrun import report
-from llmb.llmbrun.archive import INDEX, ROOT, pieces, sha256
+from llmb.llmbrun.archive.pack import INDEX, ROOT, pieces, sha256
+from llmb.llmbrun.archive.unpack import Refused, extract, safe_members
 from llmb.llmbrun.clusterconfig import PROG, RunError
-from llmb.llmbrun.unpack import Refused, extract, safe_members
 from llmb.shared import files, redact, values
 
 MAX_JSON_BYTES = 256 << 20  # analysis.json of the largest install: a few MB
@@ -260,7 +261,7 @@ def _screen_section(root: Path, index: dict[str, Any], markdown: str, html: str
     """The report as the archive's screen section adds to it: (markdown, html, its plot's
     name); None when the index puts no screen in the report; a problem when it does but the
     archive's screen/screen.json cannot be read."""
-    from llmb.llmbrun import screenreport
+    from llmb.llmbrun.screen import render as screenreport
 
     screen = section(index, "screen")
     if not screen.get("in_report"):

@@ -1,5 +1,5 @@
 """`llmb-run archive`: an install's results packed for sharing (checked by
-llmb.llmbrun.verify_archive).
+llmb.llmbrun.archive.verify).
 
 An archive (`.tar.gz`, everything under `llmb-archive/`) holds:
     runs/<workload>/experiments/<exp>/<run>/   each run's llmb_manifest.json, its job script
@@ -49,7 +49,8 @@ from pathlib import Path
 from typing import Any
 
 from llmb import manifest
-from llmb.llmbrun import report, staging
+from llmb.llmbrun import report
+from llmb.llmbrun.archive import staging
 from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
 from llmb.recipes import catalog
 from llmb.shared import files, redact, slurmquery, values
@@ -311,7 +312,7 @@ class SuiteScope:
 
 
 def suite_scope(cfg: ClusterConfig, suite_id: str) -> SuiteScope:
-    from llmb.llmbrun import suite as suites
+    from llmb.llmbrun.suite import record as suites
 
     found = suites.load(cfg, suite_id)
     recs = [r for attempts in suites.submissions(cfg, found).values() for r in attempts]
@@ -366,7 +367,7 @@ def stage_screen(cfg: ClusterConfig, root: Path, secrets: set[str], in_report: b
                  ) -> dict[str, Any] | None:
     """The newest screen: screen/screen.json and its job's output (redacted), and its section
     in the report; the index's note on it (None: the install has no screen)."""
-    from llmb.llmbrun import screenreport
+    from llmb.llmbrun.screen import render as screenreport
 
     found = screenreport.load_newest(cfg.tree)
     if found is None:

@@ -1,7 +1,7 @@
-"""llmb.llmbrun.staging: what `llmb-run archive` may write over, and its staging directories
+"""llmb.llmbrun.archive.staging: what `llmb-run archive` may write over, and its staging directories
 (removed on SIGTERM, swept once their process is gone). The install is a real one as the
 installer writes it (tests/helpers/fakeinstall.py); archive runs through these in
-test_archive_faults.py."""
+test_pack_faults.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import fakeinstall
 import pytest
-from llmb.llmbrun import clusterconfig, staging
+from llmb.llmbrun import clusterconfig
+from llmb.llmbrun.archive import staging
 from llmb.llmbrun.clusterconfig import RunError
 
 

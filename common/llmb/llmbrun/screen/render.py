@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from llmb import layout
-from llmb.llmbrun import suspects as newest
+from llmb.llmbrun.screen import suspects as newest
 from llmb.shared import files, values
 from llmb.shared.files import atomic_write
 

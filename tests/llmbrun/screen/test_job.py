@@ -15,7 +15,8 @@ import pytest
 import runinstall
 import yaml
 from llmb.launch import placement
-from llmb.llmbrun import clusterconfig, screen
+from llmb.llmbrun import clusterconfig
+from llmb.llmbrun.screen import job as screen
 from paths import REPO
 
 

@@ -1,4 +1,4 @@
-"""llmb.llmbrun.suspects: the nodes the newest complete screen named."""
+"""llmb.llmbrun.screen.suspects: the nodes the newest complete screen named."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 from llmb import layout
-from llmb.llmbrun import suspects
 from llmb.llmbrun.clusterconfig import RunError
+from llmb.llmbrun.screen import suspects
 
 
 def screen(tree: layout.Install, stamp: str, data: object | None) -> None:

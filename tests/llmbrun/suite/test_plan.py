@@ -1,4 +1,4 @@
-"""llmb.llmbrun.suiteplan: which published configurations a suite runs (every size, dtype, weak
+"""llmb.llmbrun.suite.plan: which published configurations a suite runs (every size, dtype, weak
 and strong row of the install's GPU type within the bounds), in which order, the partition's
 size from sinfo (a test double answering as Slurm 22.05's sinfo does; the real one is asked in
 tests/e2e/test_suite_e2e.py), and the GPU-hours estimate against figures worked out by hand."""
@@ -8,9 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from llmb.llmbrun import clusterconfig, submit, suiteplan, tasks
+from llmb.llmbrun import clusterconfig, submit, tasks
 from llmb.llmbrun.clusterconfig import RunError
-from llmb.llmbrun.suiteplan import Selection, SuiteConfig
+from llmb.llmbrun.suite import plan as suiteplan
+from llmb.llmbrun.suite.plan import Selection, SuiteConfig
 from llmb.shared.errors import UsageError
 from runinstall import make_install
 

@@ -1,4 +1,4 @@
-"""llmb.llmbrun.unpack: which members of an archive nobody vouches for are refused, and what
+"""llmb.llmbrun.archive.unpack: which members of an archive nobody vouches for are refused, and what
 extract writes (private directories and files, each created once). The archives here are
 built with tarfile, as a crafted one would be; whole archives made by llmb-run archive are
 checked in test_verify_archive.py and test_verify_archive_hostile.py."""
@@ -11,7 +11,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from llmb.llmbrun import unpack
+from llmb.llmbrun.archive import unpack
 
 
 def member(name: str, kind: bytes = tarfile.REGTYPE, data: bytes = b"x",

@@ -1,4 +1,5 @@
-"""llmb.llmbrun.suite: the record (ids, the newest, a damaged file), each run's state from the
+"""llmb.llmbrun.suite.record: the record (ids, the newest, a damaged file), each run's state
+from the
 history, Slurm (test doubles of squeue/scontrol/sacct answering as Slurm 22.05 does) and the
 real analyzer over run directories shaped like real ones, and which runs --max-jobs lets into
 the queue. Real submissions: tests/e2e/test_suite_e2e.py."""
@@ -12,10 +13,11 @@ from pathlib import Path
 import fakeinstall
 import pytest
 from llmb.launch import placement
-from llmb.llmbrun import clusterconfig, suiteplan
-from llmb.llmbrun import suite as suites
+from llmb.llmbrun import clusterconfig
 from llmb.llmbrun.clusterconfig import RunError
-from llmb.llmbrun.suiteplan import Selection
+from llmb.llmbrun.suite import plan as suiteplan
+from llmb.llmbrun.suite import record as suites
+from llmb.llmbrun.suite.plan import Selection
 from llmb.shared.errors import UsageError
 from slurmshims import Slurm
 

@@ -1,4 +1,4 @@
-"""llmb.llmbrun.screenresults: the job's files (written here through the probe's own Record, as
+"""llmb.llmbrun.screen.results: the job's files (written here through the probe's own Record, as
 the tasks write them) put together into screen.json's content: nodes, pairs, the all-nodes
 all-reduce, the rounds' wall times, what measured; and what is missing becoming a verdict."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import screenfiles
 from llmb.container import screenrun
-from llmb.llmbrun import screenresults
+from llmb.llmbrun.screen import results as screenresults
 
 NODES, PER_NODE = screenfiles.NODES, screenfiles.PER_NODE
 write_screen = screenfiles.write_screen

@@ -1,4 +1,4 @@
-"""llmb.llmbrun.screenjudge: robust statistics (median, MAD) and the verdicts they give, on
+"""llmb.llmbrun.screen.judge: robust statistics (median, MAD) and the verdicts they give, on
 screens built here: a slow GPU, a slow node, a slow link, a node that could not be measured,
 a GPU below its datasheet figure, and noise that must not be named."""
 
@@ -8,7 +8,7 @@ import copy
 from typing import Any
 
 import pytest
-from llmb.llmbrun import screenjudge as judge
+from llmb.llmbrun.screen import judge
 from llmb.recipes import catalog, screenfacts
 
 H100 = screenfacts.expectations(catalog.get_gpu_type("h100"))

@@ -1,8 +1,8 @@
-"""llmb.llmbrun.verify_archive, part by part: which tar members are safe to unpack
-(llmb.llmbrun.unpack), how the checked members are written, and each check of an unpacked
+"""llmb.llmbrun.archive.verify, part by part: which tar members are safe to unpack
+(llmb.llmbrun.archive.unpack), how the checked members are written, and each check of an unpacked
 tree (the index's files, the runs, the analysis, secrets in clear) on a small tree built here.
 The whole command on archives that llmb-run made, tampered with or made hostile is in
-test_archive.py and test_verify_archive_hostile.py."""
+test_pack.py and test_verify_hostile.py."""
 
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 from llmb import manifest
-from llmb.llmbrun import archive, unpack, verify_archive
-from llmb.llmbrun.unpack import Refused
+from llmb.llmbrun.archive import pack as archive
+from llmb.llmbrun.archive import unpack
+from llmb.llmbrun.archive import verify as verify_archive
+from llmb.llmbrun.archive.unpack import Refused
 from trainmanifests import find, make_manifest
 
 ROOT = archive.ROOT

@@ -20,9 +20,11 @@ import runinstall
 import yaml
 from llmb import manifest
 from llmb.layout import HISTORY_FILE as HISTORY
-from llmb.llmbrun import archive, clusterconfig, suiteplan
-from llmb.llmbrun import suite as suites
-from llmb.llmbrun import unpack as unpacking
+from llmb.llmbrun import clusterconfig
+from llmb.llmbrun.archive import pack as archive
+from llmb.llmbrun.archive import unpack as unpacking
+from llmb.llmbrun.suite import plan as suiteplan
+from llmb.llmbrun.suite import record as suites
 from llmb.shared import redact
 
 CFG_SECRET = "wandb-0123456789abcdef"  # WANDB_API_KEY in cluster_config.yaml's env

@@ -1,4 +1,4 @@
-"""llmb.llmbrun.screenreport: the table llmb-run screen prints, the per-node plot (suspects
+"""llmb.llmbrun.screen.render: the table llmb-run screen prints, the per-node plot (suspects
 marked), and the newest screen in `llmb-run report` and `archive` (an install as real runs
 leave it, tests/helpers/fakeinstall.py; verify-archive accepts the result)."""
 
@@ -13,7 +13,7 @@ import pytest
 import runinstall
 import screenfiles
 from llmb import layout
-from llmb.llmbrun import screenreport
+from llmb.llmbrun.screen import render as screenreport
 
 SLOW = {"pairs-1:node2,node3": 0.01, "pairs-2:node1,node3": 0.012}
 

@@ -1,0 +1,2 @@
+"""llmb-run screen: one short job that finds the slow GPU, node or link (README: Screen a
+cluster)."""
