@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from llmb.launch import placement
-from llmb.llmbrun import clusterconfig, report, status, submit, tasks
+from llmb.launch import overrides, placement
+from llmb.llmbrun import analyzer, clusterconfig, status, submit, tasks
 from llmb.llmbrun.history import History
 from llmb.shared import slurmquery
 from paths import REPO
@@ -236,7 +236,7 @@ def test_status_caches_final_states_and_reads_results(install, monkeypatch, caps
         return {j: slurmquery.JobInfo(j, states[j], nodes="node1") for j in ids}
 
     monkeypatch.setattr(slurmquery, "job_infos", fake_infos)
-    monkeypatch.setattr(report, "analyze_runs", lambda dirs: report.RunAnalysis(
+    monkeypatch.setattr(analyzer, "analyze_runs", lambda dirs: analyzer.RunAnalysis(
         results={j: [{"filename": f"{j}/x/log-x_{j}_0.out", "status": "Success",
                       "time_mean": 1.234}] for j in dirs}))
     assert status.cmd_status(cfg, False, "table") == 0
@@ -262,7 +262,7 @@ def test_env_cannot_override_what_llmb_run_validated(install, name, value, inste
                 "16", "--env", f"{name}={value}"], install)
     assert proc.returncode == 2
     assert proc.stderr == (f"llmb-run: --env {name}={value}: llmb-run sets {name} itself (and "
-                           f"records it in the history); use {submit.RESERVED_ENV[name]}\n")
+                           f"records it in the history); use {overrides.RESERVED[name]}\n")
     assert instead in proc.stderr
     assert not (install / "llmb_run_history.jsonl").exists()
 

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import runinstall
 import yaml
+from llmb.launch import overrides
 from llmb.llmbrun import clusterconfig
-from llmb.llmbrun.clusterconfig import RunError
+from llmb.llmbrun.errors import RunError
 
 PATH = Path("/lustre/llmb/cluster_config.yaml")
 ROOT = PATH.parent
@@ -122,18 +123,16 @@ def test_what_may_be_left_out_gets_its_default(change: Callable[[dict[str, Any]]
 
 
 def test_a_runai_install_needs_no_slurm_section() -> None:
-    data = clusterconfig.check_config(config(launcher(cluster_type="runai", slurm="unused")),
-                                      PATH)
-    cfg = clusterconfig.ClusterConfig(PATH, data)
-    assert (cfg.cluster_type, cfg.slurm) == ("runai", "unused")
+    cfg = clusterconfig.from_data(PATH, config(launcher(cluster_type="runai", slurm="unused")))
+    assert (cfg.cluster_type, cfg.slurm) == ("runai", None)
 
 
 def test_the_views_of_a_checked_config() -> None:
-    data = clusterconfig.check_config(config(launcher(gpu_type="gb200")), PATH)
-    cfg = clusterconfig.ClusterConfig(PATH, data)
+    data = config(launcher(gpu_type="gb200"))
+    cfg = clusterconfig.from_data(PATH, data)
     assert (cfg.install, cfg.repo) == (ROOT, Path(data["llmb"]["repo"]))
     assert (cfg.gpu_type, cfg.gpus_per_node, cfg.cluster_type) == ("gb200", 4, "slurm")
-    assert cfg.slurm["account"] == "acct" and cfg.env == {}
+    assert cfg.slurm is not None and cfg.slurm.account == "acct" and cfg.env == {}
     assert list(cfg.workloads) == list(runinstall.WORKLOADS)
     assert cfg.history.path == ROOT / "llmb_run_history.jsonl"
     assert cfg.workloads_dir == ROOT / "workloads" and cfg.tree.root == ROOT
@@ -153,11 +152,11 @@ def test_found_by_flag_then_in_the_current_directory_then_under_llmb_install(
     here, there, flag = (install(tmp_path / n, n) for n in ("here", "there", "flag"))
     environ = {"LLMB_INSTALL": str(there.parent)}
     monkeypatch.chdir(here.parent)
-    assert clusterconfig.find_config(str(flag), environ).slurm["account"] == "flag"
-    assert clusterconfig.find_config(None, environ).slurm["account"] == "here"
+    assert clusterconfig.find_config(str(flag), environ).slurm.account == "flag"
+    assert clusterconfig.find_config(None, environ).slurm.account == "here"
     monkeypatch.chdir(tmp_path)
     found = clusterconfig.find_config(None, environ)
-    assert (found.path, found.slurm["account"]) == (there, "there")
+    assert (found.path, found.slurm.account) == (there, "there")
 
 
 @pytest.mark.parametrize(("explicit", "environ", "message"), [
@@ -226,7 +225,7 @@ def test_an_env_entry_that_cannot_be_used(name: object, value: object, message: 
 
 
 def test_every_reserved_name_says_what_to_use_instead() -> None:
-    for name, instead in clusterconfig.RESERVED_ENV.items():
+    for name, instead in overrides.RESERVED.items():
         with pytest.raises(RunError) as err:
             clusterconfig.check_env_value("sweep.yaml: task 2: env", name, "x")
         assert str(err.value) == (f"sweep.yaml: task 2: env {name}=x: llmb-run sets {name} "

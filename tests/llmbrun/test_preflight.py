@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from llmb.launch import placement
-from llmb.llmbrun import clusterconfig, preflight
+from llmb.llmbrun import clusterconfig, preflight, slurmjob
 from llmb.llmbrun.preflight import Check
 from paths import SHIMS
 from runinstall import make_install, run
@@ -47,8 +47,9 @@ def config(install: Path) -> clusterconfig.ClusterConfig:
     (["--segment", "0"], 2, "--segment=0 is not a positive whole number of nodes"),
     (["--slurm-arg=--wrap=id"], 2, "--slurm-arg=--wrap=id: llmb sets --wrap itself"),
     (["--slurm-arg=--constraint"], 2, "--constraint needs a value"),
-    (["--nodelist", "node[1-2]"], 1, "--nodelist=node[1-2] names 2 nodes but the job runs on 1"),
-    (["--nodes", "3", "--segment", "2"], 1, "--segment=2 does not divide the job's 3 node(s)"),
+    # a placement that cannot hold the node count is a bad option, as in screen: exit 2
+    (["--nodelist", "node[1-2]"], 2, "--nodelist=node[1-2] names 2 nodes but the job runs on 1"),
+    (["--nodes", "3", "--segment", "2"], 2, "--segment=2 does not divide the job's 3 node(s)"),
     (["--nodes", "2", "--nodelist", "n1", "--exclude", "n1"], 2, "a node cannot be required "
                                                                    "and excluded"),
 ])
@@ -75,8 +76,9 @@ def test_placement_from_the_environment_and_other_cluster_types_are_refused(inst
     conf["launcher"]["cluster_type"] = "runai"
     (install / "cluster_config.yaml").write_text(yaml.safe_dump(conf))
     proc = run(["preflight"], install, path=f"{SHIMS}:/usr/bin:/bin")
-    assert (proc.returncode, proc.stderr) == (1, "llmb-run: preflight checks Slurm clusters; "
-                                                 "this install's cluster_type is runai\n")
+    assert (proc.returncode, proc.stderr) == (
+        1, "llmb-run: preflight runs on Slurm clusters only; this install's cluster_type is "
+           f"runai ({install / 'cluster_config.yaml'})\n")
     assert not (install / "preflight").exists()
 
 
@@ -142,10 +144,10 @@ def test_job_options_carry_the_benchmark_request_and_the_placement(install, tmp_
     cfg = config(install)
     place = placement.build(exclude="node[3-4]", qos="high", segment=2,
                             slurm_args=["--constraint=h100", "--reboot"])
-    args = preflight.sbatch_args(cfg, 2, place, tmp_path / "out-%j")
+    args = slurmjob.sbatch_options(cfg, preflight.job_spec(2, tmp_path), place)
     assert args == ["--account=acct", "--partition=batch", "--nodes=2", "--ntasks-per-node=1",
                     "--gres=gpu:8", "--time=00:10:00", "--job-name=llmb-preflight",
-                    f"--output={tmp_path}/out-%j", "--exclude=node[3-4]", "--qos=high",
+                    f"--output={tmp_path}/preflight-%j.out", "--exclude=node[3-4]", "--qos=high",
                     "--constraint=h100", "--reboot", "--segment=2"]
     script = preflight.job_script("/x/my image.sqsh", args)
     assert "--container-image='/x/my image.sqsh'" in script

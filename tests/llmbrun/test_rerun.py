@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from llmb.launch import placement
 from llmb.launch.placement import Placement
-from llmb.llmbrun import report, rerun
-from llmb.llmbrun.clusterconfig import RunError
+from llmb.llmbrun import analyzer, rerun
+from llmb.llmbrun.errors import RunError
 from llmb.shared import redact, slurmquery
 from runinstall import fixture_run, make_install, run
 from slurmshims import Slurm
@@ -29,9 +29,9 @@ def sub(job: str, **extra) -> dict:
     return rec
 
 
-def found(**status: tuple[str, list[str]]) -> report.RunAnalysis:
+def found(**status: tuple[str, list[str]]) -> analyzer.RunAnalysis:
     """Analyzer results: job -> (status, suspect nodes)."""
-    return report.RunAnalysis(results={
+    return analyzer.RunAnalysis(results={
         job: [{"filename": f"{job}/e/log-x_{job}_0.out", "status": s, "suspect_nodes": n}]
         for job, (s, n) in status.items()})
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from llmb.llmbrun import clusterconfig, status
+from llmb.llmbrun.errors import RunError
 from llmb.llmbrun.history import History
 from llmb.shared import slurmquery
 from runinstall import fixture_run, make_install, run
@@ -143,7 +144,7 @@ def test_unreadable_history_is_one_line(install, shims, capsys):
 def test_wait_gives_up_after_its_timeout(install, shims, capsys):
     record(install, "21", None)
     shims.set(squeue={"21": ["RUNNING", f"acct.{EXP}", "node1", "None"]})
-    with pytest.raises(clusterconfig.RunError, match=r"1 job\(s\) still active after 0 s: 21 "
+    with pytest.raises(RunError, match=r"1 job\(s\) still active after 0 s: 21 "
                                                  r"RUNNING"):
         status.wait_for(config(install), status.selected(config(install), True), timeout_s=0,
                       sleep=lambda s: None)

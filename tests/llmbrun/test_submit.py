@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import runinstall
 import yaml
-from llmb.launch import placement
+from llmb.launch import overrides, placement
 from llmb.llmbrun import clusterconfig, submit
-from llmb.llmbrun.clusterconfig import RunError
+from llmb.llmbrun.errors import RunError
 from llmb.llmbrun.tasks import Task
 from runconfig import installed
 
@@ -59,7 +59,7 @@ def test_the_request_and_the_install_as_launch_sh_reads_them(
 
 def test_what_llmb_run_decides_never_comes_from_the_shell(
         cfg: clusterconfig.ClusterConfig) -> None:
-    shell = {name: "from-the-shell" for name in clusterconfig.RESERVED_ENV}
+    shell = {name: "from-the-shell" for name in overrides.RESERVED}
     shell.update({var: "node9" for var in placement.ENV_VARS})
     env = env_of(cfg, base=shell)
     leaked = {k for k, v in env.items() if v == "from-the-shell" or v == "node9"}

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from llmb.launch import placement
 from llmb.llmbrun import clusterconfig, tasks
-from llmb.llmbrun.clusterconfig import RunError
+from llmb.llmbrun.errors import RunError
 from llmb.llmbrun.tasks import Task
 from llmb.shared.errors import UsageError
 from llmb.shared.values import BadValue

@@ -46,11 +46,8 @@ from llmb import layout
 from llmb.launch import placement
 from llmb.launch.placement import Placement, PlacementError
 from llmb.llmbrun import status
-from llmb.llmbrun.clusterconfig import (
-    PROG,
-    RunError,
-    find_config,
-)
+from llmb.llmbrun.clusterconfig import ClusterConfig, find_config
+from llmb.llmbrun.errors import PROG, RunError
 from llmb.llmbrun.tasks import MAX_SCALE, Task, parse_env_overrides, tasks_from_bulk, validate_all
 from llmb.recipes import catalog
 from llmb.shared import files, startvars, values
@@ -240,7 +237,7 @@ def add_suite_parser(sub: Any) -> None:
             q.add_argument("--dry-run", action="store_true", help="say what, submit nothing")
 
 
-def cmd_suite(cfg: Any, args: argparse.Namespace) -> int:
+def cmd_suite(cfg: ClusterConfig, args: argparse.Namespace) -> int:
     from llmb.llmbrun.suite import commands as suitecmd
     from llmb.llmbrun.suite import record as suite
     from llmb.llmbrun.suite import report as suitereport
@@ -283,7 +280,7 @@ def check_environment(environ: dict[str, str]) -> None:
         raise RunError(inherited)  # launch.sh would refuse it too, after a Python start
 
 
-def cmd_list(cfg: Any) -> int:
+def cmd_list(cfg: ClusterConfig) -> int:
     gpu = cfg.gpu_type
     print(f"GPU type: {gpu} (from {cfg.path})")
     for recipe in catalog.all_recipes():
@@ -300,7 +297,7 @@ def cmd_list(cfg: Any) -> int:
     return 0
 
 
-def exclude_suspects(cfg: Any, place: Placement) -> Placement:
+def exclude_suspects(cfg: ClusterConfig, place: Placement) -> Placement:
     """--exclude-suspect: the placement with the newest screen's suspects added to --exclude
     (recorded, as any --exclude, in the job script, the manifest and the history)."""
     from llmb.llmbrun.screen import suspects
@@ -323,7 +320,8 @@ def exclude_suspects(cfg: Any, place: Placement) -> Placement:
     return widened
 
 
-def cmd_bulk(cfg: Any, file: str, place: Placement, dry_run: bool, smoke: bool) -> int:
+def cmd_bulk(cfg: ClusterConfig, file: str, place: Placement, dry_run: bool, smoke: bool
+             ) -> int:
     from llmb.llmbrun.submit import report_errors, run_tasks
 
     path = Path(file)
@@ -364,8 +362,9 @@ def dispatch(args: argparse.Namespace) -> int:
         return cmd_suite(cfg, args)
     if command == "report":
         from llmb.llmbrun import report
+        from llmb.llmbrun.screen import render
 
-        return report.cmd_report(cfg, args.output)
+        return report.cmd_report(cfg, args.output, (render.report_section,))
     place = placement_of(args)
     check_environment(dict(os.environ))
     if command == "preflight":

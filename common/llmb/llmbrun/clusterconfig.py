@@ -4,8 +4,8 @@ The installer writes the file (schema 1, installer/README.md); people edit it by
 field llmb-run uses is checked when it is read, so a hand-edited variant (a missing section, a
 list where a mapping belongs, an unknown GPU type, a newline in an account, a file that is not
 UTF-8) stops with one line naming the file, the field and the value, never with a traceback
-later on. Also here: RunError (the one-line error of every llmb-run command) and the names
-llmb-run itself sets in a launch environment, which nothing else may override.
+later on. What the checks pass becomes a typed ClusterConfig: the rest of llmb-run reads its
+fields, never the YAML.
 """
 
 from __future__ import annotations
@@ -18,65 +18,55 @@ from typing import Any
 
 from llmb import layout
 from llmb.launch import overrides
+from llmb.llmbrun.errors import RunError
 from llmb.llmbrun.history import History
 from llmb.recipes import catalog
 from llmb.shared import files, values
-from llmb.shared.errors import LlmbError
 
-PROG = "llmb-run"
 CONFIG_FILE = layout.CONFIG_FILE
 SCHEMA = 1
 VENV_KINDS = ("venv", "conda")
-# Variables llmb-run sets itself; a run's environment takes them from nowhere else
-# (llmb.launch.overrides holds the one rule for every place env entries come from).
-RESERVED_ENV = overrides.RESERVED
 
 
-class RunError(LlmbError):
-    """A llmb-run operation that cannot be done: one line for the user (printed as
-    `llmb-run: <message>`); exit status 1. A bad flag value is a shared.errors.UsageError."""
+@dataclass(frozen=True)
+class SlurmSettings:
+    """launcher.slurm: where every job of the install goes, and its GPU request."""
+
+    account: str
+    partition: str
+    gres: str | None  # e.g. gpu:8 where the cluster needs --gres, else None (--gpus-per-node)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """workloads.<name>: an installed workload's venv and image."""
+
+    venv: Path
+    venv_kind: str  # venv | conda
+    image: str | None  # the .sqsh file (or a reference), None when the installer skipped it
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
 
 
 @dataclass(frozen=True)
 class ClusterConfig:
+    """One install, as cluster_config.yaml describes it (checked by `check_config`)."""
+
     path: Path
-    data: Mapping[str, Any]
-
-    @property
-    def install(self) -> Path:
-        return Path(self.data["llmb"]["install_path"])
-
-    @property
-    def repo(self) -> Path:
-        return Path(self.data["llmb"]["repo"])
-
-    @property
-    def launcher(self) -> Mapping[str, Any]:
-        return self.data["launcher"]
-
-    @property
-    def cluster_type(self) -> str:
-        return str(self.launcher.get("cluster_type") or "slurm")
-
-    @property
-    def gpu_type(self) -> str:
-        return str(self.launcher["gpu_type"])
+    install: Path
+    repo: Path
+    cluster_type: str  # slurm | runai | local
+    gpu_type: str
+    slurm: SlurmSettings | None  # None unless cluster_type is slurm
+    hf_token_file: str | None
+    env: Mapping[str, str]  # launcher.env: every run's extra variables
+    workloads: Mapping[str, Workload]
 
     @property
     def gpus_per_node(self) -> int:
         return catalog.get_gpu_type(self.gpu_type).gpus_per_node
-
-    @property
-    def slurm(self) -> Mapping[str, Any]:
-        return self.launcher.get("slurm") or {}
-
-    @property
-    def env(self) -> Mapping[str, str]:
-        return self.launcher.get("env") or {}
-
-    @property
-    def workloads(self) -> Mapping[str, Mapping[str, Any]]:
-        return self.data.get("workloads") or {}
 
     @property
     def history(self) -> History:
@@ -91,6 +81,33 @@ class ClusterConfig:
     def workloads_dir(self) -> Path:
         return self.tree.workloads
 
+    def images(self) -> list[str]:
+        """The installed workloads' images, each once, in the order of the file."""
+        return list(dict.fromkeys(w.image for w in self.workloads.values() if w.image))
+
+    def require_slurm(self, what: str) -> SlurmSettings:
+        """The Slurm settings, or RunError for an install of another cluster type: `what`
+        (e.g. "screen") says which command needs Slurm (one rule, one wording for all)."""
+        if self.slurm is None:
+            raise RunError(f"{what} runs on Slurm clusters only; this install's cluster_type is "
+                           f"{self.cluster_type} ({self.path})")
+        return self.slurm
+
+
+def from_data(path: Path, data: Any) -> ClusterConfig:
+    """The typed configuration of a file's parsed content (checked here)."""
+    checked = check_config(data, path)
+    llmb, launcher = checked["llmb"], checked["launcher"]
+    slurm = launcher.get("slurm") if launcher["cluster_type"] == "slurm" else None
+    return ClusterConfig(
+        path=path, install=Path(llmb["install_path"]), repo=Path(llmb["repo"]),
+        cluster_type=launcher["cluster_type"], gpu_type=launcher["gpu_type"],
+        slurm=SlurmSettings(slurm["account"], slurm["partition"], slurm["gres"])
+        if slurm else None,
+        hf_token_file=launcher["hf_token_file"], env=dict(launcher["env"]),
+        workloads={name: Workload(Path(w["venv"]), w["venv_kind"], w["image"])
+                   for name, w in checked["workloads"].items()})
+
 
 def find_config(explicit: str | None, environ: Mapping[str, str]) -> ClusterConfig:
     candidates = [Path(explicit)] if explicit else [Path.cwd() / CONFIG_FILE]
@@ -99,8 +116,7 @@ def find_config(explicit: str | None, environ: Mapping[str, str]) -> ClusterConf
     for path in candidates:
         problem = files.path_problem(path, "file")  # never raises (a name too long, ...)
         if problem is None and path.is_file():
-            data = files.read_yaml(path, str(path), RunError)
-            return ClusterConfig(path, check_config(data, path))
+            return from_data(path, files.read_yaml(path, str(path), RunError))
         if explicit and problem and problem.startswith("cannot be read"):
             raise RunError(f"--config {values.shown(path)} {problem}")
     where = " or ".join(values.shown(p) for p in candidates)

@@ -22,23 +22,19 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
-import time
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from llmb.launch import placement
 from llmb.launch.placement import Placement
-from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
-from llmb.llmbrun.status import summary as jobs_summary
+from llmb.llmbrun import slurmjob
+from llmb.llmbrun.clusterconfig import ClusterConfig, SlurmSettings
+from llmb.llmbrun.errors import PROG, RunError
 from llmb.recipes import catalog
-from llmb.shared import files, slurmquery
-from llmb.shared.progress import Progress
+from llmb.shared import clock, files, slurmquery
 
+JOB_NAME = "llmb-preflight"
 JOB_TIME = "00:10:00"
 DEFAULT_TIMEOUT_S = 900
 PROBE = catalog.REPO_ROOT / "common" / "preflight_probe.sh"
@@ -47,6 +43,8 @@ FREE_WARN_GB = 100
 SQUASHFS_MAGIC = b"hsqs"
 STATUSES = ("pass", "fail", "warn", "skip")
 SBATCH_REFUSED = "sbatch refused the preflight job"
+REPORT_FILE = "preflight.json"
+LATEST_FILE = "latest.json"
 MAX_OUTPUT_BYTES = 16 << 20  # the job's output: a few lines per node
 MAX_REPORT_BYTES = 1 << 20  # a preflight report: a few KB
 
@@ -56,11 +54,6 @@ class Check:
     name: str
     status: str
     detail: str
-
-
-def _first_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return lines[0] if lines else ""
 
 
 # --- login-node checks ------------------------------------------------------------------------
@@ -76,9 +69,9 @@ def check_commands() -> Check:
         return Check("slurm_commands", "fail", str(exc))
 
 
-def check_partition(cfg: ClusterConfig, nodes: int) -> tuple[Check, slurmquery.PartitionFacts |
-None]:
-    name = str(cfg.slurm["partition"])
+def check_partition(slurm: SlurmSettings, nodes: int
+                    ) -> tuple[Check, slurmquery.PartitionFacts | None]:
+    name = slurm.partition
     try:
         facts = slurmquery.partition_facts(name)
     except slurmquery.SlurmUnavailable as exc:
@@ -101,8 +94,7 @@ None]:
 
 def check_gres(cfg: ClusterConfig, facts: slurmquery.PartitionFacts | None) -> Check:
     need = cfg.gpus_per_node
-    gres = cfg.slurm.get("gres")
-    request = f"--gres={gres}" if gres else f"--gpus-per-node={need}"
+    request = slurmjob.gpu_request(cfg)
     if facts is None:
         return Check("gres", "skip", "partition unknown")
     offered = slurmquery.Partition(facts.name, False, facts.gres).gpus
@@ -115,8 +107,8 @@ def check_gres(cfg: ClusterConfig, facts: slurmquery.PartitionFacts | None) -> C
     return Check("gres", "pass", f"jobs request {request}; nodes offer {facts.gres}")
 
 
-def check_account(cfg: ClusterConfig) -> Check:
-    account = str(cfg.slurm["account"])
+def check_account(slurm: SlurmSettings) -> Check:
+    account = slurm.account
     user = os.environ.get("USER") or getpass.getuser()
     try:
         names = slurmquery.accounts(user)
@@ -161,13 +153,8 @@ def _file_problem(path: str, exc: OSError | files.FileRefused) -> str:
     return f"{path} {exc.reason}"
 
 
-def images(cfg: ClusterConfig) -> list[str]:
-    return list(dict.fromkeys(str(w["image"]) for w in cfg.workloads.values()
-                              if w.get("image")))
-
-
 def check_image(cfg: ClusterConfig) -> Check:
-    paths = images(cfg)
+    paths = cfg.images()
     if not paths:
         return Check("image", "skip", "no image configured (the installer's image.method: "
                                       "skip)")
@@ -224,7 +211,7 @@ def check_hf_token(cfg: ClusterConfig) -> Check:
         return Check("hf_token", "skip", "no installed workload needs a Hugging Face token")
     if os.environ.get("HF_TOKEN", "").strip():
         return Check("hf_token", "pass", f"HF_TOKEN is set (for {', '.join(needs)})")
-    path = cfg.launcher.get("hf_token_file")
+    path = cfg.hf_token_file
     if not path:
         return Check("hf_token", "fail", f"{', '.join(needs)} needs a Hugging Face token: "
                                          "set hf_token_file (installer) or HF_TOKEN")
@@ -243,15 +230,9 @@ def check_hf_token(cfg: ClusterConfig) -> Check:
 
 # --- the job ----------------------------------------------------------------------------------
 
-def sbatch_args(cfg: ClusterConfig, nodes: int, place: Placement, out: Path) -> list[str]:
-    """The preflight job's options: the benchmark's account, partition and GPU request, the
-    placement, one task per node. On the command line (no #SBATCH parsing involved)."""
-    gres = cfg.slurm.get("gres")
-    args = [f"--account={cfg.slurm['account']}", f"--partition={cfg.slurm['partition']}",
-            f"--nodes={nodes}", "--ntasks-per-node=1",
-            f"--gres={gres}" if gres else f"--gpus-per-node={cfg.gpus_per_node}",
-            f"--time={JOB_TIME}", "--job-name=llmb-preflight", f"--output={out}"]
-    return args + place.sbatch_argv()
+def job_spec(nodes: int, workdir: Path) -> slurmjob.JobSpec:
+    """One task per node, the benchmark's GPU request (slurmjob), a short time limit."""
+    return slurmjob.JobSpec(JOB_NAME, nodes, 1, JOB_TIME, workdir / "preflight-%j.out")
 
 
 def job_script(image: str | None, args: list[str]) -> str:
@@ -269,43 +250,6 @@ def job_script(image: str | None, args: list[str]) -> str:
         f"if srun --ntasks-per-node=1 {container}bash {q(str(PROBE))}; then "
         "echo 'LLMB_PREFLIGHT probe ok'; else echo \"LLMB_PREFLIGHT probe fail $?\"; fi\n"
     )
-
-
-def sbatch_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The environment without SBATCH_* input variables: the options above are the job's."""
-    drop = {*placement.READ_SBATCH_VARS, *placement.SBATCH_INPUT_VARS}
-    return {k: v for k, v in environ.items() if k not in drop}
-
-
-def submit_job(script: Path, args: list[str]) -> str:
-    proc = subprocess.run(["sbatch", "--parsable", *args, str(script)], capture_output=True,
-                          text=True, errors="replace", timeout=60, check=False,
-                          env=sbatch_env(os.environ))
-    if proc.returncode != 0:
-        raise slurmquery.SlurmUnavailable(_first_line(proc.stderr) or f"sbatch exit "
-                                     f"{proc.returncode}")
-    job = proc.stdout.strip().split(";")[0]
-    if not slurmquery.JOB_ID.fullmatch(job):
-        raise slurmquery.SlurmUnavailable(f"sbatch printed no job id ({job[:40]!r})")
-    return job
-
-
-def wait_job(job: str, timeout_s: float, poll_s: float = 2.0,
-             what: str = "preflight job") -> slurmquery.JobInfo:
-    """Wait for the job to end (progress on stderr); cancel it after timeout_s."""
-    deadline = time.monotonic() + timeout_s
-    with Progress(f"{PROG}: {what} {job}") as progress:
-        while True:
-            info = slurmquery.job_infos([job])[job]
-            if info.final:
-                progress.finish(info.state)
-                return info
-            progress.update(jobs_summary([info]))
-            if time.monotonic() > deadline:
-                subprocess.run(["scancel", job], capture_output=True, timeout=30, check=False)
-                progress.finish("cancelled")
-                return info
-            time.sleep(poll_s)
 
 
 def parse_output(text: str) -> tuple[dict[str, dict[str, str]], dict[str, str]]:
@@ -404,33 +348,32 @@ def judge_imex(nodes: dict[str, dict[str, str]], gpu_type: str) -> Check:
 
 def job_checks(cfg: ClusterConfig, nodes: int, place: Placement, timeout_s: float,
                workdir: Path) -> list[Check]:
-    image = next(iter(images(cfg)), None)
-    out = workdir / "preflight-%j.out"
-    args = sbatch_args(cfg, nodes, place, out)
+    image = next(iter(cfg.images()), None)
+    spec = job_spec(nodes, workdir)
+    options = slurmjob.sbatch_options(cfg, spec, place)
     script = workdir / "preflight.sbatch"
-    files.atomic_write(script, job_script(image, args), files.EXECUTABLE)
+    files.atomic_write(script, job_script(image, options), files.EXECUTABLE)
     try:
-        job = submit_job(script, args)
-    except (slurmquery.SlurmUnavailable, OSError, subprocess.SubprocessError) as exc:
+        job = slurmjob.submit(script, options)
+    except slurmjob.Refused as exc:
         return [Check("job", "fail", f"{SBATCH_REFUSED}: {exc}")]
-    info = wait_job(job, timeout_s)
-    output_path = Path(str(out).replace("%j", job))
+    ended = slurmjob.wait(job, timeout_s, "preflight job")
+    info, output_path = ended.info, spec.output_of(job)
+    if ended.timed_out:
+        return [Check("job", "fail", f"job {job} still {info.state}"
+                      + (f" ({info.reason})" if info.reason else "")
+                      + f" after {timeout_s:.0f} s; cancelled")]
     try:
         text = files.read_bounded(output_path, MAX_OUTPUT_BYTES).decode(errors="replace")
     except files.FileRefused:
         text = ""
     facts, marks = parse_output(text)
     where = f" on {info.nodes}" if info.nodes else ""
-    if info.state == "PENDING" or not info.final:
-        checks = [Check("job", "fail", f"job {job} still {info.state}"
-                        + (f" ({info.reason})" if info.reason else "")
-                        + f" after {timeout_s:.0f} s; cancelled")]
-        return checks
     done = info.state in ("COMPLETED", slurmquery.PURGED) and "probe" in marks
-    status = "pass" if done else "fail"
-    checks = [Check("job", status, f"job {job} {info.state}{where} (account "
-                    f"{cfg.slurm['account']}, partition {cfg.slurm['partition']}); output "
-                    f"{output_path}")]
+    slurm = cfg.require_slurm("preflight")
+    checks = [Check("job", "pass" if done else "fail",
+                    f"job {job} {info.state}{where} (account {slurm.account}, partition "
+                    f"{slurm.partition}); output {output_path}")]
     pmix = marks.get("pmix")
     checks.append(Check("pmix_job", "pass" if pmix == "ok" else "fail",
                         "srun --mpi=pmix ran a step" if pmix == "ok" else
@@ -453,11 +396,12 @@ def job_checks(cfg: ClusterConfig, nodes: int, place: Placement, timeout_s: floa
 
 def run_checks(cfg: ClusterConfig, nodes: int, place: Placement, timeout_s: float,
                workdir: Path) -> list[Check]:
+    slurm = cfg.require_slurm("preflight")
     checks = [check_commands()]
     if checks[0].status == "fail":
         return [*checks, check_image(cfg), check_disk(cfg), check_hf_token(cfg)]
-    part, facts = check_partition(cfg, nodes)
-    checks += [check_account(cfg), part, check_gres(cfg, facts), check_pmix_login(),
+    part, facts = check_partition(slurm, nodes)
+    checks += [check_account(slurm), part, check_gres(cfg, facts), check_pmix_login(),
                check_pyxis(), check_image(cfg), check_segment(cfg, place), check_disk(cfg),
                check_hf_token(cfg)]
     if part.status == "fail":
@@ -467,7 +411,7 @@ def run_checks(cfg: ClusterConfig, nodes: int, place: Placement, timeout_s: floa
     account = next(c for c in checks if c.name == "account")
     if account.status == "warn" and job[0].status == "pass":
         account.status, account.detail = "pass", (f"sbatch accepted account "
-                                                  f"{cfg.slurm['account']} (no accounting "
+                                                  f"{slurm.account} (no accounting "
                                                   "database lists associations)")
     elif account.status == "warn" and job[0].detail.startswith(SBATCH_REFUSED) and \
             "account" in job[0].detail.lower():
@@ -477,26 +421,19 @@ def run_checks(cfg: ClusterConfig, nodes: int, place: Placement, timeout_s: floa
 
 def cmd_preflight(cfg: ClusterConfig, nodes: int, fmt: str, place: Placement,
                   timeout_s: float = DEFAULT_TIMEOUT_S) -> int:
-    if cfg.cluster_type != "slurm":
-        raise RunError(f"preflight checks Slurm clusters; this install's cluster_type is "
-                       f"{cfg.cluster_type}")
-    try:
-        placement.check_nodelist_size(place, nodes)
-        placement.check_segment(place, nodes)
-    except placement.PlacementError as exc:
-        raise RunError(str(exc)) from None
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    workdir = cfg.tree.preflight / stamp
+    cfg.require_slurm("preflight")
+    slurmjob.check_placement(place, nodes)
+    workdir = cfg.tree.preflight / clock.stamp()
     try:
         workdir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RunError(f"cannot create {workdir}: {exc.strerror}") from None
     checks = run_checks(cfg, nodes, place, timeout_s, workdir)
-    report = {"created": stamp, "nodes": nodes, "placement": place.record(),
+    report = {"created": clock.iso(), "nodes": nodes, "placement": place.record(),
               "gpu_type": cfg.gpu_type, "checks": [asdict(c) for c in checks]}
     text = json.dumps(report, indent=2) + "\n"
-    files.write_private(workdir / "preflight.json", text)  # account, nodes: the user's values
-    files.write_private(cfg.tree.preflight / "latest.json", text)
+    files.write_private(workdir / REPORT_FILE, text)  # account, nodes: the user's values
+    files.write_private(cfg.tree.preflight / LATEST_FILE, text)
     if fmt == "json":
         print(json.dumps({"checks": report["checks"], "nodes": nodes}, indent=2))
     else:
@@ -514,7 +451,7 @@ def cmd_preflight(cfg: ClusterConfig, nodes: int, fmt: str, place: Placement,
 def latest(cfg: ClusterConfig) -> dict[str, Any] | None:
     """The newest preflight report of this install, if any."""
     try:
-        data = json.loads(files.read_bounded(cfg.tree.preflight / "latest.json", MAX_REPORT_BYTES))
+        data = json.loads(files.read_bounded(cfg.tree.preflight / LATEST_FILE, MAX_REPORT_BYTES))
     except (files.FileRefused, ValueError, RecursionError):
         return None
     return data if isinstance(data, dict) else None

@@ -17,8 +17,9 @@ from typing import Any
 
 from llmb.launch import placement
 from llmb.launch.placement import Placement, PlacementError
-from llmb.llmbrun import report
-from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
+from llmb.llmbrun import analyzer
+from llmb.llmbrun.clusterconfig import ClusterConfig
+from llmb.llmbrun.errors import PROG, RunError
 from llmb.llmbrun.status import ACTIVE_STATES, only, selected, states
 from llmb.llmbrun.submit import run_tasks
 from llmb.llmbrun.tasks import Task, normalize_env
@@ -127,7 +128,7 @@ def _prepare(rec: dict[str, Any], cfg_gpu: str, override: Placement,
 
 
 def plan(subs: list[dict[str, Any]], infos: dict[str, slurmquery.JobInfo],
-         found: report.RunAnalysis, all_subs: list[dict[str, Any]], job_ids: list[str],
+         found: analyzer.RunAnalysis, all_subs: list[dict[str, Any]], job_ids: list[str],
          failed_only: bool, exclude_suspect: bool, override: Placement,
          cfg_gpu: str) -> list[Rerun]:
     """Which runs to submit again, and how. Pure: tests give it analyzer JSON of their own."""
@@ -166,7 +167,7 @@ def cmd_rerun(cfg: ClusterConfig, job_ids: list[str], failed_only: bool,
     infos = states(cfg, subs)
     done = {r["job_id"]: str(r.get("experiment_dir") or "") for r in subs
             if infos[r["job_id"]].state not in ACTIVE_STATES}
-    found = report.analyze_runs(done)
+    found = analyzer.analyze_runs(done)
     if found.error and (failed_only or exclude_suspect):
         raise RunError(f"the analyzer failed ({found.error}); cannot tell which runs failed")
     reruns = plan(subs, infos, found, all_subs, job_ids, failed_only, exclude_suspect,

@@ -21,8 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from llmb.llmbrun import report
-from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
+from llmb.llmbrun import analyzer
+from llmb.llmbrun.clusterconfig import ClusterConfig
+from llmb.llmbrun.errors import PROG, RunError
 from llmb.llmbrun.history import Scan
 from llmb.shared import files, progress, slurmquery, values
 from llmb.shared.progress import Progress
@@ -110,7 +111,7 @@ def status_rows(cfg: ClusterConfig, show_all: bool, job_ids: list[str] | None = 
     infos = states(cfg, subs)
     done = {r["job_id"]: str(r.get("experiment_dir") or "") for r in subs
             if infos[r["job_id"]].state not in ACTIVE_STATES}
-    found = report.analyze_runs(done)
+    found = analyzer.analyze_runs(done)
     rows = []
     for rec in subs:
         job = rec["job_id"]

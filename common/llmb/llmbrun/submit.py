@@ -20,8 +20,9 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from llmb.launch import placement
-from llmb.llmbrun.clusterconfig import PROG, RESERVED_ENV, ClusterConfig, RunError
+from llmb.launch import overrides, placement
+from llmb.llmbrun.clusterconfig import ClusterConfig
+from llmb.llmbrun.errors import PROG, RunError
 from llmb.llmbrun.tasks import BOOL_ENV, LAUNCH_KNOBS, Task, smoke_of, validate_all
 from llmb.recipes import catalog
 from llmb.shared import files, redact, values
@@ -37,14 +38,15 @@ def launch_env(cfg: ClusterConfig, task: Task, above_max: bool, dry_run: bool, s
                base: Mapping[str, str]) -> dict[str, str]:
     """The child's environment: the workload venv activated, the request, the overrides.
 
-    Every variable llmb-run decides (RESERVED_ENV) is set here or removed: an ENABLE_PROFILE or
-    STRONG_SCALING left in the calling shell must not change a run behind the history's back.
+    Every variable llmb-run decides (overrides.RESERVED) is set here or removed: an
+    ENABLE_PROFILE or STRONG_SCALING left in the calling shell must not change a run behind the
+    history's back.
     The booleans launch.sh reads are normalised to true/false whatever their source."""
     w = cfg.workloads[task.workload]
-    venv = Path(w["venv"])
-    env = {k: v for k, v in base.items()
-           if k not in RESERVED_ENV and k not in placement.ENV_VARS and k not in INHERITED_DROP}
-    env["VIRTUAL_ENV" if w.get("venv_kind", "venv") == "venv" else "CONDA_PREFIX"] = str(venv)
+    venv = w.venv
+    env = {k: v for k, v in base.items() if k not in overrides.RESERVED
+           and k not in placement.ENV_VARS and k not in INHERITED_DROP}
+    env["VIRTUAL_ENV" if w.venv_kind == "venv" else "CONDA_PREFIX"] = str(venv)
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{base.get('PATH', '')}"
     env["LLMB_PYTHON"] = str(venv / "bin" / "python")
     env.update({
@@ -55,12 +57,12 @@ def launch_env(cfg: ClusterConfig, task: Task, above_max: bool, dry_run: bool, s
         "MODEL_SIZE": task.size,
         "DTYPE": task.dtype,
     })
-    if cfg.cluster_type == "slurm":
-        env["SBATCH_ACCOUNT"] = str(cfg.slurm["account"])
-        env["SBATCH_PARTITION"] = str(cfg.slurm["partition"])
-        if cfg.slurm.get("gres"):
+    if cfg.slurm is not None:
+        env["SBATCH_ACCOUNT"] = cfg.slurm.account
+        env["SBATCH_PARTITION"] = cfg.slurm.partition
+        if cfg.slurm.gres:
             env["SBATCH_GPUS_PER_NODE"] = str(cfg.gpus_per_node)
-    token_file = cfg.launcher.get("hf_token_file")
+    token_file = cfg.hf_token_file
     if token_file and "HF_TOKEN" not in base:
         try:
             env["HF_TOKEN"] = files.read_token(token_file)

@@ -18,7 +18,8 @@ from typing import Any
 
 from llmb.launch import placement
 from llmb.launch.placement import Placement, PlacementError
-from llmb.llmbrun.clusterconfig import ClusterConfig, RunError, check_env_value
+from llmb.llmbrun.clusterconfig import ClusterConfig, check_env_value
+from llmb.llmbrun.errors import RunError
 from llmb.recipes import catalog
 from llmb.shared import values
 from llmb.shared.errors import UsageError

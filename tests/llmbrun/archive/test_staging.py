@@ -16,7 +16,7 @@ import fakeinstall
 import pytest
 from llmb.llmbrun import clusterconfig
 from llmb.llmbrun.archive import staging
-from llmb.llmbrun.clusterconfig import RunError
+from llmb.llmbrun.errors import RunError
 
 
 @pytest.fixture

@@ -80,8 +80,9 @@ def test_a_runai_install_is_refused(tmp_path):
     (root / "cluster_config.yaml").write_text(yaml.safe_dump(conf))
     proc = llmb_run(root, "screen", "--nodes", "2")
     assert proc.returncode == 1
-    assert proc.stderr.strip() == ("llmb-run: screen runs on Slurm clusters; this install's "
-                                   "cluster_type is runai")
+    assert proc.stderr.strip() == ("llmb-run: screen runs on Slurm clusters only; this "
+                                   "install's cluster_type is runai "
+                                   f"({root / 'cluster_config.yaml'})")
 
 
 def test_a_missing_image_is_refused_before_submission(install):
@@ -100,32 +101,32 @@ def config(root: Path, gpu_type: str = "h100", gres: str | None = "gpu:8"
            ) -> clusterconfig.ClusterConfig:
     data = runinstall.cluster_config(root, gpu_type=gpu_type, gres=gres,
                                      image=str(root / "images" / "nemo.sqsh"))
-    return clusterconfig.ClusterConfig(root / "cluster_config.yaml",
-                                       clusterconfig.check_config(data, root))
+    return clusterconfig.from_data(root / "cluster_config.yaml", data)
 
 
 def test_sbatch_options_are_the_benchmarks(tmp_path):
     cfg = config(tmp_path)
     place = placement.build(exclude="node7", qos="high", slurm_args=["--constraint=h100"])
-    args = screen.sbatch_args(cfg, 4, place, tmp_path / "out-%j.out")
+    args = screen.sbatch_options(cfg, 4, place, tmp_path)
     assert args == ["--account=acct", "--partition=batch", "--nodes=4",
                     "--ntasks-per-node=8", "--gres=gpu:8", "--exclusive", "--mem=0",
                     "--time=00:30:00", "--job-name=llmb-screen",
-                    f"--output={tmp_path}/out-%j.out", "--exclude=node7", "--qos=high",
+                    f"--output={tmp_path}/screen-%j.out", "--exclude=node7", "--qos=high",
                     "--constraint=h100"]
     # GB200 above 18 nodes: the segment a benchmark of that size gets, unless one is given
     gb200 = config(tmp_path, "gb200", None)
-    assert screen.sbatch_args(gb200, 36, placement.Placement(), tmp_path / "o")[-2:] == [
-        f"--output={tmp_path}/o", "--segment=18"]
-    assert "--gpus-per-node=4" in screen.sbatch_args(gb200, 2, placement.Placement(), tmp_path)
-    assert screen.sbatch_args(gb200, 36, placement.build(segment=9), tmp_path)[-1] == \
+    assert screen.sbatch_options(gb200, 36, placement.Placement(), tmp_path)[-2:] == [
+        f"--output={tmp_path}/screen-%j.out", "--segment=18"]
+    assert "--gpus-per-node=4" in screen.sbatch_options(gb200, 2, placement.Placement(),
+                                                         tmp_path)
+    assert screen.sbatch_options(gb200, 36, placement.build(segment=9), tmp_path)[-1] == \
         "--segment=9"
 
 
 def test_job_script_runs_the_probe_in_the_benchmark_image_with_its_environment(tmp_path):
     cfg = config(tmp_path, "gb200", None)
     folder = tmp_path / "screens" / "20260101-000000"
-    args = screen.sbatch_args(cfg, 2, placement.Placement(), folder / "screen-%j.out")
+    args = screen.sbatch_options(cfg, 2, placement.Placement(), folder)
     text = screen.job_script(cfg, folder, str(tmp_path / "images" / "nemo.sqsh"), args)
     lines = text.splitlines()
     assert lines[0] == "#!/bin/bash" and lines[2].startswith("# sbatch --account=acct ")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from llmb import layout
-from llmb.llmbrun.clusterconfig import RunError
+from llmb.llmbrun.errors import RunError
 from llmb.llmbrun.screen import suspects
 
 

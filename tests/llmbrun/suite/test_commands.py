@@ -107,8 +107,8 @@ def test_a_damaged_suite_record_and_a_runai_install_are_one_line(root, tmp_path)
     (root / "cluster_config.yaml").write_text(yaml.safe_dump(conf))
     proc = runinstall.run([*SUBMIT, "--max-scale", "8"], root)
     assert proc.returncode == 1
-    assert proc.stderr.startswith("llmb-run: llmb-run suite needs a Slurm install; this one "
-                                  "is runai")
+    assert proc.stderr.startswith("llmb-run: suite runs on Slurm clusters only; this install's "
+                                  "cluster_type is runai")
 
 
 def test_a_placement_no_run_can_take_names_every_run_and_submits_nothing(root):

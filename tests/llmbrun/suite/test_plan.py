@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from llmb.llmbrun import clusterconfig, submit, tasks
-from llmb.llmbrun.clusterconfig import RunError
+from llmb.llmbrun.errors import RunError
 from llmb.llmbrun.suite import plan as suiteplan
 from llmb.llmbrun.suite.plan import Selection, SuiteConfig
 from llmb.shared.errors import UsageError

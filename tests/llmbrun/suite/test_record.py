@@ -14,7 +14,7 @@ import fakeinstall
 import pytest
 from llmb.launch import placement
 from llmb.llmbrun import clusterconfig
-from llmb.llmbrun.clusterconfig import RunError
+from llmb.llmbrun.errors import RunError
 from llmb.llmbrun.suite import plan as suiteplan
 from llmb.llmbrun.suite import record as suites
 from llmb.llmbrun.suite.plan import Selection

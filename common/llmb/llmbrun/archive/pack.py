@@ -33,6 +33,7 @@ into place only when complete.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -49,9 +50,10 @@ from pathlib import Path
 from typing import Any
 
 from llmb import manifest
-from llmb.llmbrun import report
+from llmb.llmbrun import analyzer, report
 from llmb.llmbrun.archive import staging
-from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
+from llmb.llmbrun.clusterconfig import ClusterConfig
+from llmb.llmbrun.errors import PROG, RunError
 from llmb.recipes import catalog
 from llmb.shared import files, redact, slurmquery, values
 from llmb.shared.progress import Progress
@@ -76,7 +78,7 @@ def known_secrets(cfg: ClusterConfig) -> set[str]:
     """Values to mask wherever they appear: the HF token file's content and the values of
     secret-named variables of cluster_config.yaml's env and of this environment."""
     extra: list[str | None] = []
-    token_file = cfg.launcher.get("hf_token_file")
+    token_file = cfg.hf_token_file
     if token_file:
         with contextlib.suppress(files.FileRefused):
             extra.append(files.read_token(token_file))
@@ -160,19 +162,17 @@ def system_facts(cfg: ClusterConfig, preflight: dict[str, Any] | None = None
         "python": platform.python_version(),
         "llmb": {"version": job.llmb_version(), "git_commit": job.git_commit()},
         "gpu_type": cfg.gpu_type, "cluster_type": cfg.cluster_type,
-        "slurm": {k: cfg.slurm.get(k) for k in ("account", "partition", "gres")}
-        if cfg.slurm else None,
+        "slurm": dataclasses.asdict(cfg.slurm) if cfg.slurm else None,
         "workloads": {}, "cluster": {}, "gpus_on_this_node": None, "gpus_in_jobs": None,
     }
     for name, w in cfg.workloads.items():
-        entry: dict[str, Any] = {"venv_kind": w.get("venv_kind")}
-        python = Path(str(w["venv"])) / "bin" / "python"
-        entry["nemo_run"] = _output([str(python), "-c", "import importlib.metadata as m; "
+        entry: dict[str, Any] = {"venv_kind": w.venv_kind}
+        entry["nemo_run"] = _output([str(w.python), "-c", "import importlib.metadata as m; "
                                      "print(m.version('nemo_run'))"])
         with contextlib.suppress(catalog.CatalogError):
             entry["image_reference"] = catalog.find_recipe(name).image
-        if w.get("image"):
-            image = Path(str(w["image"]))
+        if w.image:
+            image = Path(w.image)
             entry["image_file"] = image.name
             with contextlib.suppress(OSError):
                 st = image.stat()
@@ -267,28 +267,28 @@ def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Prog
     return runs, left
 
 
-def stage_analysis(root: Path, chosen: report.ReportPython) -> dict[str, Any]:
+def stage_analysis(root: Path, chosen: analyzer.ReportPython) -> dict[str, Any]:
     """analysis.json and report/ from the analyzer over the staged runs (one call, by a
     Python with matplotlib, when one can write the report); the index's note on each."""
     state: dict[str, Any] = {"analysis_error": None,
                              "report": {"status": "written", "detail": None}}
     if chosen.python is None:
-        proc = report.run(["--format=json", "runs"], cwd=root)
+        proc = analyzer.run(["--format=json", "runs"], cwd=root)
         state["report"] = {"status": "unavailable", "detail": chosen.missing()}
     else:
-        proc = report.run(["--report=report", "--format=json", "runs"], cwd=root,
+        proc = analyzer.run(["--report=report", "--format=json", "runs"], cwd=root,
                             python=chosen.python)
     if chosen.python is not None and not (root / "report" / "index.html").is_file():
         shutil.rmtree(root / "report", ignore_errors=True)
         state["report"] = {"status": "unavailable",
-                           "detail": report.last_line(proc.stderr) or
+                           "detail": analyzer.last_line(proc.stderr) or
                            f"exit {proc.returncode}"}
         if not proc.stdout.strip():  # refused before analyzing: JSON alone
-            proc = report.run(["--format=json", "runs"], cwd=root)
+            proc = analyzer.run(["--format=json", "runs"], cwd=root)
     try:
         data = json.loads(proc.stdout)
     except json.JSONDecodeError:
-        state["analysis_error"] = report.last_line(proc.stderr) or f"exit {proc.returncode}"
+        state["analysis_error"] = analyzer.last_line(proc.stderr) or f"exit {proc.returncode}"
         return state
     # the staging directory means nothing to a reader (and is no business of theirs): name
     # it as the archive does, in the JSON and in the report drawn from it
@@ -355,7 +355,7 @@ def stage(cfg: ClusterConfig, root: Path, progress: Progress,
     files.atomic_write(root / "system.json", redact.redact_text(
         json.dumps(system_facts(cfg, latest), indent=2) + "\n", secrets))
     progress.update("analyzing the logs and writing the report")
-    state = stage_analysis(root, report.report_python(cfg))
+    state = stage_analysis(root, analyzer.report_python(cfg))
     state["screen"] = stage_screen(cfg, root, secrets, state["report"]["status"] == "written")
     return {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "made_by": f"{PROG} archive", "install": str(cfg.install),

@@ -17,7 +17,8 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-from llmb.llmbrun.clusterconfig import ClusterConfig, RunError
+from llmb.llmbrun.clusterconfig import ClusterConfig
+from llmb.llmbrun.errors import RunError
 from llmb.shared import files, values
 
 STAGING = ".llmb-archive-"  # + <host>.<pid>.<random>

@@ -34,10 +34,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
 from llmb import manifest
-from llmb.llmbrun import report
+from llmb.llmbrun import analyzer, report
 from llmb.llmbrun.archive.pack import INDEX, ROOT, pieces, sha256
 from llmb.llmbrun.archive.unpack import Refused, extract, safe_members
-from llmb.llmbrun.clusterconfig import PROG, RunError
+from llmb.llmbrun.errors import PROG, RunError
 from llmb.shared import files, redact, values
 
 MAX_JSON_BYTES = 256 << 20  # analysis.json of the largest install: a few MB
@@ -165,8 +165,8 @@ def check_analysis(root: Path, index: dict[str, Any]) -> list[str]:
     if not isinstance(stored, dict):
         return ["analysis.json is not the analyzer's JSON (not an object)"]
     try:
-        fresh = report.analyze_json("runs", cwd=root)
-    except report.AnalyzerError as exc:
+        fresh = analyzer.analyze_json("runs", cwd=root)
+    except analyzer.AnalyzerError as exc:
         return [f"the archived logs cannot be analyzed: {exc}"]
     return compare_analysis(stored, fresh)
 

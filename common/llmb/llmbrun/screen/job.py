@@ -21,23 +21,22 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from llmb import layout
 from llmb.container import screenrun
 from llmb.launch import jobenv, placement, slurm
-from llmb.launch.placement import Placement, PlacementError
-from llmb.llmbrun import preflight
-from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
+from llmb.launch.placement import Placement
+from llmb.llmbrun import slurmjob
+from llmb.llmbrun.clusterconfig import ClusterConfig
+from llmb.llmbrun.errors import PROG, RunError
 from llmb.llmbrun.screen import render as screenreport
 from llmb.llmbrun.screen import results as screenresults
 from llmb.recipes import catalog
-from llmb.shared import files, shellsafe, slurmquery, values
+from llmb.shared import clock, files, shellsafe, values
 from llmb.shared.errors import UsageError
 
 EXIT_NAMED = 3
@@ -46,6 +45,7 @@ DEFAULT_TIMEOUT_S = 1800
 MAX_ROUNDS = 64
 JOB_NAME = "llmb-screen"
 SCRIPT = "screen.sbatch"
+PLAN = "plan.json"  # the job's tasks read it (llmb.container.screenrun --plan)
 # What a task measures. GPU: nccl-tests' usual sweep up to 1 GiB, a GEMM large enough to keep
 # a GPU's tensor cores busy, a 1 GiB copy. CPU (--smoke, or no CUDA): small, quick sizes.
 GPU_PARAMS: dict[str, Any] = {
@@ -64,11 +64,7 @@ def node_count(nodes: int | None, place: Placement, rounds: int | None) -> int:
     count = nodes if nodes is not None else len(listed)
     if not count:
         raise UsageError("screen needs --nodes N or --nodelist NODES (the nodes to screen)")
-    try:
-        placement.check_nodelist_size(place, count)
-        placement.check_segment(place, count)
-    except PlacementError as exc:
-        raise UsageError(str(exc)) from None
+    slurmjob.check_placement(place, count)
     most = screenrun.max_rounds(count)
     if rounds is not None and rounds > most:
         raise UsageError(f"--rounds {rounds}: {count} node(s) give at most {most} round(s) of "
@@ -79,7 +75,7 @@ def node_count(nodes: int | None, place: Placement, rounds: int | None) -> int:
 
 def image_of(cfg: ClusterConfig) -> str | None:
     """The benchmark's image (the first configured): an existing file, or a reference."""
-    image = next(iter(preflight.images(cfg)), None)
+    image = next(iter(cfg.images()), None)
     if image is not None and shellsafe.looks_like_file(image) and not Path(image).is_file():
         raise RunError(f"the benchmark image {values.shown(image)} does not exist; import it "
                        "(rerun the installer, or <recipe>/setup.sh) or run llmb-run preflight")
@@ -91,17 +87,18 @@ def plan(smoke: bool, rounds: int | None, gpus_per_node: int) -> dict[str, Any]:
             "timeout_s": COLLECTIVE_TIMEOUT_S, "gpu": GPU_PARAMS, "cpu": CPU_PARAMS}
 
 
-def sbatch_args(cfg: ClusterConfig, nodes: int, place: Placement, out: Path) -> list[str]:
-    """The benchmark's account, partition and GPU request, exclusive nodes, one task per
-    GPU, the placement (GB200's default segment as a benchmark gets it)."""
+def job_spec(cfg: ClusterConfig, nodes: int, folder: Path) -> slurmjob.JobSpec:
+    """One task per GPU on exclusive nodes (slurmjob adds the account, partition, GPU request
+    and placement)."""
+    return slurmjob.JobSpec(JOB_NAME, nodes, cfg.gpus_per_node, JOB_TIME,
+                            folder / "screen-%j.out", exclusive=True)
+
+
+def sbatch_options(cfg: ClusterConfig, nodes: int, place: Placement, folder: Path) -> list[str]:
+    """The job's options, with GB200's default segment as a benchmark gets it."""
     gpu = catalog.get_gpu_type(cfg.gpu_type)
-    gres = cfg.slurm.get("gres")
-    return [f"--account={cfg.slurm['account']}", f"--partition={cfg.slurm['partition']}",
-            f"--nodes={nodes}", f"--ntasks-per-node={cfg.gpus_per_node}",
-            f"--gres={gres}" if gres else f"--gpus-per-node={cfg.gpus_per_node}",
-            "--exclusive", "--mem=0", f"--time={JOB_TIME}", f"--job-name={JOB_NAME}",
-            f"--output={out}",
-            *place.sbatch_argv(slurm.segment_size(nodes, gpu.segment_max_nodes))]
+    return slurmjob.sbatch_options(cfg, job_spec(cfg, nodes, folder), place,
+                                   slurm.segment_size(nodes, gpu.segment_max_nodes))
 
 
 def job_env(gpu_type: str) -> dict[str, str]:
@@ -123,7 +120,7 @@ def job_script(cfg: ClusterConfig, folder: Path, image: str | None, args: list[s
     per_node = cfg.gpus_per_node
     step = f"srun --mpi=pmix --ntasks-per-node={per_node} {container}"
     inner = (f"export PYTHONPATH={q(str(repo / 'common'))}${{PYTHONPATH:+:$PYTHONPATH}}; "
-             f"exec python -m llmb.container.screenrun --plan {q(str(folder / 'plan.json'))}")
+             f"exec python -m llmb.container.screenrun --plan {q(str(folder / PLAN))}")
     p = GPU_PARAMS
     nccl = folder / screenrun.NCCL_TESTS_DIR
     perf = (f"{screenrun.NCCL_TESTS_BINARY} -b {p['sizes'][0]} -e {p['sizes'][-1]} -f 2 -g 1 "
@@ -162,7 +159,7 @@ def new_folder(cfg: ClusterConfig) -> tuple[str, Path]:
     """screens/<UTC stamp>/, made here (a second screen in the same second waits for the
     next one: stamps order the screens)."""
     for _ in range(5):
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        stamp = clock.stamp()
         folder = cfg.tree.screens / stamp
         try:
             folder.mkdir(parents=True)
@@ -189,41 +186,34 @@ def submit(cfg: ClusterConfig, nodes: int, place: Placement, smoke: bool, rounds
     image = image_of(cfg)
     check_paths(cfg)
     stamp, folder = new_folder(cfg)
-    out = folder / "screen-%j.out"
-    args = sbatch_args(cfg, nodes, place, out)
-    files.atomic_write(folder / "plan.json", json.dumps(plan(smoke, rounds,
-                                                             cfg.gpus_per_node), indent=1))
-    files.atomic_write(folder / SCRIPT, job_script(cfg, folder, image, args), files.EXECUTABLE)
+    options = sbatch_options(cfg, nodes, place, folder)
+    files.atomic_write(folder / PLAN, json.dumps(plan(smoke, rounds, cfg.gpus_per_node),
+                                                 indent=1))
+    files.atomic_write(folder / SCRIPT, job_script(cfg, folder, image, options),
+                       files.EXECUTABLE)
     try:
-        job = preflight.submit_job(folder / SCRIPT, args)
-    except (slurmquery.SlurmUnavailable, OSError) as exc:
+        job = slurmjob.submit(folder / SCRIPT, options)
+    except slurmjob.Refused as exc:
         raise RunError(f"sbatch refused the screen job: {exc}") from None
     return stamp, folder, job, image
 
 
 def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: bool,
                rounds: int | None, fmt: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> int:
-    if cfg.cluster_type != "slurm":
-        raise RunError(f"screen runs on Slurm clusters; this install's cluster_type is "
-                       f"{cfg.cluster_type}")
+    cfg.require_slurm("screen")
     count = node_count(nodes, place, rounds)
     stamp, folder, job, image = submit(cfg, count, place, smoke, rounds)
-    try:
-        print(f"{PROG}: screen job {job}: {count} node(s), {cfg.gpus_per_node} task(s) each"
-              f"{' on the CPU (--smoke)' if smoke else ''}; results in {folder}",
-              file=sys.stderr, flush=True)
-        info = preflight.wait_job(job, timeout_s, what="screen job")
-    except KeyboardInterrupt:  # the job holds its nodes exclusively: give them back
-        subprocess.run(["scancel", job], capture_output=True, timeout=30, check=False)
-        print(f"{PROG}: screen job {job} cancelled", file=sys.stderr)
-        raise
-    output = Path(str(folder / "screen-%j.out").replace("%j", job))
+    print(f"{PROG}: screen job {job}: {count} node(s), {cfg.gpus_per_node} task(s) each"
+          f"{' on the CPU (--smoke)' if smoke else ''}; results in {folder}",
+          file=sys.stderr, flush=True)
+    info = slurmjob.wait(job, timeout_s, "screen job").info
+    output = job_spec(cfg, count, folder).output_of(job)
     allocated = placement.expand_hostlist("nodes", info.nodes) if info.nodes else []
     doc = screenresults.document(folder, cfg.gpu_type, allocated, cfg.gpus_per_node)
     if doc is None:
         raise RunError(f"the screen job {job} ended {info.state} before any task reported "
                        f"(see {output}): {last_error(output)}")
-    doc.update(stamp=stamp, created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    doc.update(stamp=stamp, created=clock.iso(),
                job_id=job, job_state=info.state, smoke=smoke, image=image, output=str(output))
     files.write_private(folder / layout.SCREEN_FILE, json.dumps(doc, indent=1) + "\n")
     if fmt == "json":

@@ -252,6 +252,15 @@ def add_to_report(directory: Path, tree: layout.Install) -> str | None:
     return str(doc.get("stamp") or path.parent.name)
 
 
+def report_section(directory: Path, tree: layout.Install) -> str | None:
+    """The screen's section of `llmb-run report` (a llmb.llmbrun.report.Section): the newest
+    screen added, and the line that says which, or None when the install has none."""
+    stamp = add_to_report(directory, tree)
+    if stamp is None:
+        return None
+    return f"includes the newest screen ({stamp}, {tree.screens / stamp})"
+
+
 def with_section(markdown: str | None, page: str, doc: Mapping[str, Any], png: bytes | None
                  ) -> tuple[str | None, str]:
     """The report's markdown and HTML with the screen's section added (what add_to_report

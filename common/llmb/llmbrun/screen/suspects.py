@@ -15,7 +15,7 @@ from pathlib import Path
 
 from llmb import layout
 from llmb.launch import placement
-from llmb.llmbrun.clusterconfig import RunError
+from llmb.llmbrun.errors import RunError
 from llmb.shared import files, values
 
 MAX_SCREEN_BYTES = 64 << 20  # a screen of thousands of nodes is a few MB

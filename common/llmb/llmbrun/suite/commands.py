@@ -29,7 +29,8 @@ from typing import Any
 
 from llmb.launch.placement import Placement
 from llmb.llmbrun import rerun, submit
-from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
+from llmb.llmbrun.clusterconfig import ClusterConfig
+from llmb.llmbrun.errors import PROG, RunError
 from llmb.llmbrun.screen import suspects
 from llmb.llmbrun.suite import plan as suiteplan
 from llmb.llmbrun.suite import record as suites
@@ -40,12 +41,6 @@ from llmb.shared.progress import Progress
 
 POLL_S = 5.0
 DEFAULT_REPEATS = 3
-
-
-def require_slurm(cfg: ClusterConfig) -> None:
-    if cfg.cluster_type != "slurm":
-        raise RunError(f"llmb-run suite needs a Slurm install; this one is "
-                       f"{cfg.cluster_type} ({cfg.path}), where job states cannot be asked")
 
 
 def _suspect_nodes(cfg: ClusterConfig) -> tuple[tuple[str, ...], Path]:
@@ -72,7 +67,7 @@ def _confirm(question: str, ask: Callable[[str], str]) -> bool:
 def cmd_submit(cfg: ClusterConfig, sel: Selection, repeats: int, max_jobs: int | None,
                smoke: bool, dry_run: bool, yes: bool, place: Placement,
                exclude_suspect: bool, ask: Callable[[str], str] = input) -> int:
-    require_slurm(cfg)
+    cfg.require_slurm("suite")
     extra: dict[str, Any] = {}
     if exclude_suspect:
         nodes, screen = _suspect_nodes(cfg)
@@ -87,7 +82,7 @@ def cmd_submit(cfg: ClusterConfig, sel: Selection, repeats: int, max_jobs: int |
     runs = suiteplan.order_runs(configs, repeats)
     steps = suiteplan.steps_per_run(cfg, os.environ)
     extra.update(repeats=repeats, max_jobs=max_jobs, smoke=smoke, steps=steps,
-                 gpu_type=cfg.gpu_type, partition=cfg.slurm.get("partition"),
+                 gpu_type=cfg.gpu_type, partition=cfg.slurm.partition if cfg.slurm else None,
                  placement=place.record(),
                  selection={"workloads": list(sel.workloads), "dtypes": list(sel.dtypes),
                             "min_scale": sel.min_scale, "max_scale": sel.max_scale,
@@ -207,7 +202,7 @@ def render_status(suite: Suite, view: list[Slot]) -> str:
 
 def cmd_status(cfg: ClusterConfig, suite_id: str | None, wait: bool, timeout_s: int | None,
                fmt: str) -> int:
-    require_slurm(cfg)
+    cfg.require_slurm("suite")
     suite = suites.load(cfg, suite_id)
     if wait:
         wait_for(cfg, suite, timeout_s)
@@ -260,7 +255,7 @@ def wait_for(cfg: ClusterConfig, suite: Suite, timeout_s: int | None,
 
 def cmd_resume(cfg: ClusterConfig, suite_id: str | None, exclude_suspect: bool,
                dry_run: bool) -> int:
-    require_slurm(cfg)
+    cfg.require_slurm("suite")
     suite = suites.load(cfg, suite_id)
     with suites.locked(suite):
         view = suites.slots(cfg, suite)

@@ -30,7 +30,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from llmb.launch import request
-from llmb.llmbrun.clusterconfig import ClusterConfig, RunError
+from llmb.llmbrun.clusterconfig import ClusterConfig
+from llmb.llmbrun.errors import RunError
 from llmb.recipes import catalog
 from llmb.shared import shellsafe, slurmquery, values
 from llmb.shared.errors import UsageError
@@ -136,10 +137,10 @@ def check_selection(cfg: ClusterConfig, sel: Selection) -> None:
 
 def partition_gpus(cfg: ClusterConfig) -> tuple[int, str]:
     """The GPUs the install's partition offers (sinfo), and where that figure comes from."""
-    if cfg.cluster_type != "slurm":
+    if cfg.slurm is None:
         raise RunError(f"cluster_type {cfg.cluster_type} has no sinfo to ask for the cluster's "
                        "size; give --max-scale N")
-    name = str(cfg.slurm["partition"])
+    name = cfg.slurm.partition
     try:
         facts = slurmquery.partition_facts(name)
     except slurmquery.SlurmUnavailable as exc:

@@ -47,8 +47,9 @@ from typing import Any
 from llmb import layout
 from llmb.launch import placement
 from llmb.launch.placement import Placement, PlacementError
-from llmb.llmbrun import report, rerun, status, submit
-from llmb.llmbrun.clusterconfig import ClusterConfig, RunError
+from llmb.llmbrun import analyzer, rerun, status, submit
+from llmb.llmbrun.clusterconfig import ClusterConfig
+from llmb.llmbrun.errors import RunError
 from llmb.llmbrun.suite.plan import Run, SuiteConfig
 from llmb.llmbrun.tasks import Task
 from llmb.shared import files, slurmquery, values
@@ -253,7 +254,7 @@ def submissions(cfg: ClusterConfig, suite: Suite) -> dict[int, list[dict[str, An
     return out
 
 
-def _classify(slot: Slot, analysis: report.RunAnalysis | None) -> None:
+def _classify(slot: Slot, analysis: analyzer.RunAnalysis | None) -> None:
     info = slot.info
     assert info is not None
     if info.state in PENDING_STATES:
@@ -292,13 +293,13 @@ def slots(cfg: ClusterConfig, suite: Suite, analyze: bool = True) -> list[Slot]:
     ended = {str(s.job_id): s.attempts[-1].get("experiment_dir") for s in out
              if s.info is not None and s.info.state not in status.ACTIVE_STATES
              and s.info.state != slurmquery.UNKNOWN and status.job_logs(s.attempts[-1])}
-    analysis = report.analyze_runs(ended) if analyze and ended else (
-        report.RunAnalysis() if analyze else None)
+    analysis = analyzer.analyze_runs(ended) if analyze and ended else (
+        analyzer.RunAnalysis() if analyze else None)
     classify(out, analysis)
     return out
 
 
-def classify(view: list[Slot], analysis: report.RunAnalysis | None) -> None:
+def classify(view: list[Slot], analysis: analyzer.RunAnalysis | None) -> None:
     """Each submitted run's state from its job's Slurm state and the analyzer's result
     (None: not analyzed, an ended run is `ended`)."""
     for slot in view:

@@ -21,10 +21,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from llmb.llmbrun import report
-from llmb.llmbrun.clusterconfig import PROG, ClusterConfig, RunError
+from llmb.llmbrun import analyzer, report
+from llmb.llmbrun.clusterconfig import ClusterConfig
+from llmb.llmbrun.errors import PROG, RunError
 from llmb.llmbrun.suite import record as suites
-from llmb.llmbrun.suite.commands import require_slurm
 from llmb.llmbrun.suite.record import Slot, Suite
 from llmb.shared import values
 
@@ -37,27 +37,27 @@ TABLE = ("WORKLOAD", "SIZE", "DTYPE", "SCALING", "GPUS", "DONE", "MEDIAN_S", "RE
 def analyze(suite: Suite, view: list[Slot], out: Path) -> tuple[dict[str, Any], str | None]:
     """The analyzer's JSON over the suite's ended jobs, with its HTML report in `out`;
     (JSON, why there is no report or None)."""
-    present = report.present_runs(suites.ended_jobs(view))
+    present = analyzer.present_runs(suites.ended_jobs(view))
     if not present:
         return {}, "no run of the suite has ended with a training log yet"
     index = out / "index.html"
     before = index.stat().st_mtime_ns if index.exists() else None
-    with report.linked(present, f"suite-{suite.id}") as base:
-        proc = report.run(["--format=json", f"--report={out}", base.name], cwd=base.parent)
+    with analyzer.linked(present, f"suite-{suite.id}") as base:
+        proc = analyzer.run(["--format=json", f"--report={out}", base.name], cwd=base.parent)
         missing = None
         if not index.is_file() or index.stat().st_mtime_ns == before:
-            missing = report.last_line(proc.stderr) or f"exit {proc.returncode}"
+            missing = analyzer.last_line(proc.stderr) or f"exit {proc.returncode}"
             if not proc.stdout.strip():  # refused before analyzing (no matplotlib)
-                proc = report.run(["--format=json", base.name], cwd=base.parent)
+                proc = analyzer.run(["--format=json", base.name], cwd=base.parent)
     try:
         data = json.loads(proc.stdout)
     except json.JSONDecodeError:
         raise RunError("the analyzer gave no JSON: "
-                       f"{report.last_line(proc.stderr) or f'exit {proc.returncode}'}") from None
+                       f"{analyzer.last_line(proc.stderr) or f'exit {proc.returncode}'}") from None
     return (data if isinstance(data, dict) else {}), missing
 
 
-def configurations(suite: Suite, view: list[Slot], analysis: report.RunAnalysis
+def configurations(suite: Suite, view: list[Slot], analysis: analyzer.RunAnalysis
                    ) -> list[dict[str, Any]]:
     """One entry per configuration of the suite: its runs and the analyzer's verdict."""
     rows = []
@@ -125,7 +125,7 @@ def render(suite: Suite, rows: list[dict[str, Any]]) -> str:
 
 def cmd_report(cfg: ClusterConfig, suite_id: str | None, check: bool, fmt: str,
                output: str | None) -> int:
-    require_slurm(cfg)
+    cfg.require_slurm("suite")
     output = report.checked_output(output)
     suite = suites.load(cfg, suite_id)
     out = Path(output) if output else cfg.tree.suite(suite.id) / "report"
@@ -136,7 +136,7 @@ def cmd_report(cfg: ClusterConfig, suite_id: str | None, check: bool, fmt: str,
                        f"{exc.strerror}") from None
     view = suites.slots(cfg, suite, analyze=False)
     data, missing = analyze(suite, view, out)
-    analysis = report.from_json(data)
+    analysis = analyzer.from_json(data)
     suites.classify(view, analysis)
     rows = configurations(suite, view, analysis)
     found = problems(rows)

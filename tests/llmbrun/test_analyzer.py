@@ -1,0 +1,68 @@
+"""llmb.llmbrun.analyzer: llmb-run's use of the analyzer (always its command line): per-job
+results of several runs in one analyzer call, verdicts and suspect nodes by job, over an install
+as real runs leave it (tests/helpers/fakeinstall.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import fakeinstall
+import pytest
+from llmb.llmbrun import analyzer
+
+
+@pytest.fixture(scope="module")
+def install(tmp_path_factory) -> Path:
+    root = fakeinstall.make_install(tmp_path_factory.mktemp("i") / "llmb")
+    fakeinstall.make_run(root, "11", restarts=1)  # a node failure, then a good attempt
+    fakeinstall.make_run(root, "12", complete=False)  # time limit
+    fakeinstall.make_run(root, "13", step_time=30.0)  # far below the reference
+    fakeinstall.make_run(root, "14", workload="pretrain_nemotron4", size="15b", scale=16)
+    return root
+
+
+def run_dir(root: Path, job: str) -> Path:
+    (found,) = root.glob(f"workloads/*/experiments/*/*_{job}000")
+    return found
+
+
+# --- several jobs, one analyzer call ----------------------------------------------------------
+
+def test_results_verdicts_and_suspect_nodes_by_job(install):
+    found = analyzer.analyze_runs({j: run_dir(install, j) for j in ("11", "12", "13", "14")})
+    assert found.error is None
+    assert sorted(found.results) == ["11", "12", "13", "14"]
+    assert [r["status"] for r in found.results["11"]] == ["Failed", "Success"]
+    assert found.result("11")["filename"].endswith("_11_1.out")  # the last attempt decides
+    assert found.result("11")["status"] == "Success"
+    assert found.suspect_nodes("11") == ["node2"]  # named by the failed first attempt
+    assert "time limit" in found.result("12")["reason"]
+    assert found.suspect_nodes("12") == []
+    # 11 and 13 are repeats of one configuration: the median of 9.5 s and 30 s is below
+    assert found.verdict("11") == found.verdict("13") == "below"
+    assert found.verdict("14") == "pass"
+
+
+def test_jobs_that_cannot_be_analyzed_are_left_out(install, tmp_path):
+    found = analyzer.analyze_runs({"../x": run_dir(install, "11"), "15": tmp_path / "nope",
+                                   "16": "", "14": run_dir(install, "14")})
+    assert list(found.results) == ["14"]
+    assert analyzer.analyze_runs({}).results == {}
+    assert found.result("15") is None and found.verdict("15") is None
+    assert found.suspect_nodes("15") == []
+
+
+def test_an_analyzer_failure_is_one_line(tmp_path):
+    with pytest.raises(analyzer.AnalyzerError) as info:
+        analyzer.analyze_json(tmp_path / "missing")
+    assert "missing" in str(info.value) and "\n" not in str(info.value)
+
+
+def test_from_json_groups_by_link_name_or_mapping():
+    data = {"results": [{"filename": "7/exp/log-a_7_0.out", "status": "Success",
+                         "config_key": "k"}, "garbage",
+                        {"filename": "other.out", "status": "Failed"}],
+            "configurations": [{"config_key": "k", "verdict": "pass"}, {"no": "key"}]}
+    found = analyzer.from_json(data, job_of={"other.out": "9"})
+    assert sorted(found.results) == ["7", "9"]
+    assert found.verdict("7") == "pass" and found.verdict("9") is None
