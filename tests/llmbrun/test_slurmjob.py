@@ -61,7 +61,7 @@ def test_a_refused_submission_says_what_sbatch_said(tmp_path, slurm, monkeypatch
     script = tmp_path / "job.sbatch"
     script.write_text("#!/bin/bash\n")
     monkeypatch.setenv("SHIM_SBATCH_FAIL", "1")
-    with pytest.raises(slurmjob.Refused) as err:
+    with pytest.raises(slurmjob.SubmitRefused) as err:
         slurmjob.submit(script, ["--account=acct"])
     assert str(err.value) == ("sbatch: error: Batch job submission failed: Invalid account or "
                               "account/partition combination specified")

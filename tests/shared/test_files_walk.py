@@ -20,7 +20,7 @@ import pytest
 import runinstall
 from analyzercli import run_analyzer
 from llmb.analysis import discover
-from llmb.llmbrun.archive import pack as archive
+from llmb.llmbrun.archive.format import INDEX, ROOT
 from llmb.shared import files
 
 DEPTH = 1500  # "d/" x 1500: 3000 characters, inside PATH_MAX
@@ -123,11 +123,11 @@ def test_archive(install, tmp_path):
 def test_verify_archive_of_a_deep_crafted_tree(tmp_path):
     path = tmp_path / "deep.tar.gz"
     with tarfile.open(path, "w:gz") as tar:
-        info = tarfile.TarInfo(f"{archive.ROOT}/{archive.INDEX}")
+        info = tarfile.TarInfo(f"{ROOT}/{INDEX}")
         data = b'{"files": {}}'
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
-        name = f"{archive.ROOT}/" + "d/" * DEPTH + "x"
+        name = f"{ROOT}/" + "d/" * DEPTH + "x"
         info = tarfile.TarInfo(name)
         info.size = 1
         tar.addfile(info, io.BytesIO(b"x"))

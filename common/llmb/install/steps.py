@@ -27,7 +27,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -38,7 +37,7 @@ import yaml
 
 from llmb import layout
 from llmb.recipes import catalog, images
-from llmb.shared import files, progress
+from llmb.shared import clock, files, progress
 from llmb.shared.errors import LlmbError
 
 
@@ -168,7 +167,7 @@ def create_venv(plan: Plan, workload: str) -> None:
     python = venv / "bin" / "python"
     _check_call([str(python), "-m", "pip", "--version"], None, f"{python} -m pip", quiet=True)
     files.atomic_write(venv / VENV_MARKER, json.dumps(
-        {"id": uuid.uuid4().hex, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}) + "\n")
+        {"id": uuid.uuid4().hex, "created": clock.iso()}) + "\n")
 
 
 def venv_env(plan: Plan, workload: str) -> dict[str, str]:

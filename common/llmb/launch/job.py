@@ -16,13 +16,13 @@ import re
 import subprocess
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from llmb import manifest as run_manifest
 from llmb.launch.request import Request
 from llmb.recipes import catalog
+from llmb.shared import clock
 
 NEMO_RUN_VERSION = "0.11.1"
 
@@ -134,7 +134,7 @@ def build_manifest(req: Request, paths: JobPaths, created: str | None = None,
             "python": platform.python_version(),
         },
         "git_commit": commit,
-        "created": created or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created": created or clock.iso(),
     }
 
 

@@ -1,3 +1,3 @@
-"""llmb-run (installer/llmb-run): what to run, submitting it through launch.sh, the record
-of it, and one module per command (status, rerun, preflight, report, archive,
-verify-archive)."""
+"""llmb-run (installer/llmb-run): a small core (the command line, the cluster config, what to
+run, submission, history, status, rerun, preflight, the analyzer client and the report) and one
+folder per feature (screen, suite, archive). The module map: README.md, Layout."""

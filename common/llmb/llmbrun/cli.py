@@ -21,16 +21,15 @@
     llmb-run suite resume [ID] [--exclude-suspect] [--dry-run]
 
 PLACEMENT: --nodelist, --exclude, --reservation, --qos, --segment, --slurm-arg=--KEY=VALUE.
-This module is the command line only; each command lives in a module of its own: tasks
-(task building, bulk files), submit (launch.sh), status (status, jobs log), rerun, preflight,
-screen, report (the analyzer, through its CLI), archive, verify_archive, clusterconfig
-(cluster_config.yaml), suite (suiteplan, suite, suitecmd, suitereport).
+This module is the command line only; each command lives in the core module or the feature
+folder named for it (the module map: README.md, Layout).
 
 Exit status: 0 success; 1 a refused request (validation against the recipe metadata or the
 install), a failed submission, a failed preflight check, a screen that could not run or an
 incomplete archive; 2 a command line that cannot be used (an unknown option, a flag's value);
 3 a screen that named a GPU, node or link, or `suite report --check`: a configuration is below
-its reference or lacks its successful runs; 130 interrupted.
+its reference or lacks its successful runs; 130 interrupted; 141 the reader of the output went
+away (a broken pipe).
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ from typing import Any, NoReturn
 from llmb import layout
 from llmb.launch import placement
 from llmb.launch.placement import Placement, PlacementError
-from llmb.llmbrun import status
+from llmb.llmbrun import preflight, screen, status
 from llmb.llmbrun.clusterconfig import ClusterConfig, find_config
 from llmb.llmbrun.errors import PROG, RunError
 from llmb.llmbrun.tasks import MAX_SCALE, Task, parse_env_overrides, tasks_from_bulk, validate_all
@@ -55,8 +54,6 @@ from llmb.shared.errors import LlmbError, UsageError
 
 MAX_NODES = 100_000
 MAX_TIMEOUT_S = 7 * 24 * 3600
-MAX_ROUNDS = 64
-DEFAULT_SCREEN_TIMEOUT_S = 1800
 
 
 class Parser(argparse.ArgumentParser):
@@ -153,21 +150,22 @@ def build_parser() -> Parser:
     pf.add_argument("--nodes", type=whole_number("a node count", MAX_NODES), default=1)
     pf.add_argument("--format", choices=("table", "json"), default="table")
     pf.add_argument("--timeout", type=whole_number("seconds", MAX_TIMEOUT_S),
-                    default=900, help="give up on the job after this many seconds (900)")
+                    default=preflight.DEFAULT_TIMEOUT_S, help="give up on the job after this "
+                    f"many seconds ({preflight.DEFAULT_TIMEOUT_S})")
     add_placement(pf)
     sc = sub.add_parser("screen", help="find the slow GPU, node or link with one short job",
                         allow_abbrev=False)
     sc.add_argument("--nodes", type=whole_number("a node count", MAX_NODES),
                     help="screen this many nodes (or name them with --nodelist)")
-    sc.add_argument("--rounds", type=whole_number("a number of rounds", MAX_ROUNDS),
+    sc.add_argument("--rounds", type=whole_number("a number of rounds", screen.MAX_ROUNDS),
                     help="rounds of node pairs (default: 2, 3 for an odd node count)")
     sc.add_argument("--smoke", action="store_true",
                     help="the same job on the CPU (gloo, small sizes): no GPU needed")
     sc.add_argument("--format", choices=("table", "json"), default="table")
     sc.add_argument("--timeout", type=whole_number("seconds", MAX_TIMEOUT_S),
-                    default=DEFAULT_SCREEN_TIMEOUT_S,
+                    default=screen.DEFAULT_TIMEOUT_S,
                     help="give up on the job after this many seconds "
-                    f"({DEFAULT_SCREEN_TIMEOUT_S})")
+                    f"({screen.DEFAULT_TIMEOUT_S})")
     add_placement(sc)
     rp = sub.add_parser("report", help="the analyzer's report for the whole install",
                         allow_abbrev=False)
@@ -186,7 +184,7 @@ def build_parser() -> Parser:
 
 def add_suite_parser(sub: Any) -> None:
     """`llmb-run suite submit | status | report | resume` (llmb.llmbrun.suite.commands)."""
-    from llmb.llmbrun.suite.commands import DEFAULT_REPEATS
+    from llmb.llmbrun.suite import DEFAULT_REPEATS
 
     su = sub.add_parser("suite", help="the published configurations in one pass: submit, "
                         "status, report, resume", allow_abbrev=False)
@@ -238,10 +236,7 @@ def add_suite_parser(sub: Any) -> None:
 
 
 def cmd_suite(cfg: ClusterConfig, args: argparse.Namespace) -> int:
-    from llmb.llmbrun.suite import commands as suitecmd
-    from llmb.llmbrun.suite import record as suite
-    from llmb.llmbrun.suite import report as suitereport
-    from llmb.llmbrun.suite.plan import Selection
+    from llmb.llmbrun import suite
 
     command = args.suite_command
     suite_id = suite.check_id(args.suite_id) if getattr(args, "suite_id", None) else None
@@ -249,16 +244,16 @@ def cmd_suite(cfg: ClusterConfig, args: argparse.Namespace) -> int:
         if args.timeout is not None and not args.wait:
             raise UsageError("suite status --timeout applies with --wait only; add --wait or "
                              "drop --timeout")
-        return suitecmd.cmd_status(cfg, suite_id, args.wait, args.timeout, args.format)
+        return suite.cmd_status(cfg, suite_id, args.wait, args.timeout, args.format)
     if command == "report":
-        return suitereport.cmd_report(cfg, suite_id, args.check, args.format, args.output)
+        return suite.cmd_report(cfg, suite_id, args.check, args.format, args.output)
     check_environment(dict(os.environ))
     if command == "resume":
-        return suitecmd.cmd_resume(cfg, suite_id, args.exclude_suspect, args.dry_run)
-    sel = Selection(tuple(dict.fromkeys(args.workload)),
+        return suite.cmd_resume(cfg, suite_id, args.exclude_suspect, args.dry_run)
+    sel = suite.Selection(tuple(dict.fromkeys(args.workload)),
                     tuple(dict.fromkeys(d.lower() for d in args.dtype)), args.min_scale,
                     args.max_scale)
-    return suitecmd.cmd_submit(cfg, sel, args.repeats, args.max_jobs, args.smoke,
+    return suite.cmd_submit(cfg, sel, args.repeats, args.max_jobs, args.smoke,
                                args.dry_run, args.yes, placement_of(args),
                                args.exclude_suspect)
 
@@ -300,11 +295,9 @@ def cmd_list(cfg: ClusterConfig) -> int:
 def exclude_suspects(cfg: ClusterConfig, place: Placement) -> Placement:
     """--exclude-suspect: the placement with the newest screen's suspects added to --exclude
     (recorded, as any --exclude, in the job script, the manifest and the history)."""
-    from llmb.llmbrun.screen import suspects
-
-    screen = suspects.newest_screen(cfg.tree)
-    nodes = suspects.for_exclude(cfg.tree)
-    where = screen.path if screen is not None else cfg.tree.screens
+    newest = screen.newest_screen(cfg.tree)
+    nodes = screen.for_exclude(cfg.tree)
+    where = newest.path if newest is not None else cfg.tree.screens
     try:
         widened, new = place.with_excluded(nodes)
     except PlacementError as exc:
@@ -342,9 +335,9 @@ def dispatch(args: argparse.Namespace) -> int:
     if command == "rerun" and not args.jobs and not args.failed:
         raise UsageError("rerun needs JOB ids or --failed (every failed run not rerun yet)")
     if command == "verify-archive":  # needs no install: archives travel
-        from llmb.llmbrun.archive import verify as verify_archive
+        from llmb.llmbrun import archive
 
-        return verify_archive.cmd_verify(Path(args.file))
+        return archive.cmd_verify(Path(args.file))
     cfg = find_config(args.config, os.environ)
     if command == "list":
         return cmd_list(cfg)
@@ -353,8 +346,7 @@ def dispatch(args: argparse.Namespace) -> int:
     if command == "jobs":
         return status.cmd_log(cfg, args.job, args.follow, args.batch)
     if command == "archive":
-        from llmb.llmbrun.archive import pack as archive
-        from llmb.llmbrun.suite import record as suite
+        from llmb.llmbrun import archive, suite
 
         return archive.cmd_archive(cfg, args.output,
                                    suite.check_id(args.suite) if args.suite else None)
@@ -362,18 +354,12 @@ def dispatch(args: argparse.Namespace) -> int:
         return cmd_suite(cfg, args)
     if command == "report":
         from llmb.llmbrun import report
-        from llmb.llmbrun.screen import render
-
-        return report.cmd_report(cfg, args.output, (render.report_section,))
+        return report.cmd_report(cfg, args.output, (screen.report_section,))
     place = placement_of(args)
     check_environment(dict(os.environ))
     if command == "preflight":
-        from llmb.llmbrun import preflight
-
         return preflight.cmd_preflight(cfg, args.nodes, args.format, place, args.timeout)
     if command == "screen":
-        from llmb.llmbrun.screen import job as screen
-
         return screen.cmd_screen(cfg, args.nodes, place, args.smoke, args.rounds, args.format,
                                  args.timeout)
     if command == "rerun":

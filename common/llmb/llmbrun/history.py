@@ -27,7 +27,7 @@ import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal, TypedDict, cast
 
 MODE = 0o600
 MAX_LINE = 1 << 20  # bytes: a record is a few hundred; a longer line is not one
@@ -35,6 +35,45 @@ SHOWN = 5  # line numbers named in a warning
 # A job id as llmb-run records it: Slurm's (digits, an array or het-job suffix) or another
 # scheduler's word; never an option (a leading -), never blank or a control character.
 JOB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+:-]{0,127}")
+
+
+class SubmitRecord(TypedDict, total=False):
+    """A submission, as llmb.llmbrun.submit writes it; status, rerun, suite and archive read it
+    back. The fields after `placement` are there only for some runs."""
+
+    type: Literal["submit"]
+    time: str  # llmb.shared.clock.iso()
+    job_id: str
+    experiment: str | None
+    experiment_dir: str | None  # the run directory launch.sh named
+    workload: str
+    size: str
+    dtype: str
+    scale: int  # GPUs
+    scaling: str  # weak | strong
+    gpu_type: str
+    profile: bool
+    repeat: int
+    smoke: bool
+    unvalidated: bool  # above the largest published scale
+    env: dict[str, str]  # the launch settings in effect, no secret
+    placement: dict[str, Any]  # llmb.launch.placement.Placement.record()
+    rerun_of: str  # the job this one reran
+    suite: str  # the suite's id, for a suite's run
+    suite_run: int  # its run number in the suite
+
+
+class _StateKeys(TypedDict):
+    type: Literal["state"]
+    job_id: str
+    state: str
+
+
+class StateRecord(_StateKeys, total=False):
+    """A job's final state, written once Slurm said it (Slurm forgets finished jobs)."""
+
+    nodes: str | None
+    detail: str | None  # how it was known (e.g. purged: accounting forgot it)
 
 
 @dataclass
@@ -165,10 +204,10 @@ class History:
     def records(self) -> list[dict[str, Any]]:
         return self.scan().records
 
-    def submissions(self) -> list[dict[str, Any]]:
-        return [r for r in self.records() if r.get("type") == "submit"]
+    def submissions(self) -> list[SubmitRecord]:
+        return [cast(SubmitRecord, r) for r in self.records() if r.get("type") == "submit"]
 
-    def final_states(self, jobs: set[str] | None = None) -> dict[str, dict[str, Any]]:
+    def final_states(self, jobs: set[str] | None = None) -> dict[str, StateRecord]:
         """job id -> its last recorded final-state record (of these jobs only, when given).
         Lines that cannot be such a record are skipped unparsed: `status` reads a large
         history in about the time of one pass."""
@@ -176,7 +215,7 @@ class History:
             return {}
         mention = re.compile(b"|".join(re.escape(j.encode()) for j in sorted(jobs))) \
             if jobs is not None and len(jobs) <= 64 else None
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, StateRecord] = {}
         for _, line in self._numbered_lines():
             if line is None or b'"state"' not in line or \
                     (mention is not None and not mention.search(line)):
@@ -185,5 +224,5 @@ class History:
             job = job_id_of(r) if r is not None and r.get("type") == "state" else None
             if r is not None and job is not None and isinstance(r.get("state"), str) and \
                     (jobs is None or job in jobs):
-                out[job] = r
+                out[job] = cast(StateRecord, r)
         return out

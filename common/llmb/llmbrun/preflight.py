@@ -355,7 +355,7 @@ def job_checks(cfg: ClusterConfig, nodes: int, place: Placement, timeout_s: floa
     files.atomic_write(script, job_script(image, options), files.EXECUTABLE)
     try:
         job = slurmjob.submit(script, options)
-    except slurmjob.Refused as exc:
+    except slurmjob.SubmitRefused as exc:
         return [Check("job", "fail", f"{SBATCH_REFUSED}: {exc}")]
     ended = slurmjob.wait(job, timeout_s, "preflight job")
     info, output_path = ended.info, spec.output_of(job)

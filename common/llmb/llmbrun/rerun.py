@@ -20,6 +20,7 @@ from llmb.launch.placement import Placement, PlacementError
 from llmb.llmbrun import analyzer
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import PROG, RunError
+from llmb.llmbrun.history import SubmitRecord
 from llmb.llmbrun.status import ACTIVE_STATES, only, selected, states
 from llmb.llmbrun.submit import run_tasks
 from llmb.llmbrun.tasks import Task, normalize_env
@@ -51,16 +52,16 @@ def failure(info: slurmquery.JobInfo, result: dict[str, Any] | None) -> str | No
     return None
 
 
-def _recorded(rec: dict[str, Any], key: str) -> dict[str, Any]:
+def _recorded(rec: SubmitRecord, key: str) -> dict[str, Any]:
     """A mapping of the history record (env, placement): {} when absent; a hand-edited value
     of another type is refused."""
-    value = rec.get(key) or {}
+    value: Any = rec.get(key) or {}
     if not isinstance(value, dict):
         raise RunError(f"its history record's {key} is a {type(value).__name__}, not a mapping")
     return value
 
 
-def task_of(rec: dict[str, Any], override: Placement) -> Task:
+def task_of(rec: SubmitRecord, override: Placement) -> Task:
     """The recorded run as a Task, with the override's placement settings replacing its own."""
     job = rec["job_id"]
     try:
@@ -112,7 +113,7 @@ def with_suspects(job: str, task: Task, suspects: list[str]) -> tuple[Task, tupl
     return (replace(task, placement=place), new) if new else (task, ())
 
 
-def _prepare(rec: dict[str, Any], cfg_gpu: str, override: Placement,
+def _prepare(rec: SubmitRecord, cfg_gpu: str, override: Placement,
              suspects: list[str] | None) -> tuple[Task, tuple[str, ...]]:
     """The task that reruns this record, and the suspect nodes added to its --exclude
     (`suspects` None: --exclude-suspect not given)."""
@@ -127,8 +128,8 @@ def _prepare(rec: dict[str, Any], cfg_gpu: str, override: Placement,
     return with_suspects(job, task, suspects)
 
 
-def plan(subs: list[dict[str, Any]], infos: dict[str, slurmquery.JobInfo],
-         found: analyzer.RunAnalysis, all_subs: list[dict[str, Any]], job_ids: list[str],
+def plan(subs: list[SubmitRecord], infos: dict[str, slurmquery.JobInfo],
+         found: analyzer.RunAnalysis, all_subs: list[SubmitRecord], job_ids: list[str],
          failed_only: bool, exclude_suspect: bool, override: Placement,
          cfg_gpu: str) -> list[Rerun]:
     """Which runs to submit again, and how. Pure: tests give it analyzer JSON of their own."""

@@ -11,7 +11,7 @@ One owner, so that every such command behaves alike:
   job's;
 - a placement that does not fit the node count is a bad option: UsageError, exit status 2,
   before anything is written or submitted;
-- sbatch refusing the job is `Refused` (exit status 1, with sbatch's first line);
+- sbatch refusing the job is `SubmitRefused` (exit status 1, with sbatch's first line);
 - the wait shows progress on stderr; at its time-out the job is cancelled and the wait says so
   (`Ended.timed_out`); Ctrl-C cancels the job too (a job of llmb-run's should not hold nodes
   for nobody: the screen's job holds them exclusively), says so, and goes on as an interrupt
@@ -43,7 +43,7 @@ CANCEL_TIMEOUT_S = 30
 POLL_S = 2.0
 
 
-class Refused(RunError):
+class SubmitRefused(RunError):
     """sbatch refused the job (or printed no job id); str() says what it said."""
 
 
@@ -112,19 +112,19 @@ def _first_line(text: str) -> str:
 
 
 def submit(script: Path, options: list[str]) -> str:
-    """sbatch the script with these options; the job id, or Refused."""
+    """sbatch the script with these options; the job id, or SubmitRefused."""
     try:
         proc = subprocess.run(["sbatch", "--parsable", *options, str(script)],
                               capture_output=True, text=True, errors="replace",
                               timeout=SUBMIT_TIMEOUT_S, check=False, stdin=subprocess.DEVNULL,
                               env=sbatch_env(os.environ))
     except (OSError, subprocess.SubprocessError) as exc:
-        raise Refused(f"sbatch could not run: {exc}") from None
+        raise SubmitRefused(f"sbatch could not run: {exc}") from None
     if proc.returncode != 0:
-        raise Refused(_first_line(proc.stderr) or f"sbatch exit {proc.returncode}")
+        raise SubmitRefused(_first_line(proc.stderr) or f"sbatch exit {proc.returncode}")
     job = proc.stdout.strip().split(";")[0]
     if not slurmquery.JOB_ID.fullmatch(job):
-        raise Refused(f"sbatch printed no job id ({job[:40]!r})")
+        raise SubmitRefused(f"sbatch printed no job id ({job[:40]!r})")
     return job
 
 

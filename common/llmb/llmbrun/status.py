@@ -19,12 +19,12 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from llmb.llmbrun import analyzer
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import PROG, RunError
-from llmb.llmbrun.history import Scan
+from llmb.llmbrun.history import Scan, SubmitRecord
 from llmb.shared import files, progress, slurmquery, values
 from llmb.shared.progress import Progress
 
@@ -39,33 +39,33 @@ TABLE = (("JOB", "job_id"), ("STATE", "state"), ("RESULT", "result"), ("VERDICT"
 
 
 def selected(cfg: ClusterConfig, show_all: bool, job_ids: list[str] | None = None
-             ) -> list[dict[str, Any]]:
+             ) -> list[SubmitRecord]:
     """Submit records: the given jobs, every one (--all) or the last 20. The history is read
     as a stream: only the records returned are held."""
     scan = Scan()
     wanted = set(job_ids) if job_ids else None
-    subs: collections.deque[dict[str, Any]] = collections.deque(
+    subs: collections.deque[SubmitRecord] = collections.deque(
         maxlen=None if show_all or wanted else LAST)
     try:
         for rec in cfg.history.stream(scan, lambda r: r.get("type") == "submit"):
             if wanted is None or rec["job_id"] in wanted:
-                subs.append(rec)
+                subs.append(cast(SubmitRecord, rec))
     except OSError as exc:
         raise RunError(f"cannot read {cfg.history.path}: {exc.strerror}") from None
     problem = scan.problem(cfg.history.path)
     if problem:
         print(f"{PROG}: warning: {problem}", file=sys.stderr)
-    for rec in subs:  # a hand-edited record: a run directory that is not a path is none
-        if not isinstance(rec.get("experiment_dir"), str) or \
-                values.control_characters(rec["experiment_dir"]):
-            rec["experiment_dir"] = None
+    for sub in subs:  # a hand-edited record: a run directory that is not a path is none
+        if not isinstance(sub.get("experiment_dir"), str) or \
+                values.control_characters(str(sub["experiment_dir"])):
+            sub["experiment_dir"] = None
     if job_ids:
         return only(cfg, list(subs), job_ids)
     return list(subs)
 
 
-def only(cfg: ClusterConfig, subs: list[dict[str, Any]], job_ids: list[str]
-         ) -> list[dict[str, Any]]:
+def only(cfg: ClusterConfig, subs: list[SubmitRecord], job_ids: list[str]
+         ) -> list[SubmitRecord]:
     """The submit records of these jobs; RunError naming the first job not recorded."""
     known = {r["job_id"] for r in subs}
     unknown = [j for j in job_ids if j not in known]
@@ -75,7 +75,7 @@ def only(cfg: ClusterConfig, subs: list[dict[str, Any]], job_ids: list[str]
     return [r for r in subs if r["job_id"] in set(job_ids)]
 
 
-def states(cfg: ClusterConfig, subs: list[dict[str, Any]]) -> dict[str, slurmquery.JobInfo]:
+def states(cfg: ClusterConfig, subs: list[SubmitRecord]) -> dict[str, slurmquery.JobInfo]:
     """Each job's state: remembered final states first, then Slurm; final ones are recorded."""
     history = cfg.history
     try:
@@ -169,7 +169,7 @@ def cmd_status(cfg: ClusterConfig, show_all: bool, fmt: str, wait: bool = False,
     return 0
 
 
-def wait_for(cfg: ClusterConfig, subs: list[dict[str, Any]], timeout_s: float | None = None,
+def wait_for(cfg: ClusterConfig, subs: list[SubmitRecord], timeout_s: float | None = None,
              poll_s: float = POLL_S, sleep: Callable[[float], None] = time.sleep) -> None:
     """Block (with progress) until every job has left the active states."""
     jobs = [r["job_id"] for r in subs]
@@ -207,7 +207,7 @@ def summary(infos: list[slurmquery.JobInfo]) -> str:
 
 # --- jobs log ---------------------------------------------------------------------------------
 
-def job_logs(rec: dict[str, Any], batch: bool = False) -> list[Path]:
+def job_logs(rec: SubmitRecord, batch: bool = False) -> list[Path]:
     """The job's training logs (log-*_<job>_<restart>.out, by restart), or its batch output."""
     run_dir = rec.get("experiment_dir")
     if not run_dir or not Path(run_dir).is_dir():
@@ -264,7 +264,7 @@ def _copy(path: Path, reader: _Reader, out) -> None:
     out.flush()
 
 
-def _follow(cfg: ClusterConfig, rec: dict[str, Any], batch: bool, poll_s: float, out) -> int:
+def _follow(cfg: ClusterConfig, rec: SubmitRecord, batch: bool, poll_s: float, out) -> int:
     """Print the log as it grows until the job has ended (Ctrl-C stops following)."""
     job = rec["job_id"]
     readers: dict[Path, _Reader] = {}
@@ -297,7 +297,7 @@ def _follow(cfg: ClusterConfig, rec: dict[str, Any], batch: bool, poll_s: float,
         return 130
 
 
-def wait_for_log(cfg: ClusterConfig, rec: dict[str, Any], batch: bool, poll_s: float) -> None:
+def wait_for_log(cfg: ClusterConfig, rec: SubmitRecord, batch: bool, poll_s: float) -> None:
     """Until the job has a log or has ended: its state as progress (llmb.shared.progress.wait)."""
     job = rec["job_id"]
     asked: dict[str, Any] = {"next": 0.0, "status": ""}

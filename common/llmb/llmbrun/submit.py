@@ -15,7 +15,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import PROG, RunError
 from llmb.llmbrun.tasks import BOOL_ENV, LAUNCH_KNOBS, Task, smoke_of, validate_all
 from llmb.recipes import catalog
-from llmb.shared import files, redact, values
+from llmb.shared import clock, files, redact, values
 from llmb.shared.errors import LlmbError
 
 # Left out of the calling shell's environment: a foreign PYTHONHOME breaks the venv's Python.
@@ -114,7 +113,7 @@ def history_record(cfg: ClusterConfig, task: Task, env: Mapping[str, str], job_i
     launched = {k: env[k] for k in LAUNCH_KNOBS if k in env}
     launched.update({k: env.get(k, v) for k, v in task.env.items()})
     record: dict[str, Any] = {
-        "type": "submit", "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "type": "submit", "time": clock.iso(),
         "job_id": job_id, "experiment": experiment, "experiment_dir": exp_dir,
         "workload": task.workload, "size": task.size, "dtype": task.dtype,
         "scale": task.scale, "scaling": task.scaling, "gpu_type": cfg.gpu_type,

@@ -23,6 +23,7 @@ from llmb.layout import HISTORY_FILE as HISTORY
 from llmb.llmbrun import clusterconfig
 from llmb.llmbrun.archive import pack as archive
 from llmb.llmbrun.archive import unpack as unpacking
+from llmb.llmbrun.archive.format import INDEX, ROOT, list_files, sha256
 from llmb.llmbrun.suite import plan as suiteplan
 from llmb.llmbrun.suite import record as suites
 from llmb.shared import redact
@@ -75,12 +76,12 @@ def made(tmp_path_factory) -> tuple[Path, Path, subprocess.CompletedProcess[str]
 def unpack(path: Path, dest: Path) -> Path:
     with tarfile.open(path) as tar:
         tar.extractall(dest, filter="data")
-    return dest / archive.ROOT
+    return dest / ROOT
 
 
 def repack(root: Path, path: Path) -> Path:
     with tarfile.open(path, "w:gz") as tar:
-        tar.add(root, arcname=archive.ROOT)
+        tar.add(root, arcname=ROOT)
     return path
 
 
@@ -114,7 +115,7 @@ def test_archive_holds_the_allow_list_and_names_what_it_left_out(made, tmp_path)
     assert set(index["files"]) == set(names) - {"ARCHIVE.json"}
     for name, info in index["files"].items():
         assert info == {"bytes": (tree / name).stat().st_size,
-                        "sha256": archive.sha256(tree / name)}
+                        "sha256": sha256(tree / name)}
     assert index["left_out"]["checkpoints"]["files"] == 4
     assert index["report"]["status"] == "written" and index["analysis_error"] is None
     restarted = [r for r in index["runs"] if r["run"].endswith("_103000")]
@@ -152,7 +153,7 @@ def test_system_description(made, tmp_path):
     assert facts["gpus_in_jobs"] == {"preflight": "20250411T144845Z",
                                      "gpus": "8 GPU(s) on each of node1, node2",
                                      "driver": "570.124.06 on every node"}
-    assert json.loads((tmp_path / archive.ROOT / "preflight.json").read_text()) == PREFLIGHT
+    assert json.loads((tmp_path / ROOT / "preflight.json").read_text()) == PREFLIGHT
 
 
 # --- secrets ----------------------------------------------------------------------------------
@@ -212,7 +213,7 @@ def test_verify_passes_an_untouched_archive(made):
 
 def unpack_index(path: Path) -> str:
     with tarfile.open(path) as tar:
-        return tar.extractfile(f"{archive.ROOT}/{archive.INDEX}").read().decode()
+        return tar.extractfile(f"{ROOT}/{INDEX}").read().decode()
 
 
 def tamper(made, tmp_path: Path, change) -> subprocess.CompletedProcess[str]:
@@ -239,9 +240,9 @@ def faster(log: Path) -> None:
 
 def rehash(tree: Path) -> None:
     """Bring the index up to date with the tree (a careful tamperer)."""
-    index = json.loads((tree / archive.INDEX).read_text())
-    index["files"] = archive.list_files(tree)
-    (tree / archive.INDEX).write_text(json.dumps(index))
+    index = json.loads((tree / INDEX).read_text())
+    index["files"] = list_files(tree)
+    (tree / INDEX).write_text(json.dumps(index))
 
 
 def test_a_changed_log_fails_by_its_hash_and_by_the_analysis(made, tmp_path):
@@ -303,7 +304,7 @@ def test_a_secret_in_clear_is_reported_without_showing_it(made, tmp_path):
 
 
 def test_no_index_is_not_an_llmb_archive(made, tmp_path):
-    proc = tamper(made, tmp_path, lambda t: (t / archive.INDEX).unlink())
+    proc = tamper(made, tmp_path, lambda t: (t / INDEX).unlink())
     assert proc.returncode == 1
     assert "no readable ARCHIVE.json: not an llmb archive" in proc.stdout
 
@@ -313,7 +314,7 @@ def test_no_index_is_not_an_llmb_archive(made, tmp_path):
 def hostile(tmp_path: Path, member: tarfile.TarInfo, data: bytes = b"x") -> Path:
     path = tmp_path / "hostile.tar.gz"
     with tarfile.open(path, "w:gz") as tar:
-        ok = tarfile.TarInfo(f"{archive.ROOT}/ARCHIVE.json")
+        ok = tarfile.TarInfo(f"{ROOT}/ARCHIVE.json")
         ok.size = 2
         tar.addfile(ok, io.BytesIO(b"{}"))
         member.size = len(data) if member.isfile() else 0
@@ -335,13 +336,13 @@ def of_type(name: str, kind: bytes, link: str = "") -> tarfile.TarInfo:
 
 @pytest.mark.parametrize(("member", "why"), [
     (lambda d: tarfile.TarInfo(f"{d}/escaped.txt"), "an absolute path"),
-    (lambda d: tarfile.TarInfo(f"{archive.ROOT}/../../escaped.txt"), "a path with '..'"),
+    (lambda d: tarfile.TarInfo(f"{ROOT}/../../escaped.txt"), "a path with '..'"),
     (lambda d: tarfile.TarInfo("elsewhere/escaped.txt"), "a path outside llmb-archive/"),
-    (lambda d: sym(f"{archive.ROOT}/runs", d), "a link"),
-    (lambda d: of_type(f"{archive.ROOT}/h", tarfile.LNKTYPE, "/etc/passwd"), "a link"),
-    (lambda d: of_type(f"{archive.ROOT}/dev", tarfile.CHRTYPE), "a device or a fifo"),
-    (lambda d: tarfile.TarInfo(f"{archive.ROOT}/ARCHIVE.json"), "in the archive twice"),
-    (lambda d: tarfile.TarInfo(f"{archive.ROOT}/a\nb"), "control characters"),
+    (lambda d: sym(f"{ROOT}/runs", d), "a link"),
+    (lambda d: of_type(f"{ROOT}/h", tarfile.LNKTYPE, "/etc/passwd"), "a link"),
+    (lambda d: of_type(f"{ROOT}/dev", tarfile.CHRTYPE), "a device or a fifo"),
+    (lambda d: tarfile.TarInfo(f"{ROOT}/ARCHIVE.json"), "in the archive twice"),
+    (lambda d: tarfile.TarInfo(f"{ROOT}/a\nb"), "control characters"),
 ])
 def test_an_unsafe_archive_is_refused_and_nothing_is_written(tmp_path, member, why):
     outside = tmp_path / "outside"
@@ -388,10 +389,10 @@ def test_safe_members_refuses_an_archive_that_claims_too_much(monkeypatch, tmp_p
     monkeypatch.setattr(unpacking, "MAX_UNPACKED", 10)
     path = tmp_path / "big.tar"
     with tarfile.open(path, "w") as tar:
-        m = tarfile.TarInfo(f"{archive.ROOT}/big")
+        m = tarfile.TarInfo(f"{ROOT}/big")
         m.size = 11
         tar.addfile(m, io.BytesIO(b"x" * 11))
-    with tarfile.open(path) as tar, pytest.raises(unpacking.Refused, match="claims more"):
+    with tarfile.open(path) as tar, pytest.raises(unpacking.UnsafeArchive, match="claims more"):
         unpacking.safe_members(tar)
 
 
@@ -554,7 +555,7 @@ def test_archive_of_one_suite_holds_its_runs_its_record_and_its_history_alone(tm
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith(f"archive: {out} (2 run(s), 2 log(s), ")
     tree = unpack(out, tmp_path / "unpacked")
-    index = json.loads((tree / archive.INDEX).read_text())
+    index = json.loads((tree / INDEX).read_text())
     assert index["suite"] == made.id
     assert sorted(Path(r["run"]).name for r in index["runs"]) == sorted(
         runs[j].name for j in ("201", "202"))

@@ -174,15 +174,16 @@ def test_a_log_that_is_one_long_line_is_copied_redacted_in_pieces(tmp_path, fill
     """A 6 MB line (no newline; with blanks, and one long run of hex): copied in bounded
     pieces, in seconds (an unbounded pattern made redaction quadratic: 64 kB took 10 s), and a
     secret anywhere in it, across a piece boundary included, is masked."""
-    from llmb.llmbrun.archive import pack as arch
+    from llmb.llmbrun.archive import pack
+    from llmb.llmbrun.archive.format import PIECE
 
     secret = b" hf_" + b"Q7" * 20 + b" "
     src = tmp_path / "log.out"
-    body = filler * ((arch.PIECE - 20) // len(filler))
+    body = filler * ((PIECE - 20) // len(filler))
     src.write_bytes(body + secret + body * 5)
     dst = tmp_path / "copy.out"
     started = time.monotonic()
-    arch.copy_redacted(src, dst, set())
+    pack.copy_redacted(src, dst, set())
     assert time.monotonic() - started < 60
     out = dst.read_bytes()
     assert b"hf_Q7Q7" not in out and b"********" in out

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 from llmb import manifest
-from llmb.llmbrun.archive import pack as archive
 from llmb.llmbrun.archive import unpack
 from llmb.llmbrun.archive import verify as verify_archive
-from llmb.llmbrun.archive.unpack import Refused
+from llmb.llmbrun.archive.format import INDEX, ROOT, list_files
+from llmb.llmbrun.archive.unpack import UnsafeArchive
 from trainmanifests import find, make_manifest
 
-ROOT = archive.ROOT
+ROOT = ROOT
 
 
 def present(root: Path) -> set[str]:
@@ -75,7 +75,7 @@ def tar_of(tmp_path: Path, members: list[tuple[tarfile.TarInfo, bytes]]) -> Path
 
 def test_every_problem_is_counted_and_the_first_three_named(tmp_path: Path) -> None:
     path = tar_of(tmp_path, [(member(f"/x{i}"), b"") for i in range(5)])
-    with tarfile.open(path) as tar, pytest.raises(Refused) as err:
+    with tarfile.open(path) as tar, pytest.raises(UnsafeArchive) as err:
         unpack.safe_members(tar)
     assert str(err.value) == (
         "unsafe member(s), nothing was extracted: /x0: an absolute path or a path with '..'; "
@@ -86,7 +86,7 @@ def test_every_problem_is_counted_and_the_first_three_named(tmp_path: Path) -> N
 def test_a_file_given_twice_is_refused_a_directory_listed_again_is_not(tmp_path: Path) -> None:
     path = tar_of(tmp_path, [(member(f"{ROOT}/a.json"), b"{}"),
                              (member(f"{ROOT}/a.json"), b"[]")])
-    with tarfile.open(path) as tar, pytest.raises(Refused, match="in the archive twice"):
+    with tarfile.open(path) as tar, pytest.raises(UnsafeArchive, match="in the archive twice"):
         unpack.safe_members(tar)
     path = tar_of(tmp_path, [(member(f"{ROOT}/runs/", tarfile.DIRTYPE), b""),
                              (member(f"{ROOT}/runs", tarfile.DIRTYPE), b"")])
@@ -138,14 +138,14 @@ def make_tree(root: Path, cluster_type: str = "slurm") -> Path:
     if cluster_type == "slurm":
         (run / "e_sbatch.sh").write_text("#!/bin/bash\n#SBATCH --nodes=2\n")
     (root / "system.json").write_text("{}\n")
-    index = {"files": archive.list_files(root), "runs": [{"run": RUN, "manifest": True}],
+    index = {"files": list_files(root), "runs": [{"run": RUN, "manifest": True}],
              "analysis_error": "no log to analyze", "report": {"status": "skipped"}}
-    (root / archive.INDEX).write_text(json.dumps(index))
+    (root / INDEX).write_text(json.dumps(index))
     return root
 
 
 def index_of(root: Path) -> dict[str, Any]:
-    return json.loads((root / archive.INDEX).read_text())
+    return json.loads((root / INDEX).read_text())
 
 
 def test_a_whole_tree_has_no_problem(tmp_path: Path) -> None:
@@ -169,7 +169,7 @@ def test_files_missing_changed_or_added(tmp_path: Path) -> None:
         "system.json was changed after the archive was made (its size or sha256 differs from "
         "ARCHIVE.json)",
         "notes.txt is in the archive but not in ARCHIVE.json"]
-    assert archive.INDEX not in present and "notes.txt" in present
+    assert INDEX not in present and "notes.txt" in present
 
 
 @pytest.mark.parametrize(("change", "problem"), [
@@ -255,9 +255,9 @@ def test_without_a_readable_index_it_is_no_llmb_archive(tmp_path: Path,
                                                         index: str | None) -> None:
     root = make_tree(tmp_path / ROOT)
     if index is None:
-        (root / archive.INDEX).unlink()
+        (root / INDEX).unlink()
     else:
-        (root / archive.INDEX).write_text(index)
+        (root / INDEX).write_text(index)
     assert verify_archive.verify_tree(root) == (
         ["no readable ARCHIVE.json: not an llmb archive, or its index was removed"], {})
 
@@ -266,5 +266,5 @@ def test_a_report_the_index_promises_must_be_there(tmp_path: Path) -> None:
     root = make_tree(tmp_path / ROOT)
     index = index_of(root)
     index["report"] = {"status": "written"}
-    (root / archive.INDEX).write_text(json.dumps(index))
+    (root / INDEX).write_text(json.dumps(index))
     assert verify_archive.verify_tree(root)[0] == ["report/index.html is missing"]

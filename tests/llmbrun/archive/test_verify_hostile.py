@@ -17,7 +17,7 @@ from pathlib import Path
 import fakeinstall
 import pytest
 import runinstall
-from llmb.llmbrun.archive import pack as archive
+from llmb.llmbrun.archive.format import INDEX, ROOT, list_files
 
 
 @pytest.fixture(scope="module")
@@ -38,18 +38,18 @@ def verify(path: Path) -> subprocess.CompletedProcess[str]:
 def unpack(path: Path, dest: Path) -> Path:
     with tarfile.open(path) as tar:
         tar.extractall(dest, filter="data")
-    return dest / archive.ROOT
+    return dest / ROOT
 
 
 def repack(tree: Path, path: Path, rehash: bool = True) -> Path:
     """The tree as an archive again; `rehash`: with an index brought up to date (a careful
     tamperer), first in the archive as llmb-run writes it."""
     if rehash:
-        index = json.loads((tree / archive.INDEX).read_text())
-        index["files"] = archive.list_files(tree)
-        (tree / archive.INDEX).write_text(json.dumps(index))
+        index = json.loads((tree / INDEX).read_text())
+        index["files"] = list_files(tree)
+        (tree / INDEX).write_text(json.dumps(index))
     with tarfile.open(path, "w:gz") as tar:
-        tar.add(tree, arcname=archive.ROOT)
+        tar.add(tree, arcname=ROOT)
     return path
 
 
@@ -100,9 +100,9 @@ def test_a_rewritten_report_fails_even_with_a_rehashed_index(made, tmp_path, cha
                                  "system.json", "runs/\n/x"])
 def test_run_paths_of_the_index_stay_inside_the_tree(made, tmp_path, run):
     tree = unpack(made, tmp_path / "u")
-    index = json.loads((tree / archive.INDEX).read_text())
+    index = json.loads((tree / INDEX).read_text())
     index["runs"][0]["run"] = run
-    (tree / archive.INDEX).write_text(json.dumps(index))
+    (tree / INDEX).write_text(json.dumps(index))
     proc = verify(repack(tree, tmp_path / "t.tar.gz", rehash=False))
     assert proc.returncode == 1
     assert "is not a path under runs/ of the archive" in proc.stdout
@@ -116,10 +116,10 @@ def bomb(tmp_path: Path, size: int, listed: int) -> Path:
     index = json.dumps({"format": 1, "files": {"runs/a.out": {"bytes": listed,
                                                                "sha256": "0" * 64}}}).encode()
     with gzip.open(path, "wb", compresslevel=1) as gz, tarfile.open(fileobj=gz, mode="w|") as tar:
-        info = tarfile.TarInfo(f"{archive.ROOT}/{archive.INDEX}")
+        info = tarfile.TarInfo(f"{ROOT}/{INDEX}")
         info.size = len(index)
         tar.addfile(info, io.BytesIO(index))
-        info = tarfile.TarInfo(f"{archive.ROOT}/runs/a.out")
+        info = tarfile.TarInfo(f"{ROOT}/runs/a.out")
         info.size = size
 
         class Zeros(io.RawIOBase):
@@ -140,17 +140,17 @@ def test_a_decompression_bomb_is_refused_before_anything_is_extracted(tmp_path):
     proc = verify(path)
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.startswith(f"llmb-run: verify-archive {path}: refused: "
-                                  f"{archive.ROOT}/runs/a.out claims {300 << 20} bytes where "
+                                  f"{ROOT}/runs/a.out claims {300 << 20} bytes where "
                                   "ARCHIVE.json lists 10 bytes")
     assert len(proc.stderr.splitlines()) == 1
 
 
 ALIASES = [
-    (f"{archive.ROOT}/./system.json", "not the plain spelling"),
-    (f"{archive.ROOT}//system.json", "not the plain spelling"),
-    (f"{archive.ROOT}/runs/" + "x" * 300, "a name longer than a file system allows"),
-    (f"{archive.ROOT}/system.json/inner", "its directory llmb-archive/system.json is a file"),
-    (f"{archive.ROOT}/ARCHIVE.json/", "not the plain spelling"),
+    (f"{ROOT}/./system.json", "not the plain spelling"),
+    (f"{ROOT}//system.json", "not the plain spelling"),
+    (f"{ROOT}/runs/" + "x" * 300, "a name longer than a file system allows"),
+    (f"{ROOT}/system.json/inner", "its directory llmb-archive/system.json is a file"),
+    (f"{ROOT}/ARCHIVE.json/", "not the plain spelling"),
 ]
 
 
@@ -181,9 +181,9 @@ INDEX_TYPES = [
                                                      for i, c in enumerate(INDEX_TYPES)])
 def test_an_index_with_wrong_types_is_never_a_traceback(made, tmp_path, change):
     tree = unpack(made, tmp_path / "u")
-    index = json.loads((tree / archive.INDEX).read_text())
+    index = json.loads((tree / INDEX).read_text())
     index.update(change)
-    (tree / archive.INDEX).write_text(json.dumps(index))
+    (tree / INDEX).write_text(json.dumps(index))
     proc = verify(repack(tree, tmp_path / "t.tar.gz", rehash="files" not in change))
     assert proc.returncode in (0, 1)
     assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) <= 1
@@ -202,9 +202,9 @@ def test_an_index_that_no_longer_lists_its_runs_fails(made, tmp_path, change, me
     """Files under runs/ that no run of the index claims: the index was rewritten (it read
     'complete and consistent: 0 run(s)')."""
     tree = unpack(made, tmp_path / "u")
-    index = json.loads((tree / archive.INDEX).read_text())
+    index = json.loads((tree / INDEX).read_text())
     index["runs"] = change(index["runs"])
-    (tree / archive.INDEX).write_text(json.dumps(index))
+    (tree / INDEX).write_text(json.dumps(index))
     proc = verify(repack(tree, tmp_path / "t.tar.gz", rehash=False))
     assert proc.returncode == 1, proc.stdout
     assert message in proc.stdout
@@ -215,7 +215,7 @@ def test_an_integer_of_thousands_of_digits_is_a_problem_not_a_traceback(made, tm
     tree = unpack(made, tmp_path / "u")
     text = (tree / where).read_text()
     (tree / where).write_text(text.replace("{", '{"n": ' + "9" * 5000 + ", ", 1))
-    proc = verify(repack(tree, tmp_path / "t.tar.gz", rehash=where != archive.INDEX))
+    proc = verify(repack(tree, tmp_path / "t.tar.gz", rehash=where != INDEX))
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) <= 1
     assert where in proc.stdout + proc.stderr

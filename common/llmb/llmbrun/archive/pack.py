@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
 import platform
@@ -43,8 +42,6 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,15 +49,13 @@ from typing import Any
 from llmb import manifest
 from llmb.llmbrun import analyzer, report
 from llmb.llmbrun.archive import staging
+from llmb.llmbrun.archive.format import FORMAT, INDEX, ROOT, list_files, pieces
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import PROG, RunError
 from llmb.recipes import catalog
-from llmb.shared import files, redact, slurmquery, values
+from llmb.shared import clock, files, redact, slurmquery, values
 from llmb.shared.progress import Progress
 
-FORMAT = 1
-ROOT = "llmb-archive"
-INDEX = "ARCHIVE.json"
 LEFT_OUT = {
     "nsys_reports": "nsys profiles (large, and not needed to check the numbers)",
     "checkpoints": "model checkpoints (large)",
@@ -83,26 +78,6 @@ def known_secrets(cfg: ClusterConfig) -> set[str]:
         with contextlib.suppress(files.FileRefused):
             extra.append(files.read_token(token_file))
     return redact.secret_values({**os.environ, **cfg.env}, extra)
-
-
-PIECE = 1 << 20  # bytes of one line redacted at a time: a log line can be any length
-
-
-def pieces(fin: Any) -> Iterator[bytes]:
-    """The file's lines, a line longer than PIECE in pieces of at most about PIECE bytes, each
-    cut after a blank where it has one (a credential holds none, so none is cut in two)."""
-    carry = b""
-    while True:
-        chunk = fin.readline(PIECE)
-        data = carry + chunk
-        carry = b""
-        if not data:
-            return
-        if chunk and not chunk.endswith(b"\n") and len(data) >= PIECE:
-            cut = max(data.rfind(b" "), data.rfind(b"\t"))
-            if cut > 0:
-                data, carry = data[:cut + 1], data[cut + 1:]
-        yield data
 
 
 def copy_redacted(src: Path, dst: Path, secrets: set[str]) -> None:
@@ -177,8 +152,7 @@ def system_facts(cfg: ClusterConfig, preflight: dict[str, Any] | None = None
             with contextlib.suppress(OSError):
                 st = image.stat()
                 entry["image_bytes"] = st.st_size
-                entry["image_mtime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                     time.gmtime(st.st_mtime))
+                entry["image_mtime"] = clock.iso(st.st_mtime)
         facts["workloads"][name] = entry
     if cfg.cluster_type == "slurm":
         facts["cluster"] = slurmquery.cluster_facts()
@@ -201,14 +175,6 @@ def _output(argv: list[str], lines: bool = False) -> Any:
         return None
     text = proc.stdout.strip()
     return [ln for ln in text.splitlines() if ln.strip()] if lines else text
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 # --- staging ----------------------------------------------------------------------------------
@@ -312,10 +278,10 @@ class SuiteScope:
 
 
 def suite_scope(cfg: ClusterConfig, suite_id: str) -> SuiteScope:
-    from llmb.llmbrun.suite import record as suites
+    from llmb.llmbrun import suite
 
-    found = suites.load(cfg, suite_id)
-    recs = [r for attempts in suites.submissions(cfg, found).values() for r in attempts]
+    found = suite.load(cfg, suite_id)
+    recs = [r for attempts in suite.submissions(cfg, found).values() for r in attempts]
     dirs = {Path(str(r["experiment_dir"])).resolve() for r in recs if r.get("experiment_dir")}
     return SuiteScope(found.id, found.path, dirs, {str(r["job_id"]) for r in recs})
 
@@ -357,7 +323,7 @@ def stage(cfg: ClusterConfig, root: Path, progress: Progress,
     progress.update("analyzing the logs and writing the report")
     state = stage_analysis(root, analyzer.report_python(cfg))
     state["screen"] = stage_screen(cfg, root, secrets, state["report"]["status"] == "written")
-    return {"format": FORMAT, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    return {"format": FORMAT, "created": clock.iso(),
             "made_by": f"{PROG} archive", "install": str(cfg.install),
             **({"suite": scope.suite_id} if scope else {}), "runs": runs, **state,
             "left_out": {k: {**v, "why": LEFT_OUT[k]} for k, v in left.items()}}
@@ -367,9 +333,9 @@ def stage_screen(cfg: ClusterConfig, root: Path, secrets: set[str], in_report: b
                  ) -> dict[str, Any] | None:
     """The newest screen: screen/screen.json and its job's output (redacted), and its section
     in the report; the index's note on it (None: the install has no screen)."""
-    from llmb.llmbrun.screen import render as screenreport
+    from llmb.llmbrun import screen
 
-    found = screenreport.load_newest(cfg.tree)
+    found = screen.load_newest(cfg.tree)
     if found is None:
         return None
     path, doc = found
@@ -378,19 +344,14 @@ def stage_screen(cfg: ClusterConfig, root: Path, secrets: set[str], in_report: b
     if output.name and output.parent == path.parent and output.is_file():
         copy_redacted(output, root / "screen" / output.name, secrets)
     if in_report:
-        screenreport.add_to_report(root / "report", cfg.tree)
+        screen.add_to_report(root / "report", cfg.tree)
     return {"stamp": doc.get("stamp") or path.parent.name, "suspects": doc.get("suspects"),
             "in_report": in_report}
 
 
-def list_files(root: Path) -> dict[str, dict[str, Any]]:
-    return {p.relative_to(root).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256(p)}
-            for p in sorted(root.rglob("*")) if p.is_file() and p.name != INDEX}
-
-
 def output_path(cfg: ClusterConfig, output: str | None) -> Path:
     output = report.checked_output(output)
-    out = Path(output) if output else cfg.tree.archive(time.strftime('%Y%m%d-%H%M%S'))
+    out = Path(output) if output else cfg.tree.archive(clock.stamp())
     problem = files.path_problem(out, "file")  # never raises: a name too long, a loop, ...
     if problem == "is a directory, not a file":
         raise RunError(f"--output {values.shown(out)} is a directory; name the archive file, "

@@ -26,11 +26,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from llmb.llmbrun.archive.format import INDEX, ROOT
 from llmb.shared import values
 from llmb.shared.errors import LlmbError
 
-ROOT = "llmb-archive"
-INDEX = "ARCHIVE.json"
 MAX_UNPACKED = 200 * 10**9  # bytes: refuse archives that claim to unpack to more
 MAX_MEMBERS = 1_000_000
 MAX_INDEX_BYTES = 64 << 20
@@ -46,7 +45,7 @@ SLACK_BYTES = 1 << 20
 UNLISTED_MAX = 16 << 20  # a member the index does not list: unpacked (and reported) up to this
 
 
-class Refused(LlmbError):
+class UnsafeArchive(LlmbError):
     """The archive cannot be opened safely; str() is one line."""
 
 
@@ -107,7 +106,7 @@ def read_index(tar: tarfile.TarFile, member: tarfile.TarInfo) -> dict[str, int] 
 
 
 def _against_index(member: tarfile.TarInfo, listing: _Listing) -> None:
-    """Refused when a file member claims more than the index allows it."""
+    """UnsafeArchive when a file member claims more than the index allows it."""
     if not member.isfile() or listing.sizes is None:
         return
     rel = member.name.split("/", 1)[1] if "/" in member.name else ""
@@ -117,7 +116,7 @@ def _against_index(member: tarfile.TarInfo, listing: _Listing) -> None:
     bound = UNLISTED_MAX if listed is None else 2 * listed + SLACK_BYTES
     if member.size > bound:
         what = "lists no such file" if listed is None else f"lists {listed} bytes"
-        raise Refused(f"{values.shown(member.name)} claims {member.size} bytes where "
+        raise UnsafeArchive(f"{values.shown(member.name)} claims {member.size} bytes where "
                       f"{INDEX} {what}: not the archive llmb-run made (a decompression "
                       "bomb?); nothing was extracted")
 
@@ -127,13 +126,13 @@ def _members(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
     for count, member in enumerate(tar, 1):
         total += max(0, member.size)
         if count > MAX_MEMBERS or total > MAX_UNPACKED:
-            raise Refused(f"it claims more than {MAX_MEMBERS} members or "
+            raise UnsafeArchive(f"it claims more than {MAX_MEMBERS} members or "
                           f"{MAX_UNPACKED / 1e9:.0f} GB; not an llmb archive")
         yield member
 
 
 def safe_members(tar: tarfile.TarFile) -> tuple[list[tarfile.TarInfo], bool]:
-    """(every member, once each, checked; whether the first file is a readable index). Refused
+    """(every member, once each, checked; whether the first file is a readable index). UnsafeArchive
     naming the first few members that are not safe, or one that claims more than the index
     allows (checked as its header is read when the index came first)."""
     members: list[tarfile.TarInfo] = []
@@ -157,13 +156,13 @@ def safe_members(tar: tarfile.TarFile) -> tuple[list[tarfile.TarInfo], bool]:
         _against_index(member, listing)
     if problems:
         more = f" (and {len(problems) - 3} more)" if len(problems) > 3 else ""
-        raise Refused("unsafe member(s), nothing was extracted: " + "; ".join(problems[:3])
+        raise UnsafeArchive("unsafe member(s), nothing was extracted: " + "; ".join(problems[:3])
                       + more)
     if listing.sizes is not None:
         claimed = sum(m.size for m in members if m.isfile())
         allowed = sum(listing.sizes.values()) + SLACK_BYTES * 64 + MAX_INDEX_BYTES
         if claimed > allowed:
-            raise Refused(f"its files claim {claimed} bytes where {INDEX} lists "
+            raise UnsafeArchive(f"its files claim {claimed} bytes where {INDEX} lists "
                           f"{sum(listing.sizes.values())}; nothing was extracted")
     return members, listing.sizes is not None
 
@@ -187,22 +186,22 @@ def extract(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: Path) ->
     need = sum(m.size for m in members if m.isfile())
     free = shutil.disk_usage(dest).free
     if need > free:
-        raise Refused(f"it unpacks to {need / 1e9:.1f} GB but {dest.parent} has "
+        raise UnsafeArchive(f"it unpacks to {need / 1e9:.1f} GB but {dest.parent} has "
                       f"{free / 1e9:.1f} GB free; set TMPDIR to a larger filesystem")
     base = dest.resolve()
     for m in members:
         target = (base / m.name).resolve()
         if base not in target.parents:  # unsafe() already refused this; never write outside
-            raise Refused(f"{values.shown(m.name)}: a path outside the archive")
+            raise UnsafeArchive(f"{values.shown(m.name)}: a path outside the archive")
         if m.isdir():
             _private_dirs(base, target)
             continue
         if any(p.is_file() for p in target.parents if base in p.parents):
-            raise Refused(f"{values.shown(m.name)}: its directory is a file in the archive")
+            raise UnsafeArchive(f"{values.shown(m.name)}: its directory is a file in the archive")
         _private_dirs(base, target.parent)
         source = tar.extractfile(m)
         if source is None:
-            raise Refused(f"{values.shown(m.name)}: cannot be read")
+            raise UnsafeArchive(f"{values.shown(m.name)}: cannot be read")
         with source, open(target, "xb") as out:
             target.chmod(0o600)
             shutil.copyfileobj(source, out, 1 << 20)

@@ -35,8 +35,8 @@ from typing import Any, TextIO
 
 from llmb import manifest
 from llmb.llmbrun import analyzer, report
-from llmb.llmbrun.archive.pack import INDEX, ROOT, pieces, sha256
-from llmb.llmbrun.archive.unpack import Refused, extract, safe_members
+from llmb.llmbrun.archive.format import INDEX, ROOT, pieces, sha256
+from llmb.llmbrun.archive.unpack import UnsafeArchive, extract, safe_members
 from llmb.llmbrun.errors import PROG, RunError
 from llmb.shared import files, redact, values
 
@@ -261,22 +261,22 @@ def _screen_section(root: Path, index: dict[str, Any], markdown: str, html: str
     """The report as the archive's screen section adds to it: (markdown, html, its plot's
     name); None when the index puts no screen in the report; a problem when it does but the
     archive's screen/screen.json cannot be read."""
-    from llmb.llmbrun.screen import render as screenreport
+    from llmb.llmbrun import screen
 
-    screen = section(index, "screen")
-    if not screen.get("in_report"):
+    noted = section(index, "screen")
+    if not noted.get("in_report"):
         return None
     try:
         doc = read_json(root / "screen" / "screen.json")
-        png_path = root / "report" / "plots" / screenreport.PLOT_FILE
+        png_path = root / "report" / "plots" / screen.PLOT_FILE
         png = files.read_bounded(png_path, report.MAX_PLOT_BYTES) if png_path.is_file() else None
-        md, page = screenreport.with_section(markdown, html, doc, png)
+        md, page = screen.with_section(markdown, html, doc, png)
     except (ValueError, files.FileRefused):
         return "the report's screen section cannot be checked: screen/screen.json is unreadable"
     except Exception as exc:  # a crafted screen.json: one line, never a traceback
         return (f"the report's screen section cannot be checked: screen/screen.json is not "
                 f"what llmb-run screen writes ({type(exc).__name__})")
-    return md or markdown, page, {screenreport.PLOT_FILE} if png is not None else set()
+    return md or markdown, page, {screen.PLOT_FILE} if png is not None else set()
 
 
 def _unpack_and_verify(path: Path) -> tuple[list[str], dict[str, Any]]:
@@ -303,7 +303,7 @@ def cmd_verify(path: Path, out: TextIO | None = None) -> int:
         raise RunError(f"verify-archive {shown}: {problem}")
     try:
         problems, index = _unpack_and_verify(path)
-    except Refused as exc:
+    except UnsafeArchive as exc:
         raise RunError(f"verify-archive {shown}: refused: {exc}") from None
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):

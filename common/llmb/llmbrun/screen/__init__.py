@@ -1,2 +1,18 @@
 """llmb-run screen: one short job that finds the slow GPU, node or link (README: Screen a
-cluster)."""
+cluster). What the rest of llmb-run may use of it is exported here (an import contract in
+pyproject.toml holds the rest to it); its modules: README.md, Layout.
+"""
+
+from llmb.llmbrun.screen.job import DEFAULT_TIMEOUT_S, MAX_ROUNDS, cmd_screen
+from llmb.llmbrun.screen.render import (
+    PLOT_FILE,
+    add_to_report,
+    load_newest,
+    report_section,
+    with_section,
+)
+from llmb.llmbrun.screen.suspects import Screen, for_exclude, newest_screen
+
+__all__ = ["DEFAULT_TIMEOUT_S", "MAX_ROUNDS", "PLOT_FILE", "Screen", "add_to_report",
+           "cmd_screen", "for_exclude", "load_newest", "newest_screen", "report_section",
+           "with_section"]

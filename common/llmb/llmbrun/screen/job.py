@@ -33,8 +33,7 @@ from llmb.launch.placement import Placement
 from llmb.llmbrun import slurmjob
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import PROG, RunError
-from llmb.llmbrun.screen import render as screenreport
-from llmb.llmbrun.screen import results as screenresults
+from llmb.llmbrun.screen import render, results
 from llmb.recipes import catalog
 from llmb.shared import clock, files, shellsafe, values
 from llmb.shared.errors import UsageError
@@ -193,7 +192,7 @@ def submit(cfg: ClusterConfig, nodes: int, place: Placement, smoke: bool, rounds
                        files.EXECUTABLE)
     try:
         job = slurmjob.submit(folder / SCRIPT, options)
-    except slurmjob.Refused as exc:
+    except slurmjob.SubmitRefused as exc:
         raise RunError(f"sbatch refused the screen job: {exc}") from None
     return stamp, folder, job, image
 
@@ -209,17 +208,17 @@ def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: b
     info = slurmjob.wait(job, timeout_s, "screen job").info
     output = job_spec(cfg, count, folder).output_of(job)
     allocated = placement.expand_hostlist("nodes", info.nodes) if info.nodes else []
-    doc = screenresults.document(folder, cfg.gpu_type, allocated, cfg.gpus_per_node)
+    doc = results.document(folder, cfg.gpu_type, allocated, cfg.gpus_per_node)
     if doc is None:
         raise RunError(f"the screen job {job} ended {info.state} before any task reported "
                        f"(see {output}): {last_error(output)}")
-    doc.update(stamp=stamp, created=clock.iso(),
-               job_id=job, job_state=info.state, smoke=smoke, image=image, output=str(output))
+    doc.update({"stamp": stamp, "created": clock.iso(), "job_id": job,
+                "job_state": info.state, "smoke": smoke, "image": image, "output": str(output)})
     files.write_private(folder / layout.SCREEN_FILE, json.dumps(doc, indent=1) + "\n")
     if fmt == "json":
         print(json.dumps(doc, indent=1))
     else:
-        print(screenreport.table(doc))
+        print(render.table(doc))
     if doc["named"] or doc["suspects"]:
         print(f"{PROG}: screen: named {len(doc['named'])} figure(s) below their floor; "
               f"suspects: {','.join(doc['suspects']) or 'none'}", file=sys.stderr)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from llmb import layout
-from llmb.llmbrun.screen import suspects as newest
+from llmb.llmbrun.screen.suspects import MAX_SCREEN_BYTES, newest_screen
 from llmb.shared import files, values
 from llmb.shared.files import atomic_write
 
@@ -184,11 +184,11 @@ def plot_png(doc: Mapping[str, Any]) -> bytes:
 
 def load_newest(tree: layout.Install) -> tuple[Path, dict[str, Any]] | None:
     """The newest complete screen of the install and its results, or None."""
-    screen = newest.newest_screen(tree)
+    screen = newest_screen(tree)
     if screen is None:
         return None
     try:
-        doc = json.loads(files.read_bounded(screen.path, newest.MAX_SCREEN_BYTES))
+        doc = json.loads(files.read_bounded(screen.path, MAX_SCREEN_BYTES))
     except (files.FileRefused, ValueError):
         return None
     return (screen.path, doc) if isinstance(doc, dict) and isinstance(doc.get("nodes"),

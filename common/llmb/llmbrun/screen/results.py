@@ -19,14 +19,45 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from llmb.container import probe, screenrun
-from llmb.llmbrun.screen import judge as screenjudge
+from llmb.llmbrun.screen import judge
 from llmb.recipes import catalog, screenfacts
 from llmb.shared import files
 
 SCHEMA = 1
+
+
+class ScreenDocument(TypedDict, total=False):
+    """screen.json: what `document` makes of the job's files, with what `llmb-run screen` adds
+    (stamp .. output). report, archive, verify-archive and --exclude-suspect read it back."""
+
+    schema: int
+    gpu_type: str
+    mode: str  # gpu | cpu
+    backend: str | None  # nccl | gloo
+    measured_by: str | None  # torch.distributed | nccl-tests all_reduce_perf
+    torch: str | None
+    nccl: str | None
+    tasks: int | None
+    gpus_per_node: int
+    params: dict[str, Any] | None
+    nodes: list[dict[str, Any]]  # node, verdict, reasons, gpus (figures), allreduce, error
+    pairs: list[dict[str, Any]]  # nodes, busbw_gbps, verdict, link
+    all_nodes: dict[str, Any] | None
+    rounds: list[dict[str, Any]]  # name, wall_s
+    expectations: dict[str, dict[str, Any]]
+    peers: dict[str, Any]
+    named: list[dict[str, Any]]  # kind, name, figure, value, floor, expected, ...
+    suspects: list[str]  # node names
+    stamp: str  # llmb.shared.clock.stamp(): the screen's folder
+    created: str  # llmb.shared.clock.iso()
+    job_id: str
+    job_state: str
+    smoke: bool
+    image: str | None
+    output: str  # the job's output file
 MAX_RANK_BYTES = 1 << 20
 MAX_NCCL_OUTPUT = 16 << 20
 BUSBW, ALGBW = "busbw_gbps", "algbw_gbps"
@@ -179,7 +210,7 @@ def place_groups(nodes: list[dict[str, Any]], phases: Sequence[screenrun.Phase],
 
 
 def document(folder: Path, gpu_type: str, allocated: Sequence[str], per_node: int
-             ) -> dict[str, Any] | None:
+             ) -> ScreenDocument | None:
     """screen.json's content from the job's files; None when no task described the run
     (the job never got as far as meeting)."""
     ranks = read_ranks(folder)
@@ -199,16 +230,13 @@ def document(folder: Path, gpu_type: str, allocated: Sequence[str], per_node: in
     pairs, everyone = place_groups(nodes, phases, results)
     mode = str(run.get("mode"))
     expectations = screenfacts.expectations(catalog.get_gpu_type(gpu_type)) if mode == "gpu" else {}
-    verdicts = screenjudge.judge(nodes, pairs, mode, expectations)
-    return {
-        "schema": SCHEMA, "gpu_type": gpu_type, "mode": mode, "backend": run.get("backend"),
-        "measured_by": run.get("tool"), "torch": run.get("torch"), "nccl": run.get("nccl"),
-        "tasks": run.get("tasks"), "gpus_per_node": per_node, "params": run.get("params"),
-        "nodes": nodes, "pairs": pairs, "all_nodes": everyone, "rounds": rounds,
-        "expectations": {k: {"expected": e.expected, "tolerance": e.tolerance,
-                             "floor": e.floor, "source": e.source}
-                         for k, e in expectations.items()},
-        "peers": {"k": screenjudge.PEER_K,
-                  "tolerance": screenjudge.PEER_TOLERANCE.get(mode)},
-        **verdicts,
-    }
+    verdicts = judge.judge(nodes, pairs, mode, expectations)
+    return ScreenDocument(
+        schema=SCHEMA, gpu_type=gpu_type, mode=mode, backend=run.get("backend"),
+        measured_by=run.get("tool"), torch=run.get("torch"), nccl=run.get("nccl"),
+        tasks=run.get("tasks"), gpus_per_node=per_node, params=run.get("params"),
+        nodes=nodes, pairs=pairs, all_nodes=everyone, rounds=rounds,
+        expectations={k: {"expected": e.expected, "tolerance": e.tolerance, "floor": e.floor,
+                          "source": e.source} for k, e in expectations.items()},
+        peers={"k": judge.PEER_K, "tolerance": judge.PEER_TOLERANCE.get(mode)},
+        named=verdicts["named"], suspects=verdicts["suspects"])

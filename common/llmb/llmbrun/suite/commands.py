@@ -13,7 +13,7 @@ the runs done, running, pending, held and failed; --wait releases held runs as r
 `resume` submits again the runs whose latest job failed (cancelled, failed, timed out,
 Failed/Invalid, purged without a log) and held ones, nothing else: a configuration with all its
 repeats done gets nothing. --exclude-suspect leaves out the nodes the newest `llmb-run screen`
-named (llmb.llmbrun.screen.suspects), through --exclude: recorded in the manifest and the history.
+named (llmb.llmbrun.screen), through --exclude: recorded in the manifest and the history.
 """
 
 from __future__ import annotations
@@ -28,12 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from llmb.launch.placement import Placement
-from llmb.llmbrun import rerun, submit
+from llmb.llmbrun import rerun, screen, submit
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import PROG, RunError
-from llmb.llmbrun.screen import suspects
-from llmb.llmbrun.suite import plan as suiteplan
-from llmb.llmbrun.suite import record as suites
+from llmb.llmbrun.suite import plan, record
 from llmb.llmbrun.suite.plan import Selection
 from llmb.llmbrun.suite.record import Slot, Suite
 from llmb.shared import values
@@ -45,13 +43,13 @@ DEFAULT_REPEATS = 3
 
 def _suspect_nodes(cfg: ClusterConfig) -> tuple[tuple[str, ...], Path]:
     """The nodes the newest screen named, and its screen.json (RunError when none ran)."""
-    nodes = suspects.for_exclude(cfg.tree)
-    screen = suspects.newest_screen(cfg.tree)
-    assert screen is not None
+    nodes = screen.for_exclude(cfg.tree)
+    newest = screen.newest_screen(cfg.tree)
+    assert newest is not None
     if not nodes:
-        print(f"{PROG}: --exclude-suspect: the newest screen ({screen.path}) names no suspect "
+        print(f"{PROG}: --exclude-suspect: the newest screen ({newest.path}) names no suspect "
               "node", file=sys.stderr)
-    return nodes, screen.path
+    return nodes, newest.path
 
 
 # --- submit -----------------------------------------------------------------------------------
@@ -70,26 +68,26 @@ def cmd_submit(cfg: ClusterConfig, sel: Selection, repeats: int, max_jobs: int |
     cfg.require_slurm("suite")
     extra: dict[str, Any] = {}
     if exclude_suspect:
-        nodes, screen = _suspect_nodes(cfg)
+        nodes, screen_json = _suspect_nodes(cfg)
         place, new = rerun.excluding(place, nodes, "--exclude-suspect")
-        extra.update(excluded_suspects=list(new), screen=str(screen))
+        extra.update(excluded_suspects=list(new), screen=str(screen_json))
     origin = "--max-scale"
-    suiteplan.check_selection(cfg, sel)
+    plan.check_selection(cfg, sel)
     if sel.max_scale is None:
-        gpus, origin = suiteplan.partition_gpus(cfg)
+        gpus, origin = plan.partition_gpus(cfg)
         sel = replace(sel, max_scale=gpus)
-    configs = suiteplan.published(cfg, sel)
-    runs = suiteplan.order_runs(configs, repeats)
-    steps = suiteplan.steps_per_run(cfg, os.environ)
+    configs = plan.published(cfg, sel)
+    runs = plan.order_runs(configs, repeats)
+    steps = plan.steps_per_run(cfg, os.environ)
     extra.update(repeats=repeats, max_jobs=max_jobs, smoke=smoke, steps=steps,
                  gpu_type=cfg.gpu_type, partition=cfg.slurm.partition if cfg.slurm else None,
                  placement=place.record(),
                  selection={"workloads": list(sel.workloads), "dtypes": list(sel.dtypes),
                             "min_scale": sel.min_scale, "max_scale": sel.max_scale,
                             "max_scale_from": origin})
-    draft = suites.parse("00000000-000000", Path("-"),
-                         suites.plan_data("00000000-000000", configs, runs, extra))
-    _, errors = submit.prepare(cfg, suites.tasks_of(draft, [Slot(r) for r in runs]), False,
+    draft = record.parse("00000000-000000", Path("-"),
+                         record.plan_data("00000000-000000", configs, runs, extra))
+    _, errors = submit.prepare(cfg, record.tasks_of(draft, [Slot(r) for r in runs]), False,
                                False)
     if errors:
         submit.report_errors(errors)
@@ -98,17 +96,17 @@ def cmd_submit(cfg: ClusterConfig, sel: Selection, repeats: int, max_jobs: int |
     if dry_run:
         print(f"{PROG}: dry run: nothing was submitted or recorded")
         return 0
-    hours = suiteplan.total_gpu_hours(configs, repeats, steps)
+    hours = plan.total_gpu_hours(configs, repeats, steps)
     if not yes and sys.stdin.isatty() and not _confirm(
             f"Submit {len(runs)} run(s), about {hours:.1f} GPU-hours?", ask):
         print(f"{PROG}: not submitted; nothing was recorded", file=sys.stderr)
         return 1
-    suite = suites.create(cfg, suites.plan_data("00000000-000000", configs, runs, extra))
+    suite = record.create(cfg, record.plan_data("00000000-000000", configs, runs, extra))
     print(f"{PROG}: suite {suite.id}: recorded in {suite.path}", flush=True)
-    with suites.locked(suite):
+    with record.locked(suite):
         view = [Slot(r) for r in suite.runs]
-        now, later = suites.to_submit(suite, view, resume=False)
-        rc = suites.submit_slots(cfg, suite, now)
+        now, later = record.to_submit(suite, view, resume=False)
+        rc = record.submit_slots(cfg, suite, now)
     _after_submit(suite, len(now), later, rc)
     return rc
 
@@ -121,8 +119,8 @@ def print_plan(cfg: ClusterConfig, suite: Suite, origin: str, steps: int) -> Non
           f"{len(suite.runs)} run(s) of {', '.join(workloads)} on {cfg.gpu_type}, "
           f"{scales[0]} to {scales[-1]} GPUs (at most {suite.data['selection']['max_scale']}: "
           f"{origin})")
-    sys.stdout.write(suiteplan.render_plan(configs, suite.repeats, steps))
-    print(suiteplan.estimate_line(configs, suite.repeats, steps))
+    sys.stdout.write(plan.render_plan(configs, suite.repeats, steps))
+    print(plan.estimate_line(configs, suite.repeats, steps))
     if suite.smoke:
         print("Smoke: every job runs the tiny test workload (SMOKE_TEST), not NeMo; the "
               "GPU-hours are what the benchmark would use")
@@ -162,11 +160,11 @@ def config_rows(suite: Suite, view: list[Slot]) -> list[dict[str, Any]]:
     rows = []
     for index, c in enumerate(suite.configs):
         mine = [s for s in view if s.run.config == index]
-        found = suites.counts(mine)
+        found = record.counts(mine)
         rows.append({
             "key": c.key, "workload": c.workload, "size": c.size, "dtype": c.dtype,
             "scaling": c.scaling, "scale": c.scale,
-            **{state: found[state] for state in suites.STATES},
+            **{state: found[state] for state in record.STATES},
             "runs": [{"run": s.run.number, "repeat": s.run.repeat, "state": s.state,
                       "job_id": s.job_id, "nodes": s.info.nodes if s.info else None,
                       "detail": s.why,
@@ -194,7 +192,7 @@ def render_status(suite: Suite, view: list[Slot]) -> str:
     notes = [f"  run {s.run.number} ({suite.config_of(s.run).label()}, repeat {s.run.repeat}): "
              f"{s.state}, job {s.job_id}: {values.shown(s.why)}"
              for s in view if s.state in ("failed", "unknown")]
-    tail = f"{len(view)} run(s): {suites.summary(view)}\n"
+    tail = f"{len(view)} run(s): {record.summary(view)}\n"
     if any(s.state == "failed" for s in view):
         tail += f"`llmb-run suite resume {suite.id}` submits the failed runs again\n"
     return head + body + "".join(n + "\n" for n in notes) + tail
@@ -203,14 +201,14 @@ def render_status(suite: Suite, view: list[Slot]) -> str:
 def cmd_status(cfg: ClusterConfig, suite_id: str | None, wait: bool, timeout_s: int | None,
                fmt: str) -> int:
     cfg.require_slurm("suite")
-    suite = suites.load(cfg, suite_id)
+    suite = record.load(cfg, suite_id)
     if wait:
         wait_for(cfg, suite, timeout_s)
-    view = suites.slots(cfg, suite)
+    view = record.slots(cfg, suite)
     if fmt == "json":
         print(json.dumps({"suite": suite.id, "created": suite.data.get("created"),
                           "repeats": suite.repeats, "max_jobs": suite.max_jobs,
-                          "smoke": suite.smoke, "totals": suites.counts(view),
+                          "smoke": suite.smoke, "totals": record.counts(view),
                           "configurations": config_rows(suite, view)}, indent=2))
     else:
         sys.stdout.write(render_status(suite, view))
@@ -223,10 +221,10 @@ def wait_for(cfg: ClusterConfig, suite: Suite, timeout_s: int | None,
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     with Progress(f"{PROG}: suite {suite.id}") as progress:
         while True:
-            with suites.locked(suite):
-                view = suites.slots(cfg, suite, analyze=False)
-                now, _ = suites.to_submit(suite, view, resume=False)
-                rc = suites.submit_slots(cfg, suite, now)
+            with record.locked(suite):
+                view = record.slots(cfg, suite, analyze=False)
+                now, _ = record.to_submit(suite, view, resume=False)
+                rc = record.submit_slots(cfg, suite, now)
             if rc:
                 progress.finish("a release failed")
                 raise RunError(f"suite {suite.id}: a held run could not be submitted (above); "
@@ -236,12 +234,12 @@ def wait_for(cfg: ClusterConfig, suite: Suite, timeout_s: int | None,
             active = [s for s in view if s.state in ("pending", "running")]
             if not active:
                 held = sum(s.state == "held" for s in view)
-                progress.finish(suites.summary(view))
+                progress.finish(record.summary(view))
                 if held:
                     print(f"{PROG}: suite {suite.id}: {held} run(s) still held: Slurm could "
                           "not be asked about the jobs in the queue", file=sys.stderr)
                 return
-            progress.update(suites.summary(view))
+            progress.update(record.summary(view))
             if deadline is not None and time.monotonic() > deadline:
                 progress.finish("timed out")
                 raise RunError(f"suite {suite.id}: {len(active)} job(s) still queued after "
@@ -256,9 +254,9 @@ def wait_for(cfg: ClusterConfig, suite: Suite, timeout_s: int | None,
 def cmd_resume(cfg: ClusterConfig, suite_id: str | None, exclude_suspect: bool,
                dry_run: bool) -> int:
     cfg.require_slurm("suite")
-    suite = suites.load(cfg, suite_id)
-    with suites.locked(suite):
-        view = suites.slots(cfg, suite)
+    suite = record.load(cfg, suite_id)
+    with record.locked(suite):
+        view = record.slots(cfg, suite)
         unknown = [s for s in view if s.state == "unknown" and s.why
                    and s.why.startswith("the analyzer failed")]
         if unknown:
@@ -266,11 +264,11 @@ def cmd_resume(cfg: ClusterConfig, suite_id: str | None, exclude_suspect: bool,
                            "succeeded")
         updated = suite
         if exclude_suspect:
-            nodes, screen = _suspect_nodes(cfg)
-            updated = suites.with_exclusion(suite, nodes, screen)
-        now, later = suites.to_submit(updated, view, resume=True)
+            nodes, screen_json = _suspect_nodes(cfg)
+            updated = record.with_exclusion(suite, nodes, screen_json)
+        now, later = record.to_submit(updated, view, resume=True)
         if not now and not later:
-            print(f"{PROG}: suite {suite.id}: nothing to resume ({suites.summary(view)})")
+            print(f"{PROG}: suite {suite.id}: nothing to resume ({record.summary(view)})")
             return 0
         for s in now:
             what = (f"job {s.job_id} {s.why}" if s.state == "failed" else "not submitted yet")
@@ -281,7 +279,7 @@ def cmd_resume(cfg: ClusterConfig, suite_id: str | None, exclude_suspect: bool,
             print(f"{PROG}: suite {suite.id}: {later} more wait for room (at most "
                   f"{suite.max_jobs} in the queue); `llmb-run suite status {suite.id} --wait` "
                   "releases them", file=sys.stderr)
-        _, errors = submit.prepare(cfg, suites.tasks_of(updated, now), dry_run, False)
+        _, errors = submit.prepare(cfg, record.tasks_of(updated, now), dry_run, False)
         if errors:
             submit.report_errors(errors)
             return 1
@@ -289,10 +287,10 @@ def cmd_resume(cfg: ClusterConfig, suite_id: str | None, exclude_suspect: bool,
             print(f"{PROG}: dry run: {len(now)} run(s) would be submitted; nothing was")
             return 0
         if updated is not suite:
-            updated = suites.save(suite, updated.data)
+            updated = record.save(suite, updated.data)
             print(f"{PROG}: suite {suite.id}: now excluding "
                   f"{updated.placement.exclude} (recorded in {suite.path})", file=sys.stderr)
-        rc = suites.submit_slots(cfg, updated, now)
+        rc = record.submit_slots(cfg, updated, now)
     print(f"{PROG}: suite {suite.id}: {len(now)} run(s) submitted again"
           + ("; a submission failed (above)" if rc else ""))
     return rc

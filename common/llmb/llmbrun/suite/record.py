@@ -38,11 +38,10 @@ import fcntl
 import json
 import os
 import re
-import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 from llmb import layout
 from llmb.launch import placement
@@ -50,9 +49,10 @@ from llmb.launch.placement import Placement, PlacementError
 from llmb.llmbrun import analyzer, rerun, status, submit
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import RunError
+from llmb.llmbrun.history import SubmitRecord
 from llmb.llmbrun.suite.plan import Run, SuiteConfig
 from llmb.llmbrun.tasks import Task
-from llmb.shared import files, slurmquery, values
+from llmb.shared import clock, files, slurmquery, values
 from llmb.shared.errors import UsageError
 
 SCHEMA = 1
@@ -65,11 +65,31 @@ STATES = ("done", "running", "pending", "held", "failed", "unknown")
 QUEUED = ("pending", "running", "unknown")  # what counts against --max-jobs
 
 
+class SuiteRecord(TypedDict, total=False):
+    """suite.json, written once by `suite submit` (and by `suite resume --exclude-suspect`)."""
+
+    schema: int
+    id: str  # llmb.shared.clock.stamp(), `-2`, `-3` ... when two start in one second
+    created: str  # llmb.shared.clock.iso()
+    repeats: int
+    max_jobs: int | None
+    smoke: bool
+    steps: int  # MAX_STEPS of each run, for the GPU-hours
+    gpu_type: str
+    partition: str | None
+    placement: dict[str, Any]  # llmb.launch.placement.Placement.record()
+    selection: dict[str, Any]  # workloads, dtypes, min_scale, max_scale, max_scale_from
+    configurations: list[dict[str, Any]]  # llmb.llmbrun.suite.plan.SuiteConfig.to_json()
+    runs: list[dict[str, int]]  # run, config, repeat
+    excluded_suspects: list[str]
+    screen: str  # the screen.json the suspects came from
+
+
 @dataclass(frozen=True)
 class Suite:
     id: str
     path: Path  # its suite.json
-    data: Mapping[str, Any]
+    data: SuiteRecord
     configs: list[SuiteConfig]
     runs: list[Run]
     placement: Placement
@@ -98,12 +118,12 @@ class Suite:
 
 
 def plan_data(suite_id: str, configs: list[SuiteConfig], runs: list[Run],
-              extra: Mapping[str, Any]) -> dict[str, Any]:
+              extra: Mapping[str, Any]) -> SuiteRecord:
     """suite.json's content (`extra`: repeats, max_jobs, smoke, placement, selection, ...)."""
-    return {"schema": SCHEMA, "id": suite_id,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra,
-            "configurations": [c.to_json() for c in configs],
-            "runs": [{"run": r.number, "config": r.config, "repeat": r.repeat} for r in runs]}
+    content = {"schema": SCHEMA, "id": suite_id, "created": clock.iso(), **extra,
+               "configurations": [c.to_json() for c in configs],
+               "runs": [{"run": r.number, "config": r.config, "repeat": r.repeat} for r in runs]}
+    return cast(SuiteRecord, content)
 
 
 # --- ids and the record -----------------------------------------------------------------------
@@ -179,7 +199,7 @@ def parse(suite_id: str, path: Path, data: Any) -> Suite:
     place = placement.build(**{k: v for k, v in (data.get("placement") or {}).items()
                                if k in ("nodelist", "exclude", "reservation", "qos",
                                         "segment", "slurm_args")})
-    return Suite(suite_id, path, data, configs, runs, place)
+    return Suite(suite_id, path, cast(SuiteRecord, data), configs, runs, place)
 
 
 def _whole(value: Any) -> int:
@@ -190,7 +210,7 @@ def _whole(value: Any) -> int:
 
 def create(cfg: ClusterConfig, content: Mapping[str, Any]) -> Suite:
     """A new suite folder under a fresh id, with its suite.json (0600)."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    stamp = clock.stamp()
     cfg.tree.suites.mkdir(parents=True, exist_ok=True)
     for n in range(1, 10000):
         suite_id = stamp if n == 1 else f"{stamp}-{n}"
@@ -232,7 +252,7 @@ class Slot:
     """One run of the suite and what became of it."""
 
     run: Run
-    attempts: list[dict[str, Any]] = field(default_factory=list)  # its submit records
+    attempts: list[SubmitRecord] = field(default_factory=list)
     state: str = "held"
     why: str | None = None
     info: slurmquery.JobInfo | None = None
@@ -243,9 +263,9 @@ class Slot:
         return str(self.attempts[-1]["job_id"]) if self.attempts else None
 
 
-def submissions(cfg: ClusterConfig, suite: Suite) -> dict[int, list[dict[str, Any]]]:
+def submissions(cfg: ClusterConfig, suite: Suite) -> dict[int, list[SubmitRecord]]:
     """The suite's submit records by run number, oldest first."""
-    out: dict[int, list[dict[str, Any]]] = {}
+    out: dict[int, list[SubmitRecord]] = {}
     for rec in status.selected(cfg, True):
         number = rec.get("suite_run")
         if rec.get("suite") == suite.id and isinstance(number, int) \
@@ -370,7 +390,9 @@ def with_exclusion(suite: Suite, nodes: tuple[str, ...], screen: Path | None) ->
     place, new = rerun.excluding(suite.placement, nodes, f"suite {suite.id}")
     if not new:
         return suite
-    data = {**suite.data, "placement": place.record(),
-            "excluded_suspects": [*suite.data.get("excluded_suspects", []), *new],
-            "screen": str(screen) if screen else suite.data.get("screen")}
+    data = SuiteRecord(**suite.data)
+    data.update({"placement": place.record(),
+                 "excluded_suspects": [*suite.data.get("excluded_suspects", []), *new]})
+    if screen is not None:
+        data["screen"] = str(screen)
     return replace(suite, data=data, placement=place)

@@ -24,7 +24,7 @@ from typing import Any
 from llmb.llmbrun import analyzer, report
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import PROG, RunError
-from llmb.llmbrun.suite import record as suites
+from llmb.llmbrun.suite import record
 from llmb.llmbrun.suite.record import Slot, Suite
 from llmb.shared import values
 
@@ -37,7 +37,7 @@ TABLE = ("WORKLOAD", "SIZE", "DTYPE", "SCALING", "GPUS", "DONE", "MEDIAN_S", "RE
 def analyze(suite: Suite, view: list[Slot], out: Path) -> tuple[dict[str, Any], str | None]:
     """The analyzer's JSON over the suite's ended jobs, with its HTML report in `out`;
     (JSON, why there is no report or None)."""
-    present = analyzer.present_runs(suites.ended_jobs(view))
+    present = analyzer.present_runs(record.ended_jobs(view))
     if not present:
         return {}, "no run of the suite has ended with a training log yet"
     index = out / "index.html"
@@ -63,7 +63,7 @@ def configurations(suite: Suite, view: list[Slot], analysis: analyzer.RunAnalysi
     rows = []
     for index, c in enumerate(suite.configs):
         mine = [s for s in view if s.run.config == index]
-        found = suites.counts(mine)
+        found = record.counts(mine)
         keys = [str(r.get("config_key")) for s in sorted(mine, key=lambda s: s.state != "done")
                 for r in [analysis.result(str(s.job_id))] if s.job_id and r]
         entry = analysis.configurations.get(keys[0], {}) if keys else {}
@@ -127,17 +127,17 @@ def cmd_report(cfg: ClusterConfig, suite_id: str | None, check: bool, fmt: str,
                output: str | None) -> int:
     cfg.require_slurm("suite")
     output = report.checked_output(output)
-    suite = suites.load(cfg, suite_id)
+    suite = record.load(cfg, suite_id)
     out = Path(output) if output else cfg.tree.suite(suite.id) / "report"
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RunError(f"--output {values.shown(out)}: cannot create it: "
                        f"{exc.strerror}") from None
-    view = suites.slots(cfg, suite, analyze=False)
+    view = record.slots(cfg, suite, analyze=False)
     data, missing = analyze(suite, view, out)
     analysis = analyzer.from_json(data)
-    suites.classify(view, analysis)
+    record.classify(view, analysis)
     rows = configurations(suite, view, analysis)
     found = problems(rows)
     failing = [p for p in found if not p.startswith(("failed runs", "runs still"))]
