@@ -44,7 +44,6 @@ DEFAULT_TIMEOUT_S = 1800
 MAX_ROUNDS = 64
 JOB_NAME = "llmb-screen"
 SCRIPT = "screen.sbatch"
-PLAN = "plan.json"  # the job's tasks read it (llmb.container.screenrun --plan)
 # What a task measures. GPU: nccl-tests' usual sweep up to 1 GiB, a GEMM large enough to keep
 # a GPU's tensor cores busy, a 1 GiB copy. CPU (--smoke, or no CUDA): small, quick sizes.
 GPU_PARAMS: dict[str, Any] = {
@@ -119,7 +118,8 @@ def job_script(cfg: ClusterConfig, folder: Path, image: str | None, args: list[s
     per_node = cfg.gpus_per_node
     step = f"srun --mpi=pmix --ntasks-per-node={per_node} {container}"
     inner = (f"export PYTHONPATH={q(str(repo / 'common'))}${{PYTHONPATH:+:$PYTHONPATH}}; "
-             f"exec python -m llmb.container.screenrun --plan {q(str(folder / PLAN))}")
+             "exec python -m llmb.container.screenrun --plan "
+             f"{q(str(folder / screenrun.PLAN_FILE))}")
     p = GPU_PARAMS
     nccl = folder / screenrun.NCCL_TESTS_DIR
     perf = (f"{screenrun.NCCL_TESTS_BINARY} -b {p['sizes'][0]} -e {p['sizes'][-1]} -f 2 -g 1 "
@@ -186,8 +186,8 @@ def submit(cfg: ClusterConfig, nodes: int, place: Placement, smoke: bool, rounds
     check_paths(cfg)
     stamp, folder = new_folder(cfg)
     options = sbatch_options(cfg, nodes, place, folder)
-    files.atomic_write(folder / PLAN, json.dumps(plan(smoke, rounds, cfg.gpus_per_node),
-                                                 indent=1))
+    files.atomic_write(folder / screenrun.PLAN_FILE,
+                       json.dumps(plan(smoke, rounds, cfg.gpus_per_node), indent=1))
     files.atomic_write(folder / SCRIPT, job_script(cfg, folder, image, options),
                        files.EXECUTABLE)
     try:
