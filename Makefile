@@ -6,7 +6,8 @@ PY := $(VENV)/bin/python
 BIN := $(abspath $(VENV))/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help venv lint test test-py test-bats bench bench-many test-nemo slurm-up slurm-down demo clean
+.PHONY: help venv lint test test-py test-unit test-e2e test-bats bench bench-many test-nemo slurm-up \
+	slurm-down demo clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
@@ -24,13 +25,19 @@ lint: venv ## shellcheck, ruff (style, complexity, heavy imports), mypy, import 
 	mypy
 	PYTHONPATH=common lint-imports
 
-test-py: venv ## pytest (the real-Slurm end-to-end tests run when root)
-	$(PY) -m pytest -q
+test-unit: venv ## the unit tier, one worker per core (pytest-xdist)
+	$(PY) -m pytest -q -m "not e2e" -n auto
+
+test-e2e: venv ## the end-to-end tier on the real test Slurm cluster (root; else skipped, saying so)
+	$(PY) -m pytest -q -m e2e
+
+test-py: test-unit test-e2e ## both pytest tiers
 
 test-bats: venv ## bats suites
 	bats --print-output-on-failure -r tests/bats
 
-test: lint test-py test-bats ## everything CI runs
+test: venv ## everything CI runs: lint, unit, e2e, bats; each tier's wall time at the end
+	bash tests/tools/tiers.sh lint test-unit test-e2e test-bats
 
 bench: venv ## speed and memory targets (analyzer, launch start-up)
 	bash tests/bench/run.sh
