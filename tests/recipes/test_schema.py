@@ -1,4 +1,5 @@
-"""metadata.yaml validation: each broken copy is refused with one line naming the problem.
+"""llmb.recipes.schema, the checks of metadata.yaml and gpus.yaml: each broken copy is refused
+with one line naming the problem.
 
 Every case mutates a loaded copy of a real recipe's metadata (conftest `metadata_copy`), so the
 rest of the file stays valid and the error can only come from the one thing broken.
@@ -10,7 +11,7 @@ import re
 from typing import Any
 
 import pytest
-from llmb.recipes import catalog
+from llmb.recipes import catalog, schema
 from llmb.recipes.catalog import CatalogError
 
 
@@ -71,16 +72,6 @@ CASES = [
                  r"configs\[0\]: give exactly one of gbs, gbs_per_gpu", id="both-gbs-rules"),
     pytest.param("nemotron", in_first_config("15b", gbs_per_gpu=None),
                  r"configs\[0\]: give exactly one of gbs, gbs_per_gpu", id="no-gbs-rule"),
-    pytest.param("nemotron", in_first_config("340b", gbs_per_gpu=0.3),
-                 r"340b \w+ h100 at 128 GPUs: global batch size 38\.4 is not a whole number",
-                 id="fractional-gbs"),
-    # the DP/GA arithmetic of every published row
-    pytest.param("llama3.1", in_first_config("8b", cp=3),
-                 r"8b \w+ h100 at 8 GPUs: 8 GPUs is not divisible by TP x PP x CP = 3",
-                 id="dp-arithmetic"),
-    pytest.param("nemotron", in_first_config("15b", mbs=3),
-                 r"15b \w+ h100 at 16 GPUs: global batch size 64 is not divisible by "
-                 r"MBS x DP = 24", id="ga-arithmetic"),
     # names that must be known
     pytest.param("nemotron", set_in(("family",), "gpt"),
                  r"family 'gpt' is not one of llama, nemotron4, nemotronh", id="unknown-family"),
@@ -159,38 +150,41 @@ def test_an_unchanged_copy_loads(metadata_copy, recipes):
         assert copy.data["references"] == original.data["references"]
 
 
-def test_an_unreadable_file_is_refused(tmp_path):
-    with pytest.raises(CatalogError, match=r"cannot read .*metadata\.yaml"):
-        catalog.load_recipe(tmp_path)
-
-
-def test_malformed_yaml_is_one_line_not_a_traceback(tmp_path):
-    (tmp_path / "metadata.yaml").write_text("recipe: [unclosed\n")
-    with pytest.raises(CatalogError, match=r"metadata\.yaml is not valid YAML: "):
-        catalog.load_recipe(tmp_path)
-
-
-@pytest.mark.parametrize("recipe_name", ["llama3.1", "nemotron", "nemotronh"])
-def test_real_metadata_shapes(recipes, recipe_name):
-    """What the loader does not check but the launcher relies on."""
-    recipe = recipes[recipe_name]
-    for size in recipe.sizes:
-        entry = recipe.size(size)
-        assert re.fullmatch(r"\d\d:[0-5]\d:[0-5]\d", entry["time_limit"])
-        assert entry["nemo_recipe"].endswith(size)
-        for key in ("save_min_scale", "load_min_scale"):
-            for gpu, scale in entry["checkpoint"][key].items():
-                assert gpu in catalog.gpu_types() and scale > 0
-    assert set(recipe.defaults) == {"model_size", "dtype", "gpu_type"}
-    recipe.resolve(recipe.defaults["model_size"], recipe.defaults["dtype"],
-                   recipe.defaults["gpu_type"],
-                   recipe.scales(recipe.defaults["model_size"], recipe.defaults["dtype"],
-                                 recipe.defaults["gpu_type"])[0])
-
-
 def test_logged_tflops_is_a_boolean_and_only_nemotronh_distrusts_the_log(metadata_copy, recipes):
     folder = metadata_copy("nemotronh", lambda d: d.update(logged_tflops="no"))
     with pytest.raises(catalog.CatalogError, match="logged_tflops must be true or false"):
         catalog.load_recipe(folder)
     assert {name: r.logged_tflops for name, r in recipes.items()} == {
         "llama3.1": True, "nemotron": True, "nemotronh": False}
+
+
+def test_broken_provenance_is_refused(metadata_copy):
+    folder = metadata_copy("nemotron", lambda d: d["sources"].pop("001"))
+    with pytest.raises(CatalogError, match=r"configs\[1\]: source 001 has no entry under sources"):
+        catalog.load_recipe(folder)
+    folder = metadata_copy("nemotron", lambda d: d["sources"]["002"].pop("image"))
+    with pytest.raises(CatalogError, match=r"sources\.002: missing key\(s\) image"):
+        catalog.load_recipe(folder)
+
+
+def test_only_the_gpu_types_given_are_known(recipes):
+    """The GPU types come from the catalog (gpus.yaml); the schema knows no others."""
+    with pytest.raises(CatalogError, match=r"configs\[\d+\]: GPU type 'b200' is not in gpus\.yaml"):
+        schema.validate(recipes["nemotron"].data, "nemotron", known_gpus=["h100", "gb200"])
+    schema.validate(recipes["nemotron"].data, "nemotron", known_gpus=catalog.gpu_types())
+
+
+GPU = {"gpus_per_node": 8, "arch": "hopper", "peak_tflops": {"bf16": 989, "fp8": 1979},
+       "cuda_device_max_connections": 1, "env": {}}
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    (["h100"], r"^gpus\.yaml: h100: expected a mapping, got list$"),
+    ({k: v for k, v in GPU.items() if k != "arch"}, r"^gpus\.yaml: h100: missing key\(s\) arch$"),
+    ({**GPU, "tdp": 700}, r"^gpus\.yaml: h100: unknown key\(s\) tdp$"),
+    ({**GPU, "screen": {"colour": 1}}, r"^gpus\.yaml: h100\.screen: "),
+])
+def test_a_broken_gpu_type_is_refused_in_one_line(entry, message):
+    with pytest.raises(CatalogError, match=message):
+        schema.check_gpu("gpus.yaml: h100", entry)
+    schema.check_gpu("gpus.yaml: h100", GPU)
