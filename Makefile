@@ -6,18 +6,22 @@ PY := $(VENV)/bin/python
 BIN := $(abspath $(VENV))/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help venv lint test test-py test-unit test-e2e test-bats bench bench-many test-nemo slurm-up \
-	slurm-down demo clean
+.PHONY: help venv lock lint test test-py test-unit test-e2e test-bats bench bench-many test-nemo \
+	slurm-up slurm-down demo clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
 
-venv: $(VENV)/.installed ## create/update the development venv
-$(VENV)/.installed: common/requirements/dev.txt common/requirements/launch.txt common/requirements/report.txt common/requirements/smoke.txt
+REQ := common/requirements
+venv: $(VENV)/.installed ## create/update the development venv (the versions of the lock files)
+$(VENV)/.installed: $(REQ)/dev.txt $(REQ)/launch.txt $(REQ)/report.txt $(REQ)/smoke.txt $(REQ)/dev.lock $(REQ)/smoke.lock
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -r common/requirements/dev.txt -r common/requirements/smoke.txt
+	$(PY) -m pip install -q --disable-pip-version-check -c $(REQ)/dev.lock -c $(REQ)/smoke.lock \
+		-r $(REQ)/dev.txt -r $(REQ)/smoke.txt
 	touch $@
 
+lock: ## pin anew every package the test venvs install (common/requirements/*.lock; minutes)
+	python3 tests/tools/lock.py
 
 lint: venv ## shellcheck, ruff (style, complexity, heavy imports), mypy, import contracts
 	bash tests/tools/shell-scripts.sh | xargs -d '\n' shellcheck -x

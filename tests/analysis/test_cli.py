@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from analyzercli import run_analyzer
+from fronts import PROBE_MESSAGE, failing_front, into_closed_pipe
 from llmb.analysis import identify
 from llmb.analysis.cli import analyze
 from llmb.recipes import catalog, perf
@@ -377,3 +378,18 @@ def test_a_symbolic_link_loop_is_not_called_dangling(tmp_path: Path) -> None:
     errors = {r["filename"]: r["error"] for r in data["results"]}
     assert errors == {"log-looped.out": "cannot read: symbolic link loop",
                       "log-dangling.out": "cannot read: dangling symbolic link"}
+
+
+def test_a_reader_that_went_away_is_141_and_silent() -> None:
+    """`parse_train_timing.sh | head`: 141 as every Unix tool, not 0 (0 says a --check passed,
+    and nobody read the table whole), and no traceback."""
+    for check in ((), ("--check",)):
+        proc = into_closed_pipe([str(REPO / "common" / "parse_train_timing.sh"), *check,
+                                 str(FIXTURES)], env={**os.environ, "LLMB_PYTHON": sys.executable})
+        assert (proc.returncode, proc.stderr) == (141, ""), check
+
+
+def test_an_error_keeps_its_own_status() -> None:
+    proc = failing_front("llmb.analysis.cli", "analyze_tree", 7, [str(FIXTURES)],
+                         env={k: v for k, v in os.environ.items() if k != "LLMB_ANALYZE_PROG"})
+    assert (proc.returncode, proc.stderr) == (7, f"parse_train_timing.sh: {PROBE_MESSAGE}\n")

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fronts import PROBE_MESSAGE, failing_front, into_closed_pipe
 from llmb.install import cli, prompts, steps
 from llmb.layout import INSTALL_STATE_FILE
 from llmb.shared import slurmquery
@@ -608,3 +609,18 @@ def test_sigterm_stops_pip_and_what_it_started(tmp_path):
     finally:
         if alive(grandchild):
             os.kill(grandchild, signal.SIGKILL)
+
+
+def test_a_reader_that_went_away_is_141_and_silent(tmp_path):
+    """`install.sh --config FILE --dry-run | head`: 141 and no traceback."""
+    cfg = write_config(tmp_path)
+    proc = into_closed_pipe(["bash", str(INSTALL_SH), "--config", str(cfg), "--dry-run"],
+                            env=install_env(tmp_path))
+    assert (proc.returncode, proc.stderr) == (141, "")
+
+
+def test_an_error_keeps_its_own_status(tmp_path):
+    """Any LlmbError ends the installer with its own status (not 1 whatever it says)."""
+    proc = failing_front("llmb.install.cli", "plan_from_config", 7,
+                         ["--config", str(tmp_path / "config.yaml")])
+    assert (proc.returncode, proc.stderr) == (7, f"llmb-install: {PROBE_MESSAGE}\n")

@@ -6,35 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from launchvalidation import env_for, error, make_install, recipe, runai_env
 from llmb.launch import request
-from llmb.recipes import catalog
-from paths import REPO
-from specialfiles import plant
 
 
 @pytest.fixture
 def install(tmp_path: Path) -> Path:
-    images = tmp_path / "install" / "images"
-    images.mkdir(parents=True)
-    (images / "nvidia+nemo+25.04.01.sqsh").touch()
-    return tmp_path / "install"
+    return make_install(tmp_path)
 
 
-def recipe(name: str) -> catalog.Recipe:
-    return catalog.load_recipe(REPO / name)
-
-
-def env_for(install: Path, **extra: str) -> dict[str, str]:
-    env = {"LLMB_INSTALL": str(install), "SBATCH_ACCOUNT": "acct", "SBATCH_PARTITION": "batch",
-           "HF_TOKEN": "hf_test_token", "JOB_TOTAL_GPUS": "16"}
-    env.update(extra)
-    return {k: v for k, v in env.items() if v is not None}
-
-
-def error(name: str, env: dict[str, str]) -> str:
-    with pytest.raises(request.RequestError) as info:
-        request.from_env(recipe(name), env)
-    return str(info.value)
 
 
 def test_defaults(install: Path) -> None:
@@ -91,10 +71,6 @@ def test_values_are_case_insensitive(install: Path) -> None:
      "JOB_TOTAL_GPUS=64 is not a published scale for nemotron 340b fp8 on gb200 with strong "
      "scaling; published: 128, 256, 512"),
     ("llama3.1", {"GPUS_PER_NODE": "x"}, "GPUS_PER_NODE=x is not a positive integer"),
-    ("llama3.1", {"SBATCH_ACCOUNT": None}, "SBATCH_ACCOUNT is not set"),
-    ("llama3.1", {"SBATCH_PARTITION": None}, "SBATCH_PARTITION is not set"),
-    ("llama3.1", {"SBATCH_GPUS_PER_NODE": "eight"},
-     "SBATCH_GPUS_PER_NODE=eight is not a positive integer"),
     ("llama3.1", {"HF_TOKEN": None}, "HF_TOKEN is not set"),
     ("llama3.1", {"ENABLE_PROFILE": "true", "ENABLE_NCCLTRACE": "true"},
      "ENABLE_PROFILE=true and ENABLE_NCCLTRACE=true cannot be combined"),
@@ -173,17 +149,6 @@ def test_smoke_test_allows_unpublished_scale_without_hf_token(install: Path) -> 
     assert error("llama3.1", env).startswith("DTYPE=fp16")
 
 
-def test_missing_image_is_an_error_and_a_dry_run_says_so(install: Path) -> None:
-    (install / "images" / "nvidia+nemo+25.04.01.sqsh").unlink()
-    assert "does not exist; run ./setup.sh" in error("nemotron", env_for(install))
-    req = request.from_env(recipe("nemotron"), env_for(install, DRY_RUN="true"))
-    assert any("does not exist; run ./setup.sh" in w and w.endswith("(the real run refuses it)")
-               for w in req.warnings)
-    # an image named on purpose is a value: refused by the dry run as by the real run
-    assert error("nemotron", env_for(install, DRY_RUN="true", RUN_CONF_IMAGE="/no/x.sqsh")) \
-        .startswith("RUN_CONF_IMAGE=/no/x.sqsh does not exist")
-
-
 @pytest.mark.parametrize("gpus", ["100000", "4096"])
 def test_a_local_dry_run_refuses_what_the_local_run_refuses(install: Path, gpus: str) -> None:
     for dry in ("false", "true"):
@@ -191,32 +156,6 @@ def test_a_local_dry_run_refuses_what_the_local_run_refuses(install: Path, gpus:
                                              SMOKE_TEST="true", JOB_TOTAL_GPUS=gpus))
         assert message.startswith(f"JOB_TOTAL_GPUS={gpus} is more processes than this machine "
                                   "can run"), message
-
-
-def runai_env(install: Path, **extra: str) -> dict[str, str]:
-    env = env_for(install, CLUSTER_TYPE="runai", CUSTOM_MOUNT="ws:/workspace:claim-a",
-                  BASE_URL="https://runai.example/api/v1", APP_ID="app", APP_SECRET="s3cret",
-                  PROJECT_NAME="proj", PVC_DIR="/workspace/nemo-run")
-    env.update(extra)
-    return env
-
-
-@pytest.mark.parametrize("missing", request.RUNAI_VARS)
-def test_runai_variables_required(install: Path, missing: str) -> None:
-    env = runai_env(install)
-    env.pop(missing)
-    assert error("nemotron", env).startswith(f"{missing} is not set; CLUSTER_TYPE=runai needs")
-
-
-def test_runai_validation(install: Path) -> None:
-    req = request.from_env(recipe("nemotron"), runai_env(install))
-    assert req.runai is not None and req.image == "nvcr.io/nvidia/nemo:25.04.01"
-    assert "s3cret" not in repr(req)
-    assert "is not name:path:claimName" in error("nemotron",
-                                                 runai_env(install, CUSTOM_MOUNT="ws:/x"))
-    assert "is not under the CUSTOM_MOUNT path" in error("nemotron",
-                                                         runai_env(install, PVC_DIR="/elsewhere"))
-    assert "is not an http(s) URL" in error("nemotron", runai_env(install, BASE_URL="runai"))
 
 
 # --- hostile values: one line naming the variable, refused before anything runs ----
@@ -230,8 +169,6 @@ HOSTILE = [
     ({"SBATCH_ACCOUNT": "acct\n#SBATCH --wrap=id"},
      "SBATCH_ACCOUNT=acct\\n#SBATCH --wrap=id contains control character(s) \\n"),
     ({"SBATCH_PARTITION": "batch\r"}, "SBATCH_PARTITION=batch\\r contains control character(s)"),
-    ({"SBATCH_ACCOUNT": "a$(id)"}, "SBATCH_ACCOUNT=a$(id) contains $ ( ), which a Slurm account"),
-    ({"SBATCH_PARTITION": "a b"}, "SBATCH_PARTITION=a b contains a space"),
     ({"DTYPE": "fp8\x1b[31m"}, "DTYPE=fp8\\x1b[31m contains control character(s) \\x1b"),
     ({"HF_TOKEN": "hf_secret\nvalue"}, "HF_TOKEN contains control character(s) \\n"),
     ({"HF_TOKEN": "true"}, "HF_TOKEN is a yes/no word, which is not a Hugging Face"),
@@ -243,8 +180,6 @@ HOSTILE = [
      "MAX_STEPS=12345678901234567890123 is too large; at most 1000000"),
     ({"MAX_STEPS": "-1"}, "MAX_STEPS=-1 is not a positive integer"),
     ({"GPUS_PER_NODE": "1000"}, "GPUS_PER_NODE=1000 is too large; at most 64"),
-    ({"SBATCH_GPUS_PER_NODE": "3"}, "SBATCH_GPUS_PER_NODE=3 does not match the 8 tasks per node "
-     "(GPUS_PER_NODE=8 for h100); each task drives one GPU"),
     ({"TIME_LIMIT": "forever"}, "TIME_LIMIT=forever is not a Slurm time"),
     ({"TIME_LIMIT": "\u0660\u0660:30:00"}, "TIME_LIMIT=\u0660\u0660:30:00 is not a Slurm time"),
     ({"RUN_CONF_IMAGE": "nvcr.io/nvidia/nemo:25.04.01; id"},
@@ -288,18 +223,6 @@ def test_paths_that_are_not_directories(install: Path, tmp_path: Path) -> None:
         f"RUN_CONF_IMAGE={image_dir} is a directory, not a file")
 
 
-@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
-@pytest.mark.parametrize("dry_run", ["true", "false"])
-def test_an_image_that_is_not_a_regular_file_is_refused(install: Path, tmp_path: Path,
-                                                        kind: str, dry_run: str) -> None:
-    """pyxis reads the image as a squashfs file: a FIFO or a device there is no image."""
-    image = tmp_path / "img.sqsh"
-    plant(image, kind)
-    assert error("nemotron", env_for(install, DRY_RUN=dry_run, RUN_CONF_IMAGE=str(image))) == (
-        f"RUN_CONF_IMAGE={image} is not a regular file (a FIFO or a device); run ./setup.sh "
-        "(it imports nvcr.io/nvidia/nemo:25.04.01) or set RUN_CONF_IMAGE")
-
-
 def test_image_values(install: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     image = tmp_path / "images" / "custom.sqsh"
     image.parent.mkdir()
@@ -323,18 +246,6 @@ def test_image_values(install: Path, tmp_path: Path, monkeypatch: pytest.MonkeyP
     odd.touch()
     assert request.from_env(recipe("nemotron"), env_for(install, RUN_CONF_IMAGE=str(odd))).image \
         == str(odd)
-
-
-def test_runai_hostile_values(install: Path) -> None:
-    assert error("nemotron", runai_env(install, PVC_DIR="/workspace/a b")).startswith(
-        "PVC_DIR=/workspace/a b contains a space")
-    assert error("nemotron", runai_env(install, PVC_DIR="nemo-run")).startswith(
-        "PVC_DIR=nemo-run is not an absolute path")
-    assert "is not a Kubernetes name" in error("nemotron", runai_env(
-        install, CUSTOM_MOUNT="WS:/workspace:claim"))
-    assert error("nemotron", runai_env(install, APP_SECRET="s3\ncret")) == (
-        "APP_SECRET contains control character(s) \\n, which would end or garble a line of the "
-        "job script; remove them")
 
 
 def test_local_runs_take_any_printable_path(tmp_path: Path) -> None:

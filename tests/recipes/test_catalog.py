@@ -289,15 +289,6 @@ def test_a_seed_that_names_its_image_agrees_with_its_source():
     assert named == 2
 
 
-def test_broken_provenance_is_refused(metadata_copy):
-    folder = metadata_copy("nemotron", lambda d: d["sources"].pop("001"))
-    with pytest.raises(CatalogError, match=r"configs\[1\]: source 001 has no entry under sources"):
-        catalog.load_recipe(folder)
-    folder = metadata_copy("nemotron", lambda d: d["sources"]["002"].pop("image"))
-    with pytest.raises(CatalogError, match=r"sources\.002: missing key\(s\) image"):
-        catalog.load_recipe(folder)
-
-
 def test_reference_for_an_unpublished_scale_is_none():
     assert catalog.find_recipe("llama3.1").reference("8b", "fp8", "h100", 256) is None
 

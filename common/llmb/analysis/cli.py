@@ -16,7 +16,6 @@ is a log to identify, matplotlib only for --report.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import math
 import os
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmb.analysis.identify import DEFAULT_GPU, Manifests, display, nccl_traced
+from llmb.shared import front
 from llmb.shared.errors import UsageError
 from llmb.shared.files import path_problem
 from llmb.shared.values import BadValue, require_printable, shown
@@ -390,14 +390,7 @@ def _output(opts: Options, result: dict[str, Any]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        return run(sys.argv[1:] if argv is None else argv)
-    except KeyboardInterrupt:
-        return _fail("interrupted", EXIT_INTERRUPTED)
-    except BrokenPipeError:  # the reader went away (| head): nothing more to say
-        with contextlib.suppress(OSError, ValueError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+    return front.run(PROG, lambda: run(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

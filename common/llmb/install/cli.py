@@ -29,7 +29,7 @@ from llmb.install.fields import InstallError
 from llmb.install.prompts import Answers, Ask
 from llmb.install.steps import Plan, Step
 from llmb.recipes import catalog
-from llmb.shared import files, shellsafe, slurmquery, values
+from llmb.shared import files, front, shellsafe, slurmquery, values
 from llmb.shared.values import shown
 
 REPO = catalog.REPO_ROOT
@@ -326,33 +326,32 @@ def main(argv: list[str] | None = None, input_fn: Ask = input,
                         "answers as a --config file (without the token); install nothing")
     args = parser.parse_args(argv)
     isatty = stdin_isatty or sys.stdin.isatty
+    return front.run("llmb-install", lambda: install(args, input_fn, secret_fn, isatty),
+                     "interrupted; run the same command again to resume")
+
+
+def install(args: argparse.Namespace, input_fn: Ask, secret_fn: Ask,
+            isatty: Callable[[], bool]) -> int:
+    """What the command line asks: record the answers, print the plan, or install."""
     python = sys.executable  # the Python running this, which has PyYAML
-    try:
-        if args.record is not None:
-            if args.config or args.dry_run:
-                raise InstallError("--record asks the questions and writes FILE; it does not "
-                                   "go with --config or --dry-run (replay the file with "
-                                   "--config FILE [--dry-run])")
-            return record_answers(args.record, input_fn, isatty, python)
-        if args.config:
-            plan = plan_from_config(args.config, os.environ)
-        elif not isatty():
-            raise InstallError(NO_TERMINAL)
-        else:
-            found = discover(os.environ.get("USER") or getpass.getuser())
-            plan = interactive_plan(input_fn, secret_fn, os.environ, found)
-        if args.dry_run:
-            print("Dry run: nothing will be changed. The plan:")
-            print_plan(plan, steps=installsteps.build_steps(plan, python))
-            return 0
-        execute(plan, python)
-    except InstallError as exc:
-        print(f"llmb-install: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("llmb-install: interrupted; run the same command again to resume",
-              file=sys.stderr)
-        return 130
+    if args.record is not None:
+        if args.config or args.dry_run:
+            raise InstallError("--record asks the questions and writes FILE; it does not "
+                               "go with --config or --dry-run (replay the file with "
+                               "--config FILE [--dry-run])")
+        return record_answers(args.record, input_fn, isatty, python)
+    if args.config:
+        plan = plan_from_config(args.config, os.environ)
+    elif not isatty():
+        raise InstallError(NO_TERMINAL)
+    else:
+        found = discover(os.environ.get("USER") or getpass.getuser())
+        plan = interactive_plan(input_fn, secret_fn, os.environ, found)
+    if args.dry_run:
+        print("Dry run: nothing will be changed. The plan:")
+        print_plan(plan, steps=installsteps.build_steps(plan, python))
+        return 0
+    execute(plan, python)
     return 0
 
 

@@ -6,6 +6,12 @@ the bad value and what is allowed. Everything that can be checked before a job i
 checked here, so nothing is written or submitted for a bad request; this module never imports
 nemo-run (validation must answer in well under a second).
 
+This module holds the rules every cluster type shares and builds the request. How one variable
+is read (a blank one is unset, booleans, counts, choices) and RequestError are
+llmb.launch.variables'; the rules of one cluster type are its own module's: Slurm's account,
+partition, GRES and image file llmb.launch.slurmvars', Run:ai's mount, API and project
+llmb.launch.runaivars' (node placement is llmb.launch.placement's).
+
 Decisions (documented in the recipe READMEs too):
 - defaults: DTYPE, MODEL_SIZE and GPU_TYPE from metadata `defaults`; GPUS_PER_NODE from
   common/gpus.yaml; CLUSTER_TYPE slurm; MAX_STEPS 50; PROFILE_START_STEP/STOP_STEP from
@@ -20,24 +26,33 @@ Decisions (documented in the recipe READMEs too):
 - hostile values (llmb.shared.shellsafe says what each may hold and why): a control character in any
   variable read here, shell or Slurm characters in the paths and names nemo-run hands to a shell
   or writes into the job script, ',' or ':' in a mounted path, non-ASCII digits, leading zeros
-  and counts above MAX_COUNT, a relative image file, a token that cannot be one, more local
-  processes than this machine can run: each refused in one line.
+  and counts above variables.MAX_COUNT, a relative image file, a token that cannot be one,
+  more local processes than this machine can run: each refused in one line.
 """
 
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
 from llmb import layout
+from llmb.launch import runaivars, slurmvars
 from llmb.launch.placement import Placement, PlacementError, for_launch
+from llmb.launch.runaivars import RUNAI_VARS, RunaiSettings
+from llmb.launch.slurmvars import SLURM_VARS
+from llmb.launch.variables import (
+    MAX_GPUS_PER_NODE,
+    RequestError,
+    checked,
+    parse_bool,
+    parse_choice,
+    parse_positive_int,
+    setting,
+)
 from llmb.recipes import catalog, images
-from llmb.shared import files, shellsafe, values
-from llmb.shared.errors import UsageError
+from llmb.shared import files, shellsafe
 from llmb.shared.values import shown
 
 DEFAULT_MAX_STEPS = 50
@@ -46,7 +61,6 @@ DEFAULT_PROFILE_STOP = 50
 NCCL_TRACE_STEPS = 5
 CHECKPOINT_LOAD_STEPS = 1
 
-_T = TypeVar("_T")
 # CatalogError.field -> the variable a launch.sh user sets.
 FIELD_VARS = {
     "model_size": "MODEL_SIZE",
@@ -56,7 +70,6 @@ FIELD_VARS = {
     "scaling": "STRONG_SCALING",
     "gpus_per_node": "GPUS_PER_NODE",
 }
-RUNAI_VARS = ("CUSTOM_MOUNT", "BASE_URL", "APP_ID", "APP_SECRET", "PROJECT_NAME", "PVC_DIR")
 # Every variable from_env reads. None may hold a control character: each lands in the job
 # script, the manifest or a message line. The secret ones are never shown.
 LAUNCH_VARS = ("LLMB_INSTALL", "LLMB_WORKLOAD", "STAGE_PATH", "DRY_RUN", "SMOKE_TEST",
@@ -64,31 +77,8 @@ LAUNCH_VARS = ("LLMB_INSTALL", "LLMB_WORKLOAD", "STAGE_PATH", "DRY_RUN", "SMOKE_
                "JOB_TOTAL_GPUS", "GPUS_PER_NODE", "LLMB_ALLOW_UNVALIDATED_SCALE", "MAX_STEPS",
                "ENABLE_PROFILE", "ENABLE_GPU_METRICS", "ENABLE_NCCLTRACE", "PROFILE_START_STEP",
                "PROFILE_STOP_STEP", "ENABLE_CHECKPOINT", "LOAD_CHECKPOINT_PATH", "TIME_LIMIT",
-               "HF_TOKEN", "RUN_CONF_IMAGE", "SBATCH_ACCOUNT", "SBATCH_PARTITION",
-               "SBATCH_GPUS_PER_NODE", *RUNAI_VARS)
+               "HF_TOKEN", "RUN_CONF_IMAGE", *SLURM_VARS, *RUNAI_VARS)
 SECRET_VARS = ("HF_TOKEN", "APP_SECRET")
-# The most of anything counted (steps, GPUs): a 23-digit MAX_STEPS is a typo, not a run.
-MAX_COUNT = 1_000_000
-MAX_GPUS_PER_NODE = 64
-# Kubernetes names (Run:ai mount and claim names): DNS-1123 labels.
-K8S_NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-
-
-class RequestError(UsageError):
-    """A bad launch request; str(error) is the one line shown to the user (without 'llmb: ')."""
-
-
-@dataclass(frozen=True)
-class RunaiSettings:
-    mount_name: str
-    mount_path: str
-    claim_name: str
-    base_url: str
-    app_id: str
-    project_name: str
-    pvc_dir: str
-    # The secret is kept out of repr() so no traceback or debug print shows it.
-    app_secret: str = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -126,58 +116,15 @@ class Request:
         return self.llmb_workload / "experiments"
 
 
-def _get(env: Mapping[str, str], name: str) -> str | None:
-    value = env.get(name)
-    return None if value is None or value.strip() == "" else value.strip()
-
-
-def parse_bool(env: Mapping[str, str], name: str, default: bool = False) -> bool:
-    """An unset variable is `default`, a blank one false (llmb.shared.values says what a boolean
-    is)."""
-    value = env.get(name)
-    if value is None:
-        return default
-    try:
-        return values.parse_bool(name, value)
-    except values.BadValue as err:
-        raise RequestError(str(err)) from None
-
-
-def parse_positive_int(env: Mapping[str, str], name: str, default: int | None = None,
-                       what: str = "a positive integer", maximum: int = MAX_COUNT) -> int:
-    """A positive integer written plainly: ASCII digits, no sign, no leading zero (010 is
-    not silently 10, nor 8), at most `maximum`."""
-    value = _get(env, name)
-    if value is None:
-        if default is None:
-            raise RequestError(f"{name} is not set; set it to {what}")
-        return default
-    if not re.fullmatch(r"[1-9][0-9]*", value):
-        plain = re.fullmatch(r"\+?0*([1-9][0-9]*)", value)
-        hint = f"; write it as {plain.group(1)}" if plain else ""
-        raise RequestError(f"{name}={shown(value)} is not {what}{hint}")
-    if len(value) > len(str(maximum)) or int(value) > maximum:
-        raise RequestError(f"{name}={value} is too large; at most {maximum}")
-    return int(value)
-
-
-def _checked(check: Callable[..., _T], *args: object) -> _T:
-    """A llmb.shared.shellsafe check whose refusal becomes this module's one-line RequestError."""
-    try:
-        return check(*args)
-    except values.BadValue as err:
-        raise RequestError(str(err)) from None
-
-
 def _install_paths(recipe: catalog.Recipe, env: Mapping[str, str],
                    cluster_type: str) -> tuple[Path, Path]:
     """LLMB_INSTALL and LLMB_WORKLOAD, absolute. Where nemo-run hands the run directory to a
     shell (slurm, runai) they hold only the characters jobsafe.job_path allows; an existing
     path must be a directory (a file there would otherwise be blamed on the image)."""
-    install = _get(env, "LLMB_INSTALL")
+    install = setting(env, "LLMB_INSTALL")
     if install is None:
         raise RequestError("LLMB_INSTALL is not set; set it to your install root")
-    workload = _get(env, "LLMB_WORKLOAD")
+    workload = setting(env, "LLMB_WORKLOAD")
     llmb_install = Path(install).absolute()
     llmb_workload = (Path(workload).absolute() if workload
                      else layout.Install(llmb_install).workload(recipe.workload))
@@ -186,7 +133,7 @@ def _install_paths(recipe: catalog.Recipe, env: Mapping[str, str],
         if path is None:
             continue
         if cluster_type != "local":
-            _checked(shellsafe.job_path, name, str(path))
+            checked(shellsafe.job_path, name, str(path))
         problem = files.path_problem(path)
         if problem and problem != "does not exist":
             raise RequestError(f"{name}={shown(path)} {problem}; set it to a directory")
@@ -204,10 +151,10 @@ def _local_processes(num_gpus: int, smoke_test: bool) -> None:
 
 def _image(env: Mapping[str, str], cluster_type: str) -> str | None:
     """RUN_CONF_IMAGE as pyxis (slurm) or Run:ai takes it, or None when unset."""
-    value = _get(env, "RUN_CONF_IMAGE")
+    value = setting(env, "RUN_CONF_IMAGE")
     if value is None:
         return None
-    image = _checked(shellsafe.container_image, "RUN_CONF_IMAGE", value)
+    image = checked(shellsafe.container_image, "RUN_CONF_IMAGE", value)
     if shellsafe.looks_like_file(value):
         if cluster_type == "runai":
             raise RequestError(f"RUN_CONF_IMAGE={shown(value)} is a file; Run:ai pulls the "
@@ -216,15 +163,6 @@ def _image(env: Mapping[str, str], cluster_type: str) -> str | None:
         return image
     ref = images.Image.parse(image)
     return ref.pyxis if cluster_type == "slurm" else ref.reference
-
-
-def parse_choice(env: Mapping[str, str], name: str, default: str, allowed: list[str],
-                 owner: str) -> str:
-    value = (_get(env, name) or default).lower()
-    if value not in allowed:
-        raise RequestError(f"{name}={shown(value)} is not supported by {owner}; "
-                           f"allowed: {', '.join(allowed)}")
-    return value
 
 
 def _catalog_error(err: catalog.CatalogError, recipe: catalog.Recipe,
@@ -269,10 +207,10 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
     """Validate the launch environment for `recipe`; raise RequestError on the first problem."""
     env = os.environ if env is None else env
     warnings: list[str] = []
-    _checked(shellsafe.printable_env, env, LAUNCH_VARS, SECRET_VARS)
+    checked(shellsafe.printable_env, env, LAUNCH_VARS, SECRET_VARS)
     if (stage_path := layout.stage_path_problem(env)) is not None:
         raise RequestError(stage_path)
-    if _get(env, "LLMB_INSTALL") is None:
+    if setting(env, "LLMB_INSTALL") is None:
         raise RequestError("LLMB_INSTALL is not set; set it to your install root")
     dry_run = parse_bool(env, "DRY_RUN")
     smoke_test = parse_bool(env, "SMOKE_TEST")
@@ -280,21 +218,22 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
     llmb_install, llmb_workload = _install_paths(recipe, env, cluster_type)
     config = _config(recipe, env, cluster_type, smoke_test, warnings)
     steps = _steps(recipe, env, config, cluster_type, warnings)
-    time_limit = _get(env, "TIME_LIMIT") or str(recipe.size(config.model_size)["time_limit"])
-    _checked(shellsafe.slurm_time, "TIME_LIMIT", time_limit)
+    time_limit = setting(env, "TIME_LIMIT") or str(recipe.size(config.model_size)["time_limit"])
+    checked(shellsafe.slurm_time, "TIME_LIMIT", time_limit)
     if recipe.data.get("requires_hf_token") and not smoke_test:
-        if not _get(env, "HF_TOKEN"):
+        if not setting(env, "HF_TOKEN"):
             raise RequestError(f"HF_TOKEN is not set; {recipe.name} needs a Hugging Face token "
                                "with access to the Llama 3.1 tokenizer (export HF_TOKEN=hf_...)")
-        _checked(shellsafe.hf_token, "HF_TOKEN", env["HF_TOKEN"])
+        checked(shellsafe.hf_token, "HF_TOKEN", env["HF_TOKEN"])
     image_override = _image(env, cluster_type)
     slurm = None
     runai = None
     if cluster_type == "slurm":
-        slurm = _slurm(recipe, env, config, llmb_install, image_override, dry_run, warnings)
+        slurm = slurmvars.settings(recipe, env, config, llmb_install, image_override, dry_run,
+                                   warnings)
         image = slurm.image
     elif cluster_type == "runai":
-        runai = _runai(env)
+        runai = runaivars.settings(env)
         image = image_override or recipe.image
     else:
         image = "local"
@@ -318,7 +257,7 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
 
 def _cluster_type(recipe: catalog.Recipe, env: Mapping[str, str]) -> str:
     cluster_types = list(recipe.data["cluster_types"])
-    cluster_type = (_get(env, "CLUSTER_TYPE") or "slurm").lower()
+    cluster_type = (setting(env, "CLUSTER_TYPE") or "slurm").lower()
     if cluster_type not in catalog.CLUSTER_TYPES:
         raise RequestError(f"CLUSTER_TYPE={shown(cluster_type)} is not known; allowed: "
                            f"{', '.join(catalog.CLUSTER_TYPES)}")
@@ -336,7 +275,7 @@ def _gpus_per_node(env: Mapping[str, str], cluster_type: str, gpu_type: str, num
         return parse_positive_int(env, "GPUS_PER_NODE",
                                   catalog.get_gpu_type(gpu_type).gpus_per_node,
                                   maximum=MAX_GPUS_PER_NODE)
-    per_node_set = _get(env, "GPUS_PER_NODE")
+    per_node_set = setting(env, "GPUS_PER_NODE")
     if per_node_set is not None and per_node_set != str(num_gpus):
         raise RequestError(f"GPUS_PER_NODE={per_node_set} does not apply to "
                            f"CLUSTER_TYPE=local, which runs all {num_gpus} processes on "
@@ -446,12 +385,12 @@ def _steps(recipe: catalog.Recipe, env: Mapping[str, str], config: catalog.Confi
 
 def _load_path(env: Mapping[str, str], cluster_type: str) -> Path | None:
     """LOAD_CHECKPOINT_PATH, absolute: a checkpoint directory holding weights/*.distcp."""
-    load = _get(env, "LOAD_CHECKPOINT_PATH")
+    load = setting(env, "LOAD_CHECKPOINT_PATH")
     if load is None:
         return None
     load_path = Path(os.path.expanduser(load)).absolute()
     if cluster_type == "slurm":  # mounted into the container beside the workload
-        _checked(shellsafe.mount_path, "LOAD_CHECKPOINT_PATH", str(load_path))
+        checked(shellsafe.mount_path, "LOAD_CHECKPOINT_PATH", str(load_path))
     problem = files.path_problem(load_path)
     if problem:
         raise RequestError(f"LOAD_CHECKPOINT_PATH={load} {problem}; point it at a "
@@ -460,54 +399,6 @@ def _load_path(env: Mapping[str, str], cluster_type: str) -> Path | None:
         raise RequestError(f"LOAD_CHECKPOINT_PATH={load} holds no weights/*.distcp; point "
                            "it at the directory one level above weights/")
     return load_path
-
-
-# --- cluster specifics ----------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class _Slurm:
-    account: str
-    partition: str
-    gres: int | None
-    image: str
-
-
-def _slurm(recipe: catalog.Recipe, env: Mapping[str, str], config: catalog.Config,
-           llmb_install: Path, image_override: str | None, dry_run: bool,
-           warnings: list[str]) -> _Slurm:
-    account = _get(env, "SBATCH_ACCOUNT")
-    partition = _get(env, "SBATCH_PARTITION")
-    if account is None:
-        raise RequestError("SBATCH_ACCOUNT is not set; set it to the Slurm account to "
-                           "charge (sacctmgr show assoc user=$USER)")
-    if partition is None:
-        raise RequestError("SBATCH_PARTITION is not set; set it to the Slurm partition "
-                           "to run in (sinfo -s lists them)")
-    _checked(shellsafe.slurm_name, "SBATCH_ACCOUNT", account, "account")
-    _checked(shellsafe.slurm_name, "SBATCH_PARTITION", partition, "partition", True)
-    gres = None
-    if _get(env, "SBATCH_GPUS_PER_NODE") is not None:
-        gres = parse_positive_int(env, "SBATCH_GPUS_PER_NODE", maximum=MAX_GPUS_PER_NODE)
-        if gres != config.gpus_per_node:
-            raise RequestError(
-                f"SBATCH_GPUS_PER_NODE={gres} does not match the {config.gpus_per_node} "
-                f"tasks per node (GPUS_PER_NODE={config.gpus_per_node} for {config.gpu_type}); "
-                f"each task drives one GPU: set SBATCH_GPUS_PER_NODE="
-                f"{config.gpus_per_node} or unset it")
-    _checked(shellsafe.mount_path, "the llmb repository", str(catalog.REPO_ROOT), True)
-    default_image = layout.Install(llmb_install).image(images.Image(recipe.image).file_name)
-    image = image_override or str(default_image)
-    problem = files.path_problem(image, "regular file") if image.startswith("/") else None
-    if problem:
-        source = "RUN_CONF_IMAGE=" if image_override else "the container image "
-        text = (f"{source}{shown(image)} {problem}; run ./setup.sh (it imports "
-                f"{recipe.image}) or set RUN_CONF_IMAGE")
-        if not dry_run or image_override:  # a value given is checked as the real run does
-            raise RequestError(text)
-        # the default image before setup.sh imported it: a dry run shows the job, and says
-        # that the real run refuses it until then
-        warnings.append(f"{text} (the real run refuses it)")
-    return _Slurm(account, partition, gres, image)
 
 
 def _untested_scale(recipe: catalog.Recipe, config: catalog.Config,
@@ -521,36 +412,3 @@ def _untested_scale(recipe: catalog.Recipe, config: catalog.Config,
         return [f"checkpoint {what} at JOB_TOTAL_GPUS={config.num_gpus} is below the smallest "
                 f"tested scale for {name} ({minimum} GPUs); it may run out of memory"]
     return []
-
-
-def _runai(env: Mapping[str, str]) -> RunaiSettings:
-    for name in RUNAI_VARS:
-        if _get(env, name) is None:
-            raise RequestError(f"{name} is not set; CLUSTER_TYPE=runai needs "
-                               f"{', '.join(RUNAI_VARS)}")
-    mount = str(_get(env, "CUSTOM_MOUNT"))
-    parts = mount.split(":")
-    if len(parts) != 3 or not all(parts) or not parts[1].startswith("/"):
-        raise RequestError(f"CUSTOM_MOUNT={shown(mount)} is not name:path:claimName "
-                           "(e.g. workspace:/workspace:my-pvc-claim)")
-    name, path, claim = parts
-    for what, label in (("name", name), ("claimName", claim)):
-        if not K8S_NAME_RE.fullmatch(label):
-            raise RequestError(f"CUSTOM_MOUNT={shown(mount)}: the {what} {shown(label)} is not a "
-                               "Kubernetes name (lower-case letters, digits and -)")
-    pvc_dir = _checked(shellsafe.job_path, "PVC_DIR", str(_get(env, "PVC_DIR")))
-    if not pvc_dir.startswith("/"):
-        raise RequestError(f"PVC_DIR={pvc_dir} is not an absolute path; it is a directory on "
-                           f"the mounted claim, e.g. {path.rstrip('/')}/nemo-run")
-    if os.path.commonpath([path, pvc_dir]) != path.rstrip("/") and path != "/":
-        raise RequestError(f"PVC_DIR={pvc_dir} is not under the CUSTOM_MOUNT path {path}; "
-                           "the experiment directory must live on the mounted claim")
-    base_url = str(_get(env, "BASE_URL")).rstrip("/")
-    if not re.match(r"^https?://[^\s/]+", base_url) or re.search(r"\s", base_url):
-        raise RequestError(f"BASE_URL={shown(base_url)} is not an http(s) URL, e.g. "
-                           "https://<runai-host>/api/v1")
-    return RunaiSettings(
-        mount_name=name, mount_path=path, claim_name=claim, base_url=base_url,
-        app_id=str(_get(env, "APP_ID")), project_name=str(_get(env, "PROJECT_NAME")),
-        pvc_dir=pvc_dir, app_secret=str(_get(env, "APP_SECRET")),
-    )

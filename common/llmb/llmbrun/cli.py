@@ -49,8 +49,8 @@ from llmb.llmbrun.clusterconfig import ClusterConfig, find_config
 from llmb.llmbrun.errors import PROG, RunError
 from llmb.llmbrun.tasks import MAX_SCALE, Task, parse_env_overrides, tasks_from_bulk, validate_all
 from llmb.recipes import catalog
-from llmb.shared import files, startvars, values
-from llmb.shared.errors import LlmbError, UsageError
+from llmb.shared import files, front, startvars, values
+from llmb.shared.errors import UsageError
 
 MAX_NODES = 100_000
 MAX_TIMEOUT_S = 7 * 24 * 3600
@@ -381,17 +381,7 @@ def dispatch(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return dispatch(args)
-    except LlmbError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return exc.status
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # `llmb-run list | head`
-        sys.stderr.close()
-        return 0
+    return front.run(PROG, lambda: dispatch(args))  # errors, Ctrl-C, `llmb-run list | head`
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -270,10 +271,16 @@ MAX_YAML_BYTES = 4 << 20
 
 _LOADER: list[Any] = []
 # libyaml's parser recurses in C and crashes (a segmentation fault, no exception) on
-# collections nested some 100000 deep (`[[[...`, or `- - - ...` on one line). Text long enough
-# to nest deeper than MAX_DEPTH is first scanned for its nesting (libyaml's scanner keeps a
-# counter, it does not recurse; the scan stops at the first level too deep) and refused
-# (TooDeep) above it: no file people write nests that deep.
+# collections nested some 100000 deep (`[[[...`, or `- - - ...` on one line), PyYAML's
+# pure-Python composer recurses too, and libyaml 0.2.6 (in PyYAML 6.0.4's wheels) stops flow
+# nesting at 1000 levels with a scanner error of its own. No file people write nests deeper
+# than MAX_DEPTH; so that the reader gets llmb's one line (TooDeep) whichever loader is
+# installed, text long enough to nest deeper is checked before it is parsed. First its flow
+# nesting (`[`, `{`) is counted on its characters: a scanner holds back the token of an
+# opening bracket until it knows whether a key follows, so libyaml 0.2.6 stops at its 1000th
+# bracket before the first token is out. Then its tokens are counted, which finds block
+# nesting (a scanner keeps a counter, it does not recurse; the count stops at the first level
+# too deep).
 MAX_DEPTH = 200
 
 
@@ -281,21 +288,72 @@ class TooDeep(LlmbError):
     """Collections nested deeper than MAX_DEPTH."""
 
 
-def _too_deep(text: str) -> bool:
-    """Whether YAML text nests collections deeper than MAX_DEPTH, from its tokens."""
+def _safe_loader() -> Any:
+    """PyYAML's safe loader: libyaml's (several times faster) when PyYAML has it."""
     import yaml
 
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+# What the flow count stops at: a bracket, a quote or a comment mark.
+_FLOW_MARK = re.compile(r"""[\[\]{}'"#]""")
+_QUOTED = {"'": re.compile(r"'[^']*(?:''[^']*)*'"),
+           '"': re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)}
+_BLANK = " \t\r\n\ufeff"
+
+
+def _flow_too_deep(text: str) -> bool:
+    """Whether YAML text opens flow collections more than MAX_DEPTH deep, counted on its
+    characters, without a parser. Brackets in a quoted scalar or a comment do not count;
+    outside every flow collection a bracket opens one only after a blank or at the start (not
+    in a plain scalar such as `x[1]`). It is a count, not a parse: a text that misleads it (a
+    quote that is an apostrophe, hundreds of ` [` left open in plain scalars) is still judged
+    by the tokens after it."""
+    depth, pos = 0, 0
+    while match := _FLOW_MARK.search(text, pos):
+        mark, at = match.group(), match.start()
+        before = text[at - 1] if at else "\n"
+        pos = at + 1
+        starts_token = before in _BLANK or (depth > 0 and before in "[{,:")
+        if mark == "#" and before in _BLANK:
+            pos = text.find("\n", pos) + 1
+            if pos == 0:
+                return False
+        elif mark in "'\"" and starts_token:
+            quoted = _QUOTED[mark].match(text, at)
+            pos = quoted.end() if quoted else pos
+        elif mark in "[{" and starts_token:
+            depth += 1
+            if depth > MAX_DEPTH:
+                return True
+        elif mark in "]}" and depth:
+            depth -= 1
+    return False
+
+
+def _too_deep(text: str) -> bool:
+    """Whether YAML text nests collections deeper than MAX_DEPTH: its flow nesting, then its
+    tokens."""
+    import yaml
+
+    if _flow_too_deep(text):
+        return True
     depth = 0
     opens = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken,
              yaml.BlockSequenceStartToken, yaml.BlockMappingStartToken)
     closes = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
-    for token in yaml.scan(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-        if isinstance(token, opens):
-            depth += 1
-            if depth > MAX_DEPTH:
-                return True
-        elif isinstance(token, closes):
-            depth -= 1
+    try:
+        for token in yaml.scan(text, Loader=_safe_loader()):
+            if isinstance(token, opens):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return True
+            elif isinstance(token, closes):
+                depth -= 1
+    except yaml.MarkedYAMLError as exc:  # libyaml >= 0.2.6 stops at its own nesting limit
+        if "maximum nesting depth" in (exc.problem or ""):
+            return True
+        raise
     return False
 
 
@@ -304,9 +362,7 @@ def _loader() -> Any:
     in one mapping: YAML keeps the last value silently, so `env:` written twice would drop the
     first."""
     if not _LOADER:
-        import yaml
-
-        class UniqueKeys(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+        class UniqueKeys(_safe_loader()):  # type: ignore[misc]
             def construct_mapping(self, node: Any, deep: bool = False) -> Any:
                 seen: dict[Any, int] = {}
                 for key_node, _ in node.value:

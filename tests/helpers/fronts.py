@@ -1,0 +1,55 @@
+"""The three Python fronts (llmb-run, the analyzer, the installer) as a shell runs them, to see
+how each ends: its exit status and stderr when the process really exits.
+
+`into_closed_pipe` runs a command whose stdout is a pipe nobody reads any more, as in
+`llmb-run list | head` once head has gone. `failing_front` runs a front's own `main` in a fresh
+Python with one function of its module made to raise an LlmbError of a given status: no input
+of today makes a front fail with a status of its own choosing, and this shows the rule (the
+error's own status) at the real process exit.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from paths import COMMON
+
+PROBE_MESSAGE = "the probe failed here"
+
+_PROBE = f"""
+import importlib, sys
+from llmb.shared.errors import LlmbError
+module_name, function, status, *argv = sys.argv[1:]
+module = importlib.import_module(module_name)
+def fail(*args, **kwargs):
+    raise LlmbError({PROBE_MESSAGE!r}, status=int(status))
+setattr(module, function, fail)
+sys.exit(module.main(argv))
+"""
+
+
+def into_closed_pipe(cmd: Sequence[str], env: Mapping[str, str] | None = None,
+                     cwd: Path | None = None,
+                     timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run `cmd` with stdout a pipe whose reading end is already closed; stderr is captured."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        return subprocess.run(list(cmd), stdout=write, stderr=subprocess.PIPE, text=True,
+                              stdin=subprocess.DEVNULL, env=env, cwd=cwd, timeout=timeout)
+    finally:
+        os.close(write)
+
+
+def failing_front(module: str, function: str, status: int, argv: Sequence[str],
+                  env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`python -c` running `module.main(argv)` after `module.function` was made to raise
+    LlmbError(PROBE_MESSAGE, status=status)."""
+    full = {**(env if env is not None else os.environ), "PYTHONPATH": str(COMMON)}
+    return subprocess.run([sys.executable, "-c", _PROBE, module, function, str(status), *argv],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, env=full,
+                          timeout=120)
