@@ -109,3 +109,42 @@ def test_synthetic_text_is_the_generators(torch: Any) -> None:
                                                                                   seed=8)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
     assert not torch.equal(a[0], c[0])
+
+
+def test_the_optimizer_is_torch_adamws_update_step_by_step(torch: Any) -> None:
+    """smokemodel.AdamW against torch.optim.AdamW on the same model and batches, the learning
+    rate changing every step as the smoke loop changes it: the same weights after each step."""
+    ours_model, theirs_model = build(torch, "llama"), build(torch, "llama")
+    settings = {"lr": 3e-3, "betas": (0.9, 0.95), "weight_decay": 0.1}
+    ours = smokemodel.AdamW(ours_model.parameters(), **settings)
+    theirs = torch.optim.AdamW(theirs_model.parameters(), **settings)
+    generator = torch.Generator().manual_seed(2)
+    vocab = smokemodel.TINY_SHAPES["llama"]["vocab_size"]
+    for step in range(6):
+        tokens, labels = smokemodel.synthetic_batch(generator, vocab, SEQ, 4)
+        for model, optimizer in ((ours_model, ours), (theirs_model, theirs)):
+            optimizer.param_groups[0]["lr"] = 3e-3 * (step + 1) / 6
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(tokens).flatten(0, 1),
+                                                     labels.flatten())
+            loss.backward()
+            optimizer.step()
+        for a, b in zip(ours_model.parameters(), theirs_model.parameters(), strict=True):
+            assert torch.allclose(a, b, atol=1e-6, rtol=1e-5), step
+
+
+def test_the_optimizer_state_round_trips_and_refuses_another_models(torch: Any) -> None:
+    model = build(torch, "nemotron4")
+    optimizer = smokemodel.AdamW(model.parameters(), lr=1e-3)
+    tokens, labels = smokemodel.synthetic_batch(torch.Generator().manual_seed(3), 512, SEQ, 2)
+    torch.nn.functional.cross_entropy(model(tokens).flatten(0, 1), labels.flatten()).backward()
+    optimizer.step()
+    again = smokemodel.AdamW(model.parameters(), lr=5e-4)
+    again.load_state_dict(optimizer.state_dict())
+    assert (again.steps, again.param_groups[0]["lr"]) == (1, 1e-3)
+    assert all(torch.equal(a, b) for a, b in zip(again.exp_avg, optimizer.exp_avg, strict=True))
+    other = smokemodel.AdamW(build(torch, "nemotronh").parameters(), lr=1e-3)
+    with pytest.raises(ValueError, match="other shapes"):
+        other.load_state_dict(optimizer.state_dict())
+    with pytest.raises(ValueError, match="not the smoke workload's optimizer state"):
+        other.load_state_dict({"state": {}, "param_groups": []})  # a torch optimizer's

@@ -39,7 +39,13 @@ from typing import Any
 
 from llmb import manifest as run_manifest
 from llmb.container import nemolog
-from llmb.container.smokemodel import TINY_SEQ_LENGTH, TINY_SHAPES, build_model, synthetic_batch
+from llmb.container.smokemodel import (
+    TINY_SEQ_LENGTH,
+    TINY_SHAPES,
+    AdamW,
+    build_model,
+    synthetic_batch,
+)
 from llmb.manifest import ManifestError
 from llmb.recipes import perf
 from llmb.shared.errors import LlmbError
@@ -299,9 +305,7 @@ def _train(manifest: Mapping[str, Any], ranks: Ranks, timeout: float) -> int:
 
     torch.manual_seed(SEED)  # the same initial weights on every rank
     model = build_model(family, shape, seq)
-    optimizer = torch.optim.AdamW(
-        model.parameters(), lr=PEAK_LR, betas=(0.9, 0.95), weight_decay=0.1
-    )
+    optimizer = AdamW(model.parameters(), lr=PEAK_LR, betas=(0.9, 0.95), weight_decay=0.1)
     params = sum(p.numel() for p in model.parameters())
     log.info(
         f"Smoke workload: {family} tiny model {', '.join(f'{k}={v}' for k, v in shape.items())};"
@@ -381,7 +385,8 @@ def _loop(log: _Log, model: Any, optimizer: Any, family: str, ranks: Ranks, step
     distributed = ranks.world_size > 1
     gbs = MICRO_BATCH_SIZE * ranks.world_size
     flops = perf.model_flops(family, shape, seq)
-    trained = torch.nn.parallel.DistributedDataParallel(model) if distributed else model
+    if distributed:
+        _same_weights(model)
     generator = torch.Generator().manual_seed(SEED + 1 + ranks.rank + 7919 * step0)
     total_steps = step0 + max_steps
     for i in range(max_steps):
@@ -392,9 +397,11 @@ def _loop(log: _Log, model: Any, optimizer: Any, family: str, ranks: Ranks, step
             group["lr"] = lr
         inputs, labels = synthetic_batch(generator, shape["vocab_size"], seq, MICRO_BATCH_SIZE)
         optimizer.zero_grad(set_to_none=True)
-        logits = trained(inputs)
+        logits = model(inputs)
         loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
         loss.backward()
+        if distributed:
+            _average_gradients(model, ranks.world_size)
         optimizer.step()
         reduced = loss.detach().clone()
         if distributed:
@@ -408,6 +415,32 @@ def _loop(log: _Log, model: Any, optimizer: Any, family: str, ranks: Ranks, step
             tflops_per_gpu=perf.tflops_per_gpu(gbs, flops, elapsed, ranks.world_size),
             consumed_samples=consumed))
     return consumed
+
+
+def _same_weights(model: Any) -> None:
+    """Rank 0's weights on every rank, as DistributedDataParallel starts (every rank seeds
+    alike, so this only makes sure)."""
+    import torch.distributed as dist
+
+    for p in model.parameters():
+        dist.broadcast(p.data, 0)
+
+
+def _average_gradients(model: Any, world_size: int) -> None:
+    """Data parallel as DistributedDataParallel does it, by hand: the gradients summed over the
+    ranks in one all-reduce (gloo) of one flat buffer, then divided by their number. Not DDP
+    itself: it imports torch._dynamo when first used (see smokemodel.AdamW)."""
+    import torch
+    import torch.distributed as dist
+
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat)
+    flat /= world_size
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset:offset + g.numel()].view_as(g))
+        offset += g.numel()
 
 
 def _save(log: _Log, job_dir: Path, model: Any, optimizer: Any, identity: dict[str, Any],

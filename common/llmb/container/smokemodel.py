@@ -1,4 +1,5 @@
-"""The smoke workload's model and data: a tiny decoder-only transformer per recipe family.
+"""The smoke workload's model, data and optimizer: a tiny decoder-only transformer per recipe
+family.
 
 Shapes keep the keys of each family's metadata.yaml model shape, so `llmb.recipes.perf` gives their
 FLOPs; the synthetic tokens follow a simple rule with noise, so the loss falls. torch is
@@ -8,6 +9,7 @@ imported inside the functions, so this module imports without it.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
@@ -230,3 +232,64 @@ def synthetic_batch(generator: Any, vocab: int, seq_length: int, batch: int) -> 
     noise = torch.rand(tokens.shape, generator=generator) < 0.1
     tokens = torch.where(noise, torch.randint(0, vocab, tokens.shape, generator=generator), tokens)
     return tokens[:, :-1], tokens[:, 1:]
+
+
+class AdamW:
+    """The update of torch.optim.AdamW (Adam with decoupled weight decay and bias correction),
+    for the tiny model's few tensors, with the part of a torch optimizer's interface the smoke
+    workload uses (param_groups[0]["lr"], zero_grad, step, state_dict, load_state_dict).
+
+    Why not torch.optim: the first use of any torch optimizer (as of DistributedDataParallel)
+    imports torch._dynamo, about 0.9 s of CPU per task: a smoke job runs 16 tasks, on a test
+    machine's 2 cores that is 7 s of each job's minute. tests/container/test_smokemodel.py
+    holds this update to torch.optim.AdamW's, step by step."""
+
+    def __init__(self, params: Any, lr: float, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0.01) -> None:
+        import torch
+
+        self.params = list(params)
+        self.param_groups = [{"lr": lr}]
+        self.betas, self.eps, self.weight_decay = betas, eps, weight_decay
+        self.steps = 0
+        self.exp_avg = [torch.zeros_like(p) for p in self.params]
+        self.exp_avg_sq = [torch.zeros_like(p) for p in self.params]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        import torch
+
+        lr, (beta1, beta2) = self.param_groups[0]["lr"], self.betas
+        self.steps += 1
+        correction1 = 1 - beta1 ** self.steps
+        correction2_sqrt = math.sqrt(1 - beta2 ** self.steps)
+        with torch.no_grad():
+            for p, avg, avg_sq in zip(self.params, self.exp_avg, self.exp_avg_sq, strict=True):
+                if p.grad is None:
+                    continue
+                p.mul_(1 - lr * self.weight_decay)
+                avg.lerp_(p.grad, 1 - beta1)
+                avg_sq.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+                denom = (avg_sq.sqrt() / correction2_sqrt).add_(self.eps)
+                p.addcdiv_(avg, denom, value=-lr / correction1)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"steps": self.steps, "lr": self.param_groups[0]["lr"],
+                "exp_avg": list(self.exp_avg), "exp_avg_sq": list(self.exp_avg_sq)}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """ValueError when the state is not one of this optimizer for these parameters."""
+        try:
+            avgs, avg_sqs = list(state["exp_avg"]), list(state["exp_avg_sq"])
+            steps, lr = int(state["steps"]), float(state["lr"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"not the smoke workload's optimizer state ({err})") from None
+        shapes = [tuple(p.shape) for p in self.params]
+        if [tuple(t.shape) for t in avgs] != shapes or [tuple(t.shape) for t in avg_sqs] != shapes:
+            raise ValueError("the optimizer state holds tensors of other shapes")
+        self.exp_avg = [t.clone() for t in avgs]
+        self.exp_avg_sq = [t.clone() for t in avg_sqs]
+        self.steps, self.param_groups[0]["lr"] = steps, lr
