@@ -462,15 +462,15 @@ def _save(log: _Log, job_dir: Path, model: Any, optimizer: Any, identity: dict[s
 
 
 def _finish(ranks: Ranks) -> None:
-    """Leave the process group together; rank 0 removes the file rendezvous."""
+    """Leave the process group together. A file rendezvous is removed by torch's FileStore
+    itself, by the last rank to leave; removing it from rank 0 raced with the others' leaving
+    (a rank leaving after the removal wrote the file anew, and it stayed)."""
     if ranks.world_size <= 1:
         return
     import torch.distributed as dist
 
     dist.barrier()
     dist.destroy_process_group()
-    if ranks.rank == 0 and ranks.init_method and ranks.init_method.startswith("file://"):
-        Path(ranks.init_method[len("file://") :]).unlink(missing_ok=True)
 
 
 def run(manifest: Mapping[str, Any]) -> int:
