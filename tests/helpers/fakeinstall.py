@@ -149,3 +149,15 @@ def submit_record(job_id: str, run_dir: Path, workload: str = "pretrain_llama3.1
               "time": "2025-04-11T14:48:45Z"}
     record.update(extra)
     return record
+
+
+def with_four_runs(root: Path) -> Path:
+    """An install (make_install) holding four runs as real jobs leave them: job 11 a node
+    failure then a good attempt, 12 stopped by its time limit, 13 far below the reference (a
+    repeat of 11's configuration), 14 a good Nemotron-4 15b run."""
+    make_install(root)
+    make_run(root, "11", restarts=1)
+    make_run(root, "12", complete=False)
+    make_run(root, "13", step_time=30.0)
+    make_run(root, "14", workload="pretrain_nemotron4", size="15b", scale=16)
+    return root

@@ -43,3 +43,16 @@ def error(name: str, env: dict[str, str]) -> str:
     with pytest.raises(request.RequestError) as info:
         request.from_env(recipe(name), env)
     return str(info.value)
+
+
+def assert_refused(install: Path, name: str, extra: dict[str, str | None], message: str) -> None:
+    """launch.sh's request for recipe `name` with `extra` set (None: unset) is refused in one
+    line that starts with `message`."""
+    env = env_for(install)
+    env.update({k: v for k, v in extra.items() if v is not None})
+    for k, v in extra.items():
+        if v is None:
+            env.pop(k, None)
+    text = error(name, env)
+    assert text.startswith(message), text
+    assert "\n" not in text

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from launchvalidation import env_for, error, make_install, recipe
+from launchvalidation import assert_refused, env_for, error, make_install, recipe
 from llmb.launch import request
 from specialfiles import plant
 
@@ -25,14 +25,7 @@ def install(tmp_path: Path) -> Path:
 ])
 def test_validation(install: Path, name: str, extra: dict[str, str | None],
                     message: str) -> None:
-    env = env_for(install)
-    env.update({k: v for k, v in extra.items() if v is not None})
-    for k, v in extra.items():
-        if v is None:
-            env.pop(k, None)
-    text = error(name, env)
-    assert text.startswith(message), text
-    assert "\n" not in text
+    assert_refused(install, name, extra, message)
 
 
 HOSTILE = [

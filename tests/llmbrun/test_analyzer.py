@@ -13,12 +13,7 @@ from llmb.llmbrun import analyzer
 
 @pytest.fixture(scope="module")
 def install(tmp_path_factory) -> Path:
-    root = fakeinstall.make_install(tmp_path_factory.mktemp("i") / "llmb")
-    fakeinstall.make_run(root, "11", restarts=1)  # a node failure, then a good attempt
-    fakeinstall.make_run(root, "12", complete=False)  # time limit
-    fakeinstall.make_run(root, "13", step_time=30.0)  # far below the reference
-    fakeinstall.make_run(root, "14", workload="pretrain_nemotron4", size="15b", scale=16)
-    return root
+    return fakeinstall.with_four_runs(tmp_path_factory.mktemp("i") / "llmb")
 
 
 def run_dir(root: Path, job: str) -> Path:
