@@ -56,3 +56,12 @@ def assert_refused(install: Path, name: str, extra: dict[str, str | None], messa
     text = error(name, env)
     assert text.startswith(message), text
     assert "\n" not in text
+
+
+def assert_hostile_refused(install: Path, extra: dict[str, str], message: str) -> None:
+    """A hostile value for Llama 3.1's launch.sh is refused in one line starting with
+    `message` (no line break, no carriage return, never the token)."""
+    text = error("llama3.1", env_for(install, **extra))
+    assert text.startswith(message), text
+    assert "\n" not in text and "\r" not in text
+    assert "hf_secret" not in text

@@ -7,7 +7,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from launchvalidation import assert_refused, env_for, error, make_install, recipe
+from launchvalidation import (
+    assert_hostile_refused,
+    assert_refused,
+    env_for,
+    error,
+    make_install,
+    recipe,
+)
 from llmb.launch import request
 from specialfiles import plant
 
@@ -39,10 +46,7 @@ HOSTILE = [
 @pytest.mark.parametrize(("extra", "message"), HOSTILE, ids=[m[:40] for _, m in HOSTILE])
 def test_hostile_values_are_refused_in_one_line(install: Path, extra: dict[str, str],
                                                 message: str) -> None:
-    text = error("llama3.1", env_for(install, **extra))
-    assert text.startswith(message), text
-    assert "\n" not in text and "\r" not in text
-    assert "hf_secret" not in text
+    assert_hostile_refused(install, extra, message)
 
 
 def test_missing_image_is_an_error_and_a_dry_run_says_so(install: Path) -> None:
