@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -243,6 +244,28 @@ def _restarts(scan: timing.LogScan) -> str:
 
 
 _JOB_LOG = re.compile(r"_(\d+)_\d+\.out$")  # nemo-run's log-<name>_<job>_<n>.out
+_BATCH = re.compile(r"^sbatch_.*_(\d+)\.out$")  # and its batch output, sbatch_<name>_<job>.out
+BATCH_FOLDERS_KEPT = 8
+# folder -> (its mtime, job id -> the batch output names of that job): a folder is listed once,
+# not once per failed log (a folder of 20,000 logs was listed 20,000 times: quadratic)
+_batch_folders: OrderedDict[str, tuple[int, dict[str, list[str]]]] = OrderedDict()
+
+
+def _batch_names(folder: str, job: str) -> list[str]:
+    """The batch outputs of a job in folder, in name order (OSError when it cannot be listed)."""
+    mtime = os.stat(folder).st_mtime_ns
+    kept = _batch_folders.get(folder)
+    if kept is None or kept[0] != mtime:
+        jobs: dict[str, list[str]] = {}
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.startswith("sbatch_") and (m := _BATCH.match(entry.name)):
+                    jobs.setdefault(m.group(1), []).append(entry.name)
+        kept = _batch_folders[folder] = (mtime, jobs)
+        while len(_batch_folders) > BATCH_FOLDERS_KEPT:
+            _batch_folders.popitem(last=False)
+    _batch_folders.move_to_end(folder)
+    return sorted(kept[1].get(job, ()))
 
 
 def add_batch_output(path: str, scan: timing.LogScan) -> bool:
@@ -254,10 +277,9 @@ def add_batch_output(path: str, scan: timing.LogScan) -> bool:
     if found is None:
         return False
     folder = os.path.dirname(path) or "."
-    suffix = f"_{found.group(1)}.out"
     try:
-        names = [n for n in os.listdir(folder) if n.startswith("sbatch_") and n.endswith(suffix)]
-        batches = [timing.scan_log(os.path.join(folder, n)) for n in sorted(names)]
+        batches = [timing.scan_log(os.path.join(folder, n))
+                   for n in _batch_names(folder, found.group(1))]
     except OSError:
         return False
     added = False
