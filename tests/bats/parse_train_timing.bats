@@ -115,7 +115,7 @@ assert {s["reason"] for s in data["skipped"]} == {"sbatch output", "NCCL trace"}
     [[ "${stderr}" == *"unknown option --verbose; allowed: --format=table|csv|json"* ]]
     run --separate-stderr "${SCRIPT}" --gpu-type=a100 "${FIXTURES}"
     [ "${status}" -eq 2 ]
-    [[ "${stderr}" == *"--gpu-type=a100 is not allowed; allowed: h100, b200, gb200"* ]]
+    [[ "${stderr}" == *"--gpu-type=a100 is not allowed; allowed: h100, b200, gb200, h200, b300, gb300"* ]]
 }
 
 @test "--gpu-type=gb200 applies to runs identified by name" {

@@ -355,7 +355,7 @@ def test_the_container_is_the_one_000_imports():
     pytest.param("llama3.1", ("13b", "fp8", "h100", 8), "model_size", "13b",
                  ("8b", "70b", "405b"), id="unknown-size"),
     pytest.param("nemotron", ("15b", "fp8", "a100", 16), "gpu_type", "a100",
-                 ("h100", "b200", "gb200"), id="unknown-gpu"),
+                 ("h100", "b200", "gb200", "h200", "b300", "gb300"), id="unknown-gpu"),
     pytest.param("nemotron", ("15b", "fp8", "h100", 16, "sideways"), "scaling", "sideways",
                  ("weak", "strong"), id="unknown-scaling"),
 ])
