@@ -15,6 +15,7 @@ Errors are one line on stderr starting with "llmb: " and a non-zero exit (2 for 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -53,6 +54,14 @@ def login(recipe_dir: Path) -> int:
 
     try:
         recipe = catalog.load_recipe(recipe_dir)
+    except catalog.CatalogError as err:
+        return _error(str(err))
+    gpu_type = os.environ.get("GPU_TYPE", "").strip().lower()
+    try:  # a GPU type the recipe has no row for: say which it has, and what else knows it
+        catalog.require_gpu_type(recipe, gpu_type)
+    except catalog.CatalogError as err:
+        return _error(f"GPU_TYPE={err}")
+    try:
         req = request.from_env(recipe)
     except (request.RequestError, catalog.CatalogError) as err:
         return _error(str(err))
