@@ -64,8 +64,8 @@ def log_facts(scan: timing.LogScan, ident: dict[str, Any] | None, identifier: An
                                f"{sizes[0][1]!r}; {sizes[1][0]}: {sizes[1][1]!r})")
     if scan.gbs_change is not None:
         at, value = scan.gbs_change
-        checked.invalid.append(f"global_batch_size changes from {scan.gbs} to {value} at "
-                               f"iteration {at}")
+        checked.invalid.append(f"{scan.name('gbs')} changes from {scan.gbs} to {value} at "
+                               f"iteration {scan.label(at)}")
     if ident is None:
         return checked
     world = scan.world_size
@@ -83,8 +83,9 @@ def log_facts(scan: timing.LogScan, ident: dict[str, Any] | None, identifier: An
                 f"{ident['num_gpus']} {ident['gpu_type']} GPUs has {layers} (metadata.yaml)")
     hint = ident["final_index"]
     if scan.final_index is not None and hint is not None and scan.final_index != hint:
-        checked.notes.append(f"the log counts to iteration {scan.final_index}, {_source(ident)}'s "
-                             f"max_steps to {hint}; the log's count is used")
+        checked.notes.append(f"the log counts to iteration {scan.label(scan.final_index)}, "
+                             f"{_source(ident)}'s max_steps to {scan.label(hint)}; the log's "
+                             "count is used")
     return checked
 
 
@@ -97,7 +98,7 @@ def _gbs(scan: timing.LogScan, checked: Checked, identifier: Any) -> None:
         checked.ident = identifier.with_gbs(ident, scan.gbs)
         return
     checked.invalid.append(f"{_source(ident)} says GBS {ident['gbs']}, the step lines' "
-                           f"global_batch_size {scan.gbs}: the log is not this configuration's")
+                           f"{scan.name('gbs')} {scan.gbs}: the log is not this configuration's")
 
 
 def implied_flops(scan: timing.LogScan, idx: list[int], gpus: int, gbs: int) -> float | None:
@@ -118,8 +119,8 @@ def model_check(scan: timing.LogScan, ident: dict[str, Any], idx: list[int],
     if implied is None or 1 / MODEL_FACTOR <= implied / flops <= MODEL_FACTOR:
         return None
     layers = f", {ident['num_layers']} layers" if ident.get("num_layers") else ""
-    return (f"the log's TFLOPS_per_GPU imply {implied:.3g} model FLOPs per sample (GBS {gbs} on "
-            f"{gpus} GPUs), {_source(ident)}'s model ({ident['recipe'].name} "
+    return (f"the log's {scan.name('tflops')} imply {implied:.3g} model FLOPs per sample "
+            f"(GBS {gbs} on {gpus} GPUs), {_source(ident)}'s model ({ident['recipe'].name} "
             f"{ident['model_size']}{layers}) has {flops:.3g}: the log is not this "
             "configuration's")
 
@@ -160,13 +161,13 @@ def tflops_above_peak(scan: timing.LogScan, ident: dict[str, Any] | None, identi
                    default=None)
         if peak is None or value <= peak:
             return None
-        return (f"TFLOPS_per_GPU {text} at iteration {at} is above every GPU's peak "
-                f"({peak:g} TFLOPS)")
+        return (f"{scan.name('tflops')} {text} at iteration {scan.label(at)} is above every "
+                f"GPU's peak ({peak:g} TFLOPS)")
     if not ident["smoke"] and not ident["recipe"].logged_tflops:
         return None  # NeMo logs a wrong figure for this model, and it is not used
     peak = identifier.peak_tflops(ident)
     if not peak or value <= peak:
         return None
-    return (f"TFLOPS_per_GPU {text} at iteration {at} is above the {ident['gpu_type']} "
-            f"{ident['dtype']} peak ({peak:g} TFLOPS)"
+    return (f"{scan.name('tflops')} {text} at iteration {scan.label(at)} is above the "
+            f"{ident['gpu_type']} {ident['dtype']} peak ({peak:g} TFLOPS)"
             + _fits(ident, identifier, value / peak, peak).replace(" and of every GPU's", ""))

@@ -47,8 +47,11 @@ NOT_STEP, STEP, RESTART = 0, 1, 2
 WORLD_SIZES_MAX = 4  # distinct world sizes kept (one is the rule; two say the log is mixed)
 _SAVE = re.compile(r"Save duration\s*:\s*" + _NUM + r"\s*s", re.A)
 _LOAD = re.compile(r"load_checkpoint\s*:\s*" + _NUM + r"\s*s", re.A)
-# How each family numbers its iterations: a reason names the iteration as the log prints it.
+# How each family numbers its iterations and names its fields: a reason names them as the log
+# prints them.
 FIRST_ITERATION = {"nemo": 0, "megatron": 1}
+FIELD_NAMES = {"nemo": {"tflops": "TFLOPS_per_GPU", "gbs": "global_batch_size"},
+               "megatron": {"tflops": "MODEL_TFLOP/s/GPU", "gbs": "global batch size"}}
 
 
 class Step(NamedTuple):
@@ -113,6 +116,10 @@ class LogScan:
     def label(self, index: int) -> int:
         """A step index as the log numbers it (Megatron counts from 1)."""
         return index + FIRST_ITERATION.get(self.family or "", 0)
+
+    def name(self, key: str) -> str:
+        """What the log calls a field: tflops, gbs."""
+        return FIELD_NAMES.get(self.family or "nemo", FIELD_NAMES["nemo"])[key]
 
     def complete(self, final_index: int | None = None) -> bool:
         """True when the run reached its final iteration (the log's own count first)."""

@@ -126,10 +126,10 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any]
         # (a figure above the peak, or a GPU count or GBS not the log's, says more)
         invalid.append(wrong)
     explained = failures.explain(scan.findings, complete=complete, last=scan.max_iteration,
-                                 final=final, steps=len(scan.steps))
+                                 final=final, steps=len(scan.steps), first=scan.label(0))
     primary = scan.findings.primary()
     nan_grads = primary is not None and primary[0] == "nan"  # explained says it
-    notes = [*invalid, explained or "", _restarts(scan), *checked.notes]
+    notes = [*invalid, explained or "", _restarts(scan), _skipped(scan), *checked.notes]
     if complete and not invalid:
         if span.note:
             notes.append(span.note)
@@ -207,26 +207,30 @@ def _invalid(scan: timing.LogScan, ident: dict[str, Any] | None, identifier: Any
              mfu: float | None, peak: float | None) -> list[str]:
     """Why the run's numbers cannot be trusted (empty when they can)."""
     out = []
+    at = scan.label  # an iteration as the log numbers it
     if scan.nonfinite is not None:
         iteration, name, value = scan.nonfinite
-        out.append(f"{name} is {value} at iteration {iteration}")
+        out.append(f"{name} is {value} at iteration {at(iteration)}")
+    if scan.nan_iterations is not None:
+        iteration, count = scan.nan_iterations
+        out.append(f"number of nan iterations is {count} at iteration {at(iteration)}")
     if scan.first_bad_time is not None:
         iteration, value = scan.first_bad_time
         out.append(f"{scan.bad_times} step time(s) are not a plausible number of seconds "
-                   f"(first: {value} at iteration {iteration}; allowed: "
+                   f"(first: {value} at iteration {at(iteration)}; allowed: "
                    f"{timing.MIN_STEP_SECONDS:g} s to {timing.MAX_STEP_SECONDS / 86400:g} days); "
                    "they are not counted")
     if scan.refused is not None:
         iteration, name, value = scan.refused
         out.append(f"{scan.refused_count} step line value(s) are not numbers (first: {name} "
-                   f"{value!r} at iteration {iteration})")
+                   f"{value!r} at iteration {at(iteration)})")
     if scan.final_change is not None:
         iteration, before, after = scan.final_change
-        out.append(f"the final iteration changes within the log ({before}, then {after} at "
-                   f"iteration {iteration}): two runs in one log")
+        out.append(f"the final iteration changes within the log ({at(before)}, then "
+                   f"{at(after)} at iteration {at(iteration)}): two runs in one log")
     if scan.beyond_final is not None:
         iteration, final = scan.beyond_final
-        out.append(f"iteration {iteration} is beyond its final iteration {final}")
+        out.append(f"iteration {at(iteration)} is beyond its final iteration {at(final)}")
     if mfu is not None and ident is not None and peak and mfu > 1:
         out.append(crosscheck.impossible_mfu(ident, identifier, mfu, peak))
     return out
@@ -237,10 +241,20 @@ def _restarts(scan: timing.LogScan) -> str:
         return ""
     reached, to = scan.restarts[0]
     times = "" if scan.restart_count == 1 else f" ({scan.restart_count} times)"
-    text = f"training started over at iteration {to} after reaching {reached}{times}"
+    text = (f"training started over at iteration {scan.label(to)} after reaching "
+            f"{scan.label(reached)}{times}")
     if scan.before_restart:
         text += f", after {scan.before_restart.summary()}"
     return text
+
+
+def _skipped(scan: timing.LogScan) -> str:
+    """Megatron's skipped iterations (an optimizer step it left out: the run goes on)."""
+    if scan.skipped_iterations is None:
+        return ""
+    first, total = scan.skipped_iterations
+    return (f"number of skipped iterations: {total} in all, the first at iteration "
+            f"{scan.label(first)}")
 
 
 _JOB_LOG = re.compile(r"_(\d+)_\d+\.out$")  # nemo-run's log-<name>_<job>_<n>.out
