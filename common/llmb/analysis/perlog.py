@@ -69,6 +69,8 @@ class LogAnalyzer:
             if os.path.islink(path) and not os.path.exists(path):  # a loop is not dangling
                 reason = str(path_problem(path, "file")).removeprefix("is a ")
             return self._done(task, unreadable(rel, path, f"cannot read: {reason}"), rel)
+        if scan.step_lines == 0 and scan.foreign and not scan.training:
+            return Outcome(path, skipped=f"not a training log: {scan.foreign}")
         if not scan.steps and not scan.reached and not scan.looks_like_log \
                 and not os.path.basename(path).startswith("log-"):
             return Outcome(path, skipped="no training output")
