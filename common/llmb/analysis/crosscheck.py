@@ -5,10 +5,13 @@ states facts of its own. Where they disagree, per field:
 
 - world size: the start-up lines state how many processes trained (Lightning's
   `Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/16`, `Starting with 16 processes`,
-  torchrun's `global_world_sizes=[16, ...]`). One process per GPU, so a manifest or name
-  that says another GPU count is not this log's: Invalid, naming both. Two different world
-  sizes in one log's start-up: Invalid.
-- global batch size: every NeMo step line prints `global_batch_size`. A GBS the manifest or
+  torchrun's `global_world_sizes=[16, ...]`, Megatron-LM's `using world size: 16`). One
+  process per GPU, so a manifest or name that says another GPU count is not this log's:
+  Invalid, naming both. Two different world sizes in one log's start-up: Invalid. Without
+  such a line, the configuration's `data_parallel_size` times the TP, PP and CP the manifest
+  or name states is the world size.
+- global batch size: every step line prints it (NeMo's `global_batch_size`, Megatron's
+  `global batch size`). A GBS the manifest or
   the name states that differs: Invalid, naming both; one that changes within the log:
   Invalid. An old-style name (`..._8b_bf16_16`) states no GBS and the published row's was
   assumed: the log's wins (scaling and reference follow it). A smoke test trains a tiny
@@ -73,6 +76,13 @@ def log_facts(scan: timing.LogScan, ident: dict[str, Any] | None, identifier: An
         checked.invalid.append(f"{_source(ident)} says {ident['num_gpus']} GPUs, the log "
                                f"{world} processes ({sizes[0][1]!r}): the log is not this "
                                "configuration's")
+    elif world is None and scan.data_parallel and ident.get("parallel"):
+        tp, pp, cp = ident["parallel"]
+        if (implied := scan.data_parallel * tp * pp * cp) != ident["num_gpus"]:
+            checked.invalid.append(
+                f"{_source(ident)} says {ident['num_gpus']} GPUs, the log's data_parallel_size "
+                f"{scan.data_parallel} x TP {tp} x PP {pp} x CP {cp} is {implied}: the log is "
+                "not this configuration's")
     _gbs(scan, checked, identifier)
     if ident["by"] == "manifest" and ident["num_layers"] and not ident["smoke"]:
         layers = identifier.catalog_layers(ident)

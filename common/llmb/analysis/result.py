@@ -96,6 +96,8 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any]
     result = empty_result(rel, path)
     checked = crosscheck.log_facts(scan, ident, identifier)
     ident = checked.ident
+    if ident is not None and ident["seq_length"] is None and scan.seq_length:
+        ident = {**ident, "seq_length": scan.seq_length}  # a model the catalog does not know
     final_hint = ident["final_index"] if ident else None
     final = scan.final_index if scan.final_index is not None else final_hint
     complete = scan.complete(final_hint)
@@ -190,7 +192,8 @@ def _derived(result: dict[str, Any], ident: dict[str, Any] | None, mean: float |
     if ident is None or not mean or not ident["gbs"] or ident["smoke"]:
         return None
     gbs, gpus = ident["gbs"], ident["num_gpus"]
-    tokens = finite(perf.tokens_per_second(ident["seq_length"], gbs, mean))
+    tokens = (finite(perf.tokens_per_second(ident["seq_length"], gbs, mean))
+              if ident["seq_length"] else None)
     result["tokens_per_second"] = _round(tokens, 1)
     if tokens:
         result["time_to_train_days"] = _round(perf.days_to_train(tokens), 4)
