@@ -28,7 +28,8 @@ def test_the_numbered_answers():
     assert prompts.picked("2", choices, False) == ["b200"]
     assert prompts.picked(" GB200 ", choices, False) == ["gb200"]
     assert prompts.picked("1 3", choices, False) == "1 3: give one number or name"
-    assert prompts.picked("all", choices, True) == ["h100", "b200", "gb200", "h200", "b300", "gb300"]
+    assert prompts.picked("all", choices, True) == ["h100", "b200", "gb200", "h200", "b300",
+                                                    "gb300"]
     assert prompts.picked("3,1 3", choices, True) == ["gb200", "h100"]
     assert prompts.picked("0", choices, True) == (
         "0 is not one of: h100, b200, gb200, h200, b300, gb300 (or their numbers 1-6, or all)")
