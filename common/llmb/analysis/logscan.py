@@ -35,8 +35,8 @@ _WORLD = (re.compile(r"MEMBER:\s*\d{1,9}\s*/\s*(\d{1,9})(?!\d)", re.A),
 # The start-up's configuration, as YAML (`seq_length: 8192`), an argument dump (`seq_length
 # ........ 8192`) or a repr (`seq_length=8192`): the sequence length and data-parallel size.
 FACT_NEEDLES = (b"seq_length", b"data_parallel_size", b"data-parallel size")
-_FACT = re.compile(r"(seq_length|data_parallel_size|data-parallel size)(?:\s*[:=]\s*|\s+\.+\s+)"
-                   r"(\d{1,9})(?![\d.])", re.A)
+_FACT = re.compile(r"(?<![\w-])(seq_length|data_parallel_size|data-parallel size)"
+                   r"(?:\s*[:=]\s*|\s+\.+\s+)(\d{1,9})(?![\d.])", re.A)
 # An iteration this much below the previous one starts the run over (requeue, resume); smaller
 # drops are ranks printing the same steps out of order.
 RESTART_DROP = 2

@@ -228,6 +228,10 @@ def _feed(scan: LogScan, buf: Buffer, end: int) -> None:
             gap = stop
         if reader.tail is not None:
             reader.tail(scan, buf, after, end)
+    else:  # no family yet: what a reader carries to its first step line may come first
+        for each in READERS:
+            if each.tail is not None:
+                each.tail(scan, buf, 0, end)
     if scan._previous is None:
         _startup(scan, buf, startup_from, end)
     _checkpoints(scan, buf, gap, end)
