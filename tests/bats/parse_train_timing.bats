@@ -124,6 +124,17 @@ assert {s["reason"] for s in data["skipped"]} == {"sbatch output", "NCCL trace"}
     [[ "${output}" == *"nemotron 340b fp8 128gb200"* ]]
 }
 
+@test "--gpu-type=b300: a Megatron-Bridge run on B300, its MFU on the B300 peak" {
+    local corpus="${REPO}/tests/fixtures/logs/corpus/bridge-b300-glued"
+    run --separate-stderr "${SCRIPT}" --gpu-type=b300 --format=csv "${corpus}"
+    [ "${status}" -eq 0 ]
+    [[ "${lines[1]}" == *",Success,4.1904,"*",llama3.1,8b,bf16,b300,8,128,"* ]]
+    run --separate-stderr "${SCRIPT}" --gpu-type=b300 "${corpus}"
+    [[ "${output}" == *"llama3.1 8b bf16 8b300"*"Success"* ]]
+    [[ "${output}" == *" 80.51 "* ]]  # MFU %: 128 x 4.74e14 / 4.1904 s / 8 / 2250 TFLOPS
+    [ -z "${stderr}" ]
+}
+
 @test "a python without pyyaml: one line saying how to fix it" {
     mkdir -p "${BATS_TEST_TMPDIR}/bin"
     # A real interpreter that cannot see any site-packages, so `import yaml` fails.
