@@ -45,6 +45,7 @@ class Manifests:
 
     def __init__(self) -> None:
         self._cache: OrderedDict[str, tuple[str, dict[str, Any] | str] | None] = OrderedDict()
+        self._near: tuple[str, tuple[str, dict[str, Any] | str] | None] | None = None
 
     def read(self, directory: str) -> tuple[str, dict[str, Any] | str] | None:
         """(path, data) of the manifest in directory, data a one-line problem when it cannot
@@ -62,7 +63,16 @@ class Manifests:
         return self._cache[directory]
 
     def near(self, log_path: str) -> tuple[str, dict[str, Any] | str] | None:
-        directory = os.path.dirname(os.path.abspath(log_path))
+        """The manifest nearest the log (its folder, or up to two above); worked out once per
+        folder (the logs of a folder come together)."""
+        folder = os.path.dirname(log_path)
+        if self._near is not None and self._near[0] == folder:
+            return self._near[1]
+        found = self._nearest(os.path.abspath(folder or "."))
+        self._near = (folder, found)
+        return found
+
+    def _nearest(self, directory: str) -> tuple[str, dict[str, Any] | str] | None:
         for _ in range(MANIFEST_LEVELS):
             if (found := self.read(directory)) is not None:
                 return found
@@ -94,6 +104,7 @@ _OLD_NAME = re.compile(
 _ANY_NEW_NAME = re.compile(r"(?P<workload>[a-z][a-z0-9.-]*(?:_[a-z][a-z0-9.-]*)*?)_" + _NEW_REST,
                            re.I)
 _FIELD = re.compile(r"_([a-z]{1,8})(\d{1,12}|none)", re.I)
+_JOB_SUFFIX = re.compile(r"(?:_\d+)+(?:\.out)?$")  # log-<name>_<job>_<n>.out: <job>_<n>
 
 
 @dataclass(frozen=True)
@@ -235,6 +246,8 @@ class Identifier:
         self._names: OrderedDict[str, NameInfo | None] = OrderedDict()  # name -> its parts
         self._named: OrderedDict[NameInfo, dict[str, Any]] = OrderedDict()  # -> identity
         self._layers: OrderedDict[tuple[Any, ...], int | None] = OrderedDict()
+        self._places: OrderedDict[tuple[str, str, str], NameInfo | None] = OrderedDict()
+        self._figures: OrderedDict[tuple[Any, ...], float | None] = OrderedDict()
 
     def recipe(self, key: object) -> Any:
         return self.recipes.get(str(key)) or self._by_name.get(str(key))
@@ -370,11 +383,16 @@ class Identifier:
 
     def model_flops(self, ident: dict[str, Any]) -> float | None:
         recipe = ident["recipe"]
-        if ident["model_size"] not in recipe.sizes:
-            return None
-        return recipe.model_flops(ident["model_size"], ident["num_layers"])
+        key = ("flops", recipe.name, ident["model_size"], ident["num_layers"])
+        return _kept(self._figures, key, lambda: recipe.model_flops(
+            ident["model_size"], ident["num_layers"]) if ident["model_size"] in recipe.sizes
+            else None)
 
     def peak_tflops(self, ident: dict[str, Any], gpu_type: str | None = None) -> float | None:
+        key = ("peak", gpu_type or ident["gpu_type"], ident["dtype"])
+        return _kept(self._figures, key, lambda: self._peak(ident, gpu_type))
+
+    def _peak(self, ident: dict[str, Any], gpu_type: str | None) -> float | None:
         try:
             peak = self.catalog.get_gpu_type(gpu_type or ident["gpu_type"]).peak_tflops
         except self.catalog.CatalogError:
@@ -389,12 +407,20 @@ class Identifier:
         about its manifest, if any."""
         ident, warning = self.from_manifest(*manifest) if manifest else (None, None)
         if ident is None and self.recipes:
-            for candidate in name_candidates(rel, root):
-                info = _kept(self._names, candidate,
-                             lambda c=candidate: parse_name(c, list(self.recipes)))
-                if info is not None:
-                    return _kept(self._named, info, lambda i=info: self.from_name(i)), warning
+            # the logs of one folder and job name share their names: worked out once
+            place = (os.path.dirname(rel), _JOB_SUFFIX.sub("", os.path.basename(rel)), root)
+            info = _kept(self._places, place, lambda: self._name_info(rel, root))
+            if info is not None:
+                return _kept(self._named, info, lambda i=info: self.from_name(i)), warning
         return ident, warning
+
+    def _name_info(self, rel: str, root: str) -> NameInfo | None:
+        for candidate in name_candidates(rel, root):
+            info = _kept(self._names, candidate,
+                         lambda c=candidate: parse_name(c, list(self.recipes)))
+            if info is not None:
+                return info
+        return None
 
 
 def _kept(cache: OrderedDict[Any, Any], key: Any, make: Any) -> Any:

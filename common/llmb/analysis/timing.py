@@ -168,11 +168,12 @@ def _reader(scan: LogScan, buf: Buffer, end: int) -> Reader | None:
     """The log's family: its reader once chosen, else the one whose needle comes first here."""
     if scan.family is not None:
         return _BY_FAMILY[scan.family]
-    found = [(pos, r) for r in READERS if (pos := buf.find(r.needle, 0, end)) >= 0]
-    if not found:
-        return None
-    reader = min(found, key=lambda f: f[0])[1]
-    scan.family = reader.family
+    reader, first = None, end
+    for each in READERS:  # each looked for only before the first found so far
+        if (pos := buf.find(each.needle, 0, first)) >= 0:
+            reader, first = each, pos
+    if reader is not None:
+        scan.family = reader.family
     return reader
 
 
@@ -325,7 +326,8 @@ def scan_log(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> LogScan:
             scan.encoding = encoding
             _scan_chunks(scan, _transcoded(f, head, encoding, chunk_bytes))
         elif len(head) < HEAD_BYTES:  # the whole file
-            _feed(scan, head, len(head))
+            if head:  # (an empty log: nothing to feed)
+                _feed(scan, head, len(head))
         else:
             _scan_file(scan, f, head, chunk_bytes)
     scan.finish()
