@@ -98,6 +98,15 @@ def _json_list(out: TextIO, items: Iterable[Any], level: int, one_line: bool = F
     out.write("\n" + "  " * level + "]" if opened else "[]")
 
 
+def _lines_list(out: TextIO, lines: Iterable[str]) -> None:
+    """_json_list(one_line=True) of items already written as JSON lines."""
+    opened = False
+    for line in lines:
+        out.write((",\n    " if opened else "[\n    ") + line)
+        opened = True
+    out.write("\n  ]" if opened else "[]")
+
+
 def write_json(analysis: Mapping[str, Any], out: TextIO) -> None:
     """The analysis as json.dumps(analysis, indent=2) would write it, except that each result
     and skipped file is one line (json indents in Python, ~20x slower than its one-line C
@@ -105,7 +114,9 @@ def write_json(analysis: Mapping[str, Any], out: TextIO) -> None:
     by one, each configuration's files from the results."""
     for n, (key, value) in enumerate(analysis.items()):
         out.write(("{" if n == 0 else ",") + "\n  " + json.dumps(key) + ": ")
-        if key in ("results", "skipped"):
+        if key == "results" and hasattr(value, "lines"):  # kept as JSON lines: written as such
+            _lines_list(out, (line for line, _, _ in value.lines()))
+        elif key in ("results", "skipped"):
             _json_list(out, value, 1, one_line=True)
         elif key == "configurations":
             _json_configs(out, value, analysis.get("results") or [])
@@ -121,15 +132,17 @@ def _json_configs(out: TextIO, configs: Sequence[Mapping[str, Any]],
     if not configs:
         out.write("[]")
         return
-    runs = iter(results)
+    lines = getattr(results, "lines", None)  # kept as JSON lines: their keys and names as kept
+    runs = (((k, f) for _, k, f in lines()) if lines is not None
+            else ((r["config_key"], r["filename"]) for r in results))
     pending = next(runs, None)
 
     def files(key: str) -> Iterator[str]:
         nonlocal pending
-        while pending is not None and pending["config_key"] != key:
+        while pending is not None and pending[0] != key:
             pending = next(runs, None)  # (a materialized analysis's own order)
-        while pending is not None and pending["config_key"] == key:
-            yield pending["filename"]
+        while pending is not None and pending[0] == key:
+            yield pending[1]
             pending = next(runs, None)
 
     for n, config in enumerate(configs):

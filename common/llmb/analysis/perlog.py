@@ -8,6 +8,7 @@ skipped) that a worker sends back to the process assembling the analysis.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from typing import Any, NamedTuple
@@ -27,8 +28,17 @@ class Task(NamedTuple):
     manifest: tuple[str, dict[str, Any] | str] | None = None
 
 
+# What of a result the process putting the analysis together needs besides its JSON line:
+# its place in the order, its configuration's grouping and verdict, the summary's counts.
+BRIEF_FIELDS = ("recipe", "model_size", "dtype", "gpu_type", "num_gpus", "scaling",
+                "global_batch_size", "seq_length", "smoke_test", "config_key", "experiment",
+                "filename", "status", "error", "reference_step_time", "reference_source",
+                "final_iteration", "time_mean", "time_std_dev", "mfu", "tokens_per_second")
+
+
 class Outcome(NamedTuple):
-    """A log's result (with a warning about its manifest, if any), or why it is skipped."""
+    """A log's result (with a warning about its manifest, if any), or why it is skipped. A
+    worker sends the result packed (`packed`): as its JSON line and its brief."""
 
     path: str
     result: dict[str, Any] | None = None
@@ -36,6 +46,21 @@ class Outcome(NamedTuple):
     warning: str | None = None  # about the manifest at this path
     manifest: str | None = None
     catalog_error: str | None = None
+    line: str | None = None  # the result as one JSON line (packed)
+    brief: dict[str, Any] | None = None  # the result's BRIEF_FIELDS (packed)
+
+    def packed(self) -> Outcome:
+        """The result as its JSON line and brief: what crosses between processes, in a
+        fraction of the time the whole result takes, and what the output is written from."""
+        if self.result is None:
+            return self
+        return self._replace(result=None, line=json.dumps(self.result, ensure_ascii=True,
+                                                          allow_nan=False),
+                             brief={k: self.result[k] for k in BRIEF_FIELDS})
+
+    def full(self) -> dict[str, Any] | None:
+        """The whole result, packed or not."""
+        return json.loads(self.line) if self.result is None and self.line else self.result
 
 
 class LogAnalyzer:
@@ -58,7 +83,7 @@ class LogAnalyzer:
         from llmb.analysis.result import unreadable
 
         path = task.path
-        rel = os.path.relpath(path, self.base)
+        rel = discover.relative(path, self.base)
         try:
             st = os.stat(path)
             if not stat.S_ISREG(st.st_mode):
