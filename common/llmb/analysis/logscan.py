@@ -15,11 +15,16 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from itertools import pairwise
+from typing import TYPE_CHECKING, NamedTuple
 
 from llmb.analysis import stepline
 from llmb.analysis.failures import Findings, classify
+
+if TYPE_CHECKING:
+    from llmb.analysis.bulk import Rows
 
 _NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?![\d.,_])"
 # srun --label's `12: ` and a NeMo logger prefix, left out of a line a reason quotes
@@ -156,6 +161,38 @@ class LogScan:
             if self.first_bad_time is None:
                 self.first_bad_time = (index, stepline.short(line.time_text))
         return kind
+
+    def add_rows(self, rows: Rows, ready: Callable[[], None] = lambda: None) -> bool:
+        """Record a chunk's step lines read in bulk (llmb.analysis.bulk), as `step` would one by
+        one; False, with nothing recorded, when one of them calls for more than recording (a
+        restart, another final index or GBS, an iteration beyond its final, a time beyond its
+        limits): the caller then reads them line by line."""
+        index, final = rows.index, rows.final
+        previous = self._previous
+        if (self.final_index not in (None, final) or max(index) > final
+                or self.gbs not in (None, rows.gbs)
+                or not MIN_STEP_SECONDS <= min(rows.time) <= max(rows.time) < MAX_STEP_SECONDS
+                or (previous is not None and index[0] < previous - RESTART_DROP)
+                or any(b < a - RESTART_DROP for a, b in pairwise(index))):
+            return False
+        ready()  # (what comes before a log's first step line is read first)
+        self.step_lines += len(index)
+        self.final_index, self.gbs, self._previous = final, rows.gbs, index[-1]
+        top = max(index)
+        self.reached = top if self.reached is None else max(self.reached, top)
+        values = [t for t in rows.tflops if t is not None]
+        if values and (self.tflops_max is None or max(values) > self.tflops_max[0]):
+            at = rows.tflops.index(max(values))
+            self.tflops_max = (max(values), index[at], stepline.short(rows.tflops_text[at]))
+        steps = self.steps
+        if (previous is None or (index[0] > previous and not steps.keys() & set(index))) \
+                and all(b > a for a, b in pairwise(index)):  # new steps in order: added as such
+            steps.update(zip(index, map(Step, rows.time, rows.tflops), strict=True))
+            return True
+        for i, time, tflops in zip(index, rows.time, rows.tflops, strict=True):
+            steps.pop(i, None)  # re-insert: dict order follows the last occurrence
+            steps[i] = Step(time, tflops)
+        return True
 
     def _final(self, index: int, final: int | None) -> None:
         if final is None:

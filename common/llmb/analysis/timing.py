@@ -70,7 +70,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-from llmb.analysis import megatron_steps, stepline
+from llmb.analysis import bulk, megatron_steps, stepline
 from llmb.analysis.failures import GATES
 from llmb.analysis.logscan import (  # noqa: F401 (Step and the limits: this module's API too)
     FACT_NEEDLES,
@@ -209,7 +209,16 @@ def _feed(scan: LogScan, buf: Buffer, end: int) -> None:
     after = 0  # just past the last step line's needle
     startup_from = 0  # start-up lines before the first step line: searched up to here
     reader = _reader(scan, buf, end)
-    if reader is not None:
+    rows = bulk.read(buf, end, reader.family, scan._carry) if reader is not None else None
+    if reader is not None and rows is not None and scan.add_rows(rows, ready=lambda: _first(
+            scan, buf, rows.first)):
+        gap, after = rows.last, rows.after
+        scan._carry = None
+        scan.drop_checkpoints()
+        scan.superseded(False)
+        if reader.tail is not None:
+            reader.tail(scan, buf, after, end)
+    elif reader is not None:
         for start, stop, pos in _lines_with(buf, reader.needle, 0, end):
             if scan._previous is None:
                 _startup(scan, buf, startup_from, start)
@@ -240,6 +249,15 @@ def _feed(scan: LogScan, buf: Buffer, end: int) -> None:
     if not scan.looks_like_log:
         scan.looks_like_log = scan.step_lines > 0 or any(
             buf.find(marker, 0, end) >= 0 for marker in LOG_MARKERS)
+
+
+def _first(scan: LogScan, buf: Buffer, start: int) -> None:
+    """Before a log's first step line, read in bulk at `start`: the start-up, and the
+    checkpoint lines before it."""
+    if scan._previous is None:
+        _startup(scan, buf, 0, start)
+        _checkpoints(scan, buf, 0, start)
+        scan.commit_checkpoints()
 
 
 def _startup(scan: LogScan, buf: Buffer, begin: int, end: int) -> None:
