@@ -67,13 +67,19 @@ class Rows:
 
 def read(buf: bytes | bytearray, end: int, family: str, carried: object = None
          ) -> Rows | None:
-    """The chunk's step lines in bulk, or None when one of them needs reading line by line."""
+    """The chunk's step lines in bulk, or None when one of them needs reading line by line
+    (carried: a Megatron companion from the previous chunk, (value, text))."""
+    if isinstance(carried, tuple) and carried[0] is None:
+        return None  # a companion that is no number: refused line by line
     if family == "nemo":
         return _nemo(buf, end)
     return _megatron(buf, end, carried)
 
 
 REACH = 4096  # a line's end is looked for this far first (a file may have no \\r at all)
+# Up to this size a chunk is searched by one pass of the expression; a larger one, mostly
+# other lines, by bytes.find from needle to needle (the expression engine is slower at that).
+DENSE = 1 << 20
 
 
 def _stop(buf: bytes | bytearray, pos: int, end: int) -> int:
@@ -99,18 +105,24 @@ def _columns(pattern: re.Pattern[bytes], keys: re.Pattern[bytes], needle: bytes,
     """The plain line holding each needle (its match: the line's end is the match's end) and
     where the first one's line begins; None unless every needle is in one, and no prefix holds
     what the line-by-line read would take a value from. Between needles only bytes.find runs."""
-    found, starts = [], []
-    pos = buf.find(needle, 0, end)
-    while pos >= 0:
-        start, stop = _start(buf, pos), _stop(buf, pos, end)
-        m = pattern.search(buf, start, stop)
-        if m is None or m.end() != stop or not m.start() <= pos:
+    if end <= DENSE:  # a small chunk: one pass of the expression, its needles counted
+        found = list(pattern.finditer(buf, 0, end))
+        if not found or len(found) != buf.count(needle, 0, end):
             return None
-        found.append(m)
-        starts.append(start)
-        pos = buf.find(needle, stop, end)
-    if not found:
-        return None
+        starts = [_start(buf, m.start()) for m in found]
+    else:
+        found, starts = [], []
+        pos = buf.find(needle, 0, end)
+        while pos >= 0:
+            start, stop = _start(buf, pos), _stop(buf, pos, end)
+            m = pattern.search(buf, start, stop)
+            if m is None or m.end() != stop or not m.start() <= pos:
+                return None
+            found.append(m)
+            starts.append(start)
+            pos = buf.find(needle, stop, end)
+        if not found:
+            return None
     prefixes = b"\n".join(buf[a:m.start()] for a, m in zip(starts, found, strict=True))
     if keys.search(_ANSI.sub(b"", prefixes) if b"\x1b" in prefixes else prefixes):
         return None
@@ -119,6 +131,9 @@ def _columns(pattern: re.Pattern[bytes], keys: re.Pattern[bytes], needle: bytes,
 
 def _companions(buf: bytes | bytearray, end: int) -> list[re.Match[bytes]] | None:
     """Every Step Time companion's match, or None when one is not in its plain form."""
+    if end <= DENSE:
+        found = list(_COMPANION.finditer(buf, 0, end))
+        return found if len(found) == buf.count(megatron_steps.COMPANION, 0, end) else None
     found, marker = [], len(megatron_steps.COMPANION)
     pos = buf.find(megatron_steps.COMPANION, 0, end)
     while pos >= 0:
@@ -153,26 +168,36 @@ def _megatron(buf: bytes | bytearray, end: int, carried: object) -> Rows | None:
     ks, totals, _, ms, inline, gbs = zip(*(m.groups() for m in found), strict=True)
     if min(map(int, ks)) < 1:
         return None
-    tflops: list[float | None] = []
-    texts: list[str] = []
-    c, after = 0, 0
-    marker = len(megatron_steps.COMPANION)
-    # a needle takes the last companion since the previous needle
-    for m, own in zip(found, inline, strict=True):
-        pos, last = m.start(3), None
-        while c < len(companions) and companions[c].end() <= pos:
-            if companions[c].end() - marker >= after:
+    positions = [m.start(3) for m in found]
+    size = len(megatron_steps.NEEDLE)
+    texts = _companion_texts(companions, positions, [o.decode() if o else "" for o in inline],
+                             carried[1] if isinstance(carried, tuple) else "")
+    return _rows(first, found[-1].end(), positions[-1] + size, [int(t) - 1 for t in totals],
+                 list(map(int, gbs)), [int(k) - 1 for k in ks], [float(t) / 1000 for t in ms],
+                 [float(t) if t else None for t in texts], texts)
+
+
+def _companion_texts(companions: list[re.Match[bytes]], positions: list[int], own: list[str],
+                     carried: str) -> list[str]:
+    """Each needle's TFLOPS as printed: the last companion whose marker lies between the
+    previous needle and it (the first needle: else the one carried from the previous chunk),
+    else its own line's throughput, else ''."""
+    size, marker = len(megatron_steps.NEEDLE), len(megatron_steps.COMPANION)
+    afters = [0] + [p + size for p in positions[:-1]]
+    ends = [c.end() for c in companions]
+    if len(ends) == len(positions) and all(  # one companion before each: the usual log
+            a <= e - marker and e <= p for a, e, p in zip(afters, ends, positions, strict=True)):
+        return [c.group(1).decode() for c in companions]
+    texts, c = [], 0
+    for n, (after, pos) in enumerate(zip(afters, positions, strict=True)):
+        last = None
+        while c < len(ends) and ends[c] <= pos:
+            if ends[c] - marker >= after:
                 last = companions[c]
             c += 1
-        text = (last.group(1).decode() if last is not None
-                else carried[1] if not after and isinstance(carried, tuple)
-                else own.decode() if own is not None else "")
-        tflops.append(float(text) if text else None)
-        texts.append(text)
-        after = pos + len(megatron_steps.NEEDLE)
-    return _rows(first, found[-1].end(), after, [int(t) - 1 for t in totals],
-                 list(map(int, gbs)), [int(k) - 1 for k in ks], [float(t) / 1000 for t in ms],
-                 tflops, texts)
+        texts.append(last.group(1).decode() if last is not None
+                     else carried if n == 0 and carried else own[n])
+    return texts
 
 
 def _rows(first: int, last: int, after: int, finals: list[int], gbs: list[int],
