@@ -91,8 +91,8 @@ def _json_list(out: TextIO, items: Iterable[Any], level: int, one_line: bool = F
     one line (json's C encoder: fast)."""
     pad, opened = "  " * (level + 1), False
     for item in items:
-        text = (json.dumps(item, ensure_ascii=True, allow_nan=False) if one_line
-                else _dumps(item, level + 1))
+        text = (json.dumps(item, ensure_ascii=True, allow_nan=False)
+                if one_line or isinstance(item, str) else _dumps(item, level + 1))
         out.write((",\n" if opened else "[\n") + pad + text)
         opened = True
     out.write("\n" + "  " * level + "]" if opened else "[]")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from typing import Any, NamedTuple
 
@@ -20,12 +21,14 @@ from llmb.shared.values import shown
 
 
 class Task(NamedTuple):
-    """A log to analyze: its DIR, its path, and the manifest next to it ((path, data or the
-    problem reading it), or None). (Tuples: they cross between processes, many times over.)"""
+    """A log to analyze: its DIR, its path, the manifest next to it ((path, data or the
+    problem reading it), or None), and its size when the walk knew it. (Tuples: they cross
+    between processes, many times over.)"""
 
     root: str
     path: str
     manifest: tuple[str, dict[str, Any] | str] | None = None
+    size: int = -1
 
 
 # What of a result the process putting the analysis together needs besides its JSON line:
@@ -69,6 +72,8 @@ class LogAnalyzer:
     def __init__(self, base: str, gpu_type: str | None, window: tuple[int, int]) -> None:
         self.base, self.gpu_type, self.window = base, gpu_type, window
         self.identifier: Identifier | None = None
+        self._empties: dict[tuple[str, str, str, str | None], _Empty] = {}
+        self._batch_jobs: dict[str, set[str]] = {}  # folder -> jobs with a batch output
 
     def prepare(self) -> None:
         """Import what analyzing a log needs and load the catalog now: worker processes forked
@@ -108,6 +113,34 @@ class LogAnalyzer:
                                               f": {shown(exc)[:200]}"), None
         return self._done(task, result, rel, warning)
 
+    def empty(self, task: Task) -> Outcome | None:
+        """The outcome of an empty log, packed, without analyzing it again: the first empty log
+        of a folder (with its name, manifest and DIR) is analyzed, the others take its result
+        with their own file name and path. None where it must be analyzed: its job left a batch
+        output, or it cannot be read (the walk found it an empty regular file)."""
+        from llmb.analysis.result import batch_jobs
+
+        path = task.path
+        folder, name = os.path.split(path)
+        job = _JOB.match(name)
+        if job is None or not os.access(path, os.R_OK):
+            return None
+        jobs = self._batch_jobs.get(folder)
+        if jobs is None:
+            jobs = self._batch_jobs[folder] = batch_jobs(folder)
+        if job.group(2) in jobs:
+            return None
+        key = (folder, job.group(1), task.root, task.manifest[0] if task.manifest else None)
+        kept = self._empties.get(key)
+        rel = discover.relative(path, self.base)
+        if kept is None:
+            outcome = self(task)
+            if outcome.result is None or outcome.result["filename"] != display(rel):
+                return outcome.packed()
+            self._empties[key] = kept = _Empty(outcome)
+            return outcome.packed()
+        return kept.like(path, display(rel), display(os.path.abspath(path)))
+
     def _done(self, task: Task, result: dict[str, Any], rel: str, warning: str | None = None
               ) -> Outcome:
         from llmb.analysis import verdicts
@@ -130,3 +163,28 @@ class LogAnalyzer:
         if result["status"] == "Failed" and add_batch_output(task.path, scan):
             result = analyze_log(task.path, rel, scan, ident, self.identifier, self.window)
         return result, warning
+
+
+_JOB = re.compile(r"(.*)_(\d+)_\d+\.out$")  # nemo-run's log-<name>_<job>_<n>.out
+_MARK = ("\x00filename\x00", "\x00path\x00")  # stand-ins a result's JSON holds once each
+
+
+class _Empty:
+    """An empty log's result, as a template: its JSON line cut where the file name and the
+    path go, and its brief."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        assert outcome.result is not None
+        self.outcome = outcome.packed()
+        marked = json.dumps({**outcome.result, "filename": _MARK[0], "path": _MARK[1]},
+                            ensure_ascii=True, allow_nan=False)
+        head, rest = marked.split(json.dumps(_MARK[0]))
+        self.parts = (head, *rest.split(json.dumps(_MARK[1])))
+
+    def like(self, raw: str, filename: str, path: str) -> Outcome:
+        """The outcome of the log at raw, shown as filename (relative) and path."""
+        head, middle, tail = self.parts
+        line = "".join((head, json.dumps(filename), middle, json.dumps(path), tail))
+        assert self.outcome.brief is not None
+        return self.outcome._replace(path=raw, line=line,
+                                     brief={**self.outcome.brief, "filename": filename})

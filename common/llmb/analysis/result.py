@@ -285,6 +285,15 @@ def _batch_names(folder: str, job: str) -> list[str]:
     return sorted(kept[1].get(job, ()))
 
 
+def batch_jobs(folder: str) -> set[str]:
+    """The jobs that left a batch output in folder (none when it cannot be listed)."""
+    try:
+        _batch_names(folder, "")
+    except OSError:
+        return set()
+    return set(_batch_folders[folder][1])
+
+
 def add_batch_output(path: str, scan: timing.LogScan) -> bool:
     """Add to a failed run's findings what its job's batch output says (sbatch_<name>_<job>.out
     next to the log): srun and slurmstepd write their own lines there, not into the tasks'
