@@ -67,13 +67,14 @@ def test_an_empty_log_takes_the_result_of_the_first_like_it(tmp_path: Path) -> N
     analyzer = LogAnalyzer(str(tmp_path), None, (11, 44))
     alone = LogAnalyzer(str(tmp_path), None, (11, 44))
     for log in logs:
-        task = Task(str(tmp_path), str(log), None, 0)
+        task = Task(str(tmp_path), str(log))
         quick = analyzer.empty(task)
         assert (quick is None) == (log == logs[-1])  # the last: its batch output says why
+        assert analyzer(task).full() == alone.analyze(task).full()
         if quick is not None:
-            assert quick.full() == alone(task).full() and quick.brief is not None
+            assert quick.full() == alone.analyze(task).full() and quick.brief is not None
             assert quick.full()["reason"].startswith("no training step in the log")  # type: ignore
     assert len(analyzer._empties) == 1
     other = folder / "log-by-hand.out"  # not nemo-run's name: no job to look up, analyzed
     other.touch()
-    assert analyzer.empty(Task(str(tmp_path), str(other), None, 0)) is None
+    assert analyzer.empty(Task(str(tmp_path), str(other))) is None

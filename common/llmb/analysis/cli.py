@@ -34,7 +34,7 @@ from llmb.shared.files import path_problem
 from llmb.shared.values import BadValue, require_printable, shown
 
 if TYPE_CHECKING:
-    from llmb.analysis.perlog import LogAnalyzer, Outcome, Task
+    from llmb.analysis.perlog import Task
 
 PROG = os.environ.get("LLMB_ANALYZE_PROG", "parse_train_timing.sh")
 FORMATS = ("table", "csv", "json")
@@ -226,25 +226,7 @@ def _tasks(roots: list[str], base: str, skips: deque[tuple[str, str]]) -> Iterat
                 or NCCL_TAG in discover.relative(path, base):
             skips.append((path, "NCCL trace"))
             continue
-        yield Task(found.root, path, manifest, found.size)
-
-
-def _unless_empty(analyzer: LogAnalyzer, tasks: Iterator[Task], done: deque[Outcome]
-                  ) -> Iterator[Task]:
-    """The tasks, except the empty logs whose outcome the analyzer gives without a worker
-    (into done; this too runs in the pool's feeding thread)."""
-    for task in tasks:
-        if task.size == 0 and (outcome := analyzer.empty(task)) is not None:
-            done.append(outcome)
-        else:
-            yield task
-
-
-def _drain(assembly: Any, skips: deque[tuple[str, str]], done: deque[Outcome]) -> None:
-    while skips:
-        assembly.skip(*skips.popleft())
-    while done:
-        assembly.add(done.popleft())
+        yield Task(found.root, path, manifest)
 
 
 def analyze_tree(roots: str | list[str], gpu_type: str | None = None,
@@ -262,13 +244,13 @@ def analyze_tree(roots: str | list[str], gpu_type: str | None = None,
     assembly = Assembly(roots, gpu_type, window, tolerance)
     try:
         skips: deque[tuple[str, str]] = deque()
-        done: deque[Outcome] = deque()  # empty logs, their outcomes made while walking
         analyzer = LogAnalyzer(assembly.base, gpu_type, window)
-        tasks = _unless_empty(analyzer, _tasks(roots, assembly.base, skips), done)
-        for outcome in parallel.outcomes(analyzer, tasks):
-            _drain(assembly, skips, done)
+        for outcome in parallel.outcomes(analyzer, _tasks(roots, assembly.base, skips)):
+            while skips:
+                assembly.skip(*skips.popleft())
             assembly.add(outcome)
-        _drain(assembly, skips, done)
+        while skips:
+            assembly.skip(*skips.popleft())
         if not len(assembly.results) and not len(assembly.skipped):
             raise LookupError(f"no .out log files under {', '.join(display(r) for r in roots)}")
         return assembly.finish(), assembly

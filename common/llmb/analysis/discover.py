@@ -12,7 +12,6 @@ a tree of 200,000 runs costs no more memory than one of ten.
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -22,13 +21,12 @@ from llmb.shared.files import LinkGuard
 
 
 class Found(NamedTuple):
-    """A `*.out` file under root (its size, -1 when unknown), or (problem set) something that
-    could not be walked. (A tuple: made for every file of a tree.)"""
+    """A `*.out` file under root, or (problem set) something that could not be walked. (A
+    tuple: made for every file of a tree.)"""
 
     root: str
     path: str
     problem: str | None = None
-    size: int = -1
 
 
 def check_roots(roots: list[str]) -> None:
@@ -124,7 +122,7 @@ def _walk_root(root: str, state: _Walk, guard: LinkGuard) -> Iterator[Found]:
                     if entry.name.endswith(".out"):
                         yield Found(root, entry.path, "directory")
             elif entry.name.endswith(".out"):
-                yield Found(root, entry.path, None, _size(entry))
+                yield Found(root, entry.path)
         pending.append((top, subdirs[::-1]))
 
 
@@ -136,15 +134,6 @@ def _refused(entry: os.DirEntry[str], guard: LinkGuard) -> str | None:
         return guard.refused(entry.stat())
     except OSError:
         return None
-
-
-def _size(entry: os.DirEntry[str]) -> int:
-    """The size of a regular file (through a link), else -1."""
-    try:
-        st = entry.stat()
-    except OSError:
-        return -1
-    return st.st_size if stat.S_ISREG(st.st_mode) else -1
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:

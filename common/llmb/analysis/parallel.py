@@ -17,6 +17,7 @@ import gc
 import itertools
 import os
 import signal
+import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -27,6 +28,7 @@ POOL_MIN_BYTES = 32 << 20  # fewer logs do when they hold this much
 MAX_WORKERS = 16
 CHUNK_BYTES = 1 << 20  # logs handed to a worker at a time: about this much of them
 MAX_CHUNK = 64
+IN_FLIGHT_CHUNKS = 4  # per worker
 
 _analyzer: LogAnalyzer | None = None  # a worker's, inherited through fork
 
@@ -74,10 +76,29 @@ def _pooled(analyzer: LogAnalyzer, tasks: Iterator[Task], cores: int, chunk: int
     _analyzer = analyzer  # forked into every worker
     gc.freeze()  # what exists now is shared, never collected: a worker's GC leaves it unwritten
     pool = multiprocessing.get_context("fork").Pool(cores, initializer=_worker_start)
+    # At most this many tasks handed over and not yet taken back (a whole number of chunks:
+    # the pool sends a chunk once it is full): outcomes never pile up faster than they are
+    # put together, whatever the number of logs.
+    room, stop = threading.Semaphore(chunk * cores * IN_FLIGHT_CHUNKS), threading.Event()
+
+    def handed(tasks: Iterator[Task]) -> Iterator[Task]:
+        for task in tasks:
+            while not room.acquire(timeout=0.1):
+                if stop.is_set():  # the pool is stopping (Ctrl-C): hand over no more
+                    return
+            yield task
+
     try:
-        yield from pool.imap_unordered(_analyze, tasks, chunksize=chunk)
+        taken = 0
+        for outcome in pool.imap_unordered(_analyze, handed(tasks), chunksize=chunk):
+            yield outcome
+            taken += 1
+            if taken == chunk:  # room for a chunk more (the feeding thread wakes per chunk)
+                room.release(taken)
+                taken = 0
         pool.close()
     finally:
+        stop.set()
         pool.terminate()
         pool.join()
         gc.unfreeze()

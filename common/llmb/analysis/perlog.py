@@ -21,14 +21,12 @@ from llmb.shared.values import shown
 
 
 class Task(NamedTuple):
-    """A log to analyze: its DIR, its path, the manifest next to it ((path, data or the
-    problem reading it), or None), and its size when the walk knew it. (Tuples: they cross
-    between processes, many times over.)"""
+    """A log to analyze: its DIR, its path, and the manifest next to it ((path, data or the
+    problem reading it), or None). (Tuples: they cross between processes, many times over.)"""
 
     root: str
     path: str
     manifest: tuple[str, dict[str, Any] | str] | None = None
-    size: int = -1
 
 
 # What of a result the process putting the analysis together needs besides its JSON line:
@@ -84,13 +82,25 @@ class LogAnalyzer:
             self.identifier = Identifier(self.gpu_type)
 
     def __call__(self, task: Task) -> Outcome:
+        """The task's outcome (an empty log's packed: see `empty`)."""
+        try:
+            st: os.stat_result | None = os.stat(task.path)
+        except OSError:
+            st = None
+        if st is not None and stat.S_ISREG(st.st_mode) and st.st_size == 0 \
+                and (outcome := self.empty(task)) is not None:
+            return outcome
+        return self.analyze(task, st)
+
+    def analyze(self, task: Task, st: os.stat_result | None = None) -> Outcome:
+        """The task's outcome: its log read, identified and judged (st: its stat, if taken)."""
         from llmb.analysis import timing
         from llmb.analysis.result import unreadable
 
         path = task.path
         rel = discover.relative(path, self.base)
         try:
-            st = os.stat(path)
+            st = st or os.stat(path)
             if not stat.S_ISREG(st.st_mode):
                 raise OSError(0, "not a regular file")
             scan = timing.scan_log(path)
@@ -117,7 +127,7 @@ class LogAnalyzer:
         """The outcome of an empty log, packed, without analyzing it again: the first empty log
         of a folder (with its name, manifest and DIR) is analyzed, the others take its result
         with their own file name and path. None where it must be analyzed: its job left a batch
-        output, or it cannot be read (the walk found it an empty regular file)."""
+        output, or it cannot be read (the caller found it an empty regular file)."""
         from llmb.analysis.result import batch_jobs
 
         path = task.path
@@ -134,7 +144,7 @@ class LogAnalyzer:
         kept = self._empties.get(key)
         rel = discover.relative(path, self.base)
         if kept is None:
-            outcome = self(task)
+            outcome = self.analyze(task)
             if outcome.result is None or outcome.result["filename"] != display(rel):
                 return outcome.packed()
             self._empties[key] = kept = _Empty(outcome)
