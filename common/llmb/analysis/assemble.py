@@ -60,6 +60,7 @@ class Assembly:
         self.base = base_of(roots)
         self.results = Results()
         self.groups = verdicts.Groups(window)
+        self._orders: dict[str, tuple[Any, ...]] = {}  # config_key -> its order but the file
         self.skipped = Spill()
         self.warnings: dict[str, str] = {}  # manifest (shown relative) -> warning
         self.status: Counter[str] = Counter()
@@ -86,7 +87,10 @@ class Assembly:
                                      outcome.warning)
         self.status[brief["status"]] += 1
         self.unreadable += bool(brief["error"])
-        place = order(brief)
+        config = self._orders.get(brief["config_key"])
+        if config is None:  # the configuration's part of the order, once per configuration
+            config = self._orders[brief["config_key"]] = order(brief)[:-1]
+        place = (*config, brief["filename"])
         self.results.add(place, (outcome.line, brief["config_key"], brief["filename"]))
         self.groups.add(place, brief)
 

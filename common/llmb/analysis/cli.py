@@ -223,7 +223,7 @@ def _tasks(roots: list[str], base: str, skips: deque[tuple[str, str]]) -> Iterat
             continue
         manifest = manifests.near(path)
         if nccl_traced(manifest[1] if manifest else None) or found.root in traced_roots \
-                or NCCL_TAG in discover.relative(path, base):
+                or (NCCL_TAG in path and NCCL_TAG in discover.relative(path, base)):
             skips.append((path, "NCCL trace"))
             continue
         yield Task(found.root, path, manifest)

@@ -86,13 +86,18 @@ def _dumps(value: Any, level: int) -> str:
     return text.replace("\n", "\n" + "  " * level) if level else text
 
 
+# json.dumps(text, ensure_ascii=True) for a str, without its Python layers (a call per file)
+_string = json.encoder.encode_basestring_ascii
+
+
 def _json_list(out: TextIO, items: Iterable[Any], level: int, one_line: bool = False) -> None:
     """A list written item by item, as json.dumps(indent=2) writes it, or with each item on
     one line (json's C encoder: fast)."""
     pad, opened = "  " * (level + 1), False
     for item in items:
-        text = (json.dumps(item, ensure_ascii=True, allow_nan=False)
-                if one_line or isinstance(item, str) else _dumps(item, level + 1))
+        text = (_string(item) if isinstance(item, str)
+                else json.dumps(item, ensure_ascii=True, allow_nan=False) if one_line
+                else _dumps(item, level + 1))
         out.write((",\n" if opened else "[\n") + pad + text)
         opened = True
     out.write("\n" + "  " * level + "]" if opened else "[]")

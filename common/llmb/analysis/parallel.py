@@ -6,7 +6,9 @@ core, forked once, each running llmb.analysis.perlog.LogAnalyzer on the logs it 
 sending back the outcome (plain data: the result as its JSON line and the few fields the
 analysis groups it by, which cost a fraction of the whole result to send and receive). A small
 tree (one log, or a few small ones) is analyzed in this process: forking would cost more than
-it saves. Outcomes come back in any order; the analysis sorts them (llmb.analysis.assemble).
+it saves, as do logs that are nearly all empty (an empty log takes microseconds, sending it
+and its outcome between processes more). Outcomes come back in any order; the analysis sorts
+them (llmb.analysis.assemble).
 
 Workers ignore Ctrl-C: the analyzer's own process takes it, stops the pool and exits.
 """
@@ -23,7 +25,8 @@ from typing import Any
 
 from llmb.analysis.perlog import LogAnalyzer, Outcome, Task
 
-POOL_MIN_LOGS = 64  # this many logs always go to the pool
+POOL_MIN_LOGS = 64  # this many logs go to the pool, unless they are nearly empty,
+POOL_MIN_AVERAGE_BYTES = 1024  # under this a log on average: handing it over costs more
 POOL_MIN_BYTES = 32 << 20  # fewer logs do when they hold this much
 MAX_WORKERS = 16
 CHUNK_BYTES = 1 << 20  # logs handed to a worker at a time: about this much of them
@@ -55,8 +58,9 @@ def outcomes(analyzer: LogAnalyzer, tasks: Iterable[Task]) -> Iterator[Outcome]:
     head = list(itertools.islice(tasks, POOL_MIN_LOGS))
     cores = workers()
     size = sum(_size(t.path) for t in head)
-    pooled = cores > 1 and len(head) > 1 and (len(head) >= POOL_MIN_LOGS
-                                                or size >= POOL_MIN_BYTES)
+    pooled = cores > 1 and len(head) > 1 and (
+        size >= POOL_MIN_BYTES or (len(head) >= POOL_MIN_LOGS
+                                   and size >= len(head) * POOL_MIN_AVERAGE_BYTES))
     rest = itertools.chain(head, tasks)
     if not pooled:
         yield from map(analyzer, rest)

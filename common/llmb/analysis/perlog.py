@@ -175,6 +175,8 @@ class LogAnalyzer:
         return result, warning
 
 
+# json.dumps(text, ensure_ascii=True) for a str, without its Python layers (a call per log)
+_string = json.encoder.encode_basestring_ascii
 _JOB = re.compile(r"(.*)_(\d+)_\d+\.out$")  # nemo-run's log-<name>_<job>_<n>.out
 _MARK = ("\x00filename\x00", "\x00path\x00")  # stand-ins a result's JSON holds once each
 
@@ -194,7 +196,7 @@ class _Empty:
     def like(self, raw: str, filename: str, path: str) -> Outcome:
         """The outcome of the log at raw, shown as filename (relative) and path."""
         head, middle, tail = self.parts
-        line = "".join((head, json.dumps(filename), middle, json.dumps(path), tail))
+        line = "".join((head, _string(filename), middle, _string(path), tail))
         assert self.outcome.brief is not None
         return self.outcome._replace(path=raw, line=line,
                                      brief={**self.outcome.brief, "filename": filename})
