@@ -109,7 +109,11 @@ def _columns(pattern: re.Pattern[bytes], keys: re.Pattern[bytes], needle: bytes,
         found = list(pattern.finditer(buf, 0, end))
         if not found or len(found) != buf.count(needle, 0, end):
             return None
-        starts = [_start(buf, m.start()) for m in found]
+        # each line begins after the last line end before it, which lies after the previous
+        # plain line's end (a plain line ends at a line end)
+        ends = [max(0, _start(buf, found[0].start()) - 1)] + [m.end() for m in found[:-1]]
+        starts = [max(buf.rfind(b"\n", lo, m.start()), buf.rfind(b"\r", lo, m.start())) + 1
+                  for lo, m in zip(ends, found, strict=True)]
     else:
         found, starts = [], []
         pos = buf.find(needle, 0, end)
