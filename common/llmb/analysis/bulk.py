@@ -83,21 +83,29 @@ DENSE = 1 << 20
 
 
 def _stop(buf: bytes | bytearray, pos: int, end: int) -> int:
-    """Where the line holding buf[pos] ends (at \\n or \\r), within buf[:end]."""
+    """Where the line holding buf[pos] ends (at \\n or \\r), within buf[:end]: the first
+    \\n, then a \\r only before it (most logs have none: not looked for to the end)."""
     for lo, hi in ((pos, min(end, pos + REACH)), (min(end, pos + REACH), end)):
-        stops = [i for i in (buf.find(b"\n", lo, hi), buf.find(b"\r", lo, hi)) if i >= 0]
-        if stops:
-            return min(stops)
+        n = buf.find(b"\n", lo, hi)
+        r = buf.find(b"\r", lo, n if n >= 0 else hi)
+        if n >= 0 or r >= 0:
+            return r if r >= 0 else n
     return end
 
 
 def _start(buf: bytes | bytearray, pos: int) -> int:
-    """Where the line holding buf[pos] begins."""
+    """Where the line holding buf[pos] begins (a \\r looked for only after the last \\n)."""
     for lo, hi in ((max(0, pos - REACH), pos), (0, max(0, pos - REACH))):
-        start = max(buf.rfind(b"\n", lo, hi), buf.rfind(b"\r", lo, hi))
-        if start >= 0:
-            return start + 1
+        n = buf.rfind(b"\n", lo, hi)
+        r = buf.rfind(b"\r", max(lo, n), hi)
+        if n >= 0 or r >= 0:
+            return max(n, r) + 1
     return 0
+
+
+def line(buf: bytes | bytearray, pos: int, end: int) -> tuple[int, int]:
+    """The bounds of the line (split at \\n and \\r) holding buf[pos], within buf[:end]."""
+    return _start(buf, pos), _stop(buf, pos, end)
 
 
 def _columns(pattern: re.Pattern[bytes], keys: re.Pattern[bytes], needle: bytes,

@@ -180,16 +180,7 @@ def _reader(scan: LogScan, buf: Buffer, end: int) -> Reader | None:
 def _line_at(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
     """Bounds of the line (split at \\n and \\r) around buf[pos], within buf[:end]; looked
     for LINE_REACH around pos first, then as far as the buffer goes."""
-    floor = max(0, pos - LINE_REACH)
-    start = max(buf.rfind(b"\n", floor, pos), buf.rfind(b"\r", floor, pos))
-    if start < 0 and floor > 0:
-        start = max(buf.rfind(b"\n", 0, floor), buf.rfind(b"\r", 0, floor))
-    ceiling = min(end, pos + LINE_REACH)
-    stops = [i for i in (buf.find(b"\n", pos, ceiling), buf.find(b"\r", pos, ceiling)) if i >= 0]
-    if not stops and ceiling < end:
-        stops = [i for i in (buf.find(b"\n", ceiling, end), buf.find(b"\r", ceiling, end))
-                 if i >= 0]
-    return start + 1, min(stops) if stops else end
+    return bulk.line(buf, pos, end)
 
 
 def _lines_with(buf: Buffer, needle: bytes, begin: int, end: int
