@@ -325,16 +325,19 @@ def scan_log(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> LogScan:
     """
     scan = LogScan()
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise OSError(errno.EINVAL, "not a regular file", str(path))
+    # a log that fits a chunk is read in one go (one byte more: it may have grown since)
+    first = HEAD_BYTES if st.st_size >= chunk_bytes else max(HEAD_BYTES, st.st_size + 1)
     with os.fdopen(fd, "rb", buffering=0) as f:
-        head = f.read(HEAD_BYTES)
-        encoding = wide_encoding(head)
+        head = f.read(first)
+        encoding = wide_encoding(head[:HEAD_BYTES])
         if encoding is not None:
             scan.encoding = encoding
             _scan_chunks(scan, _transcoded(f, head, encoding, chunk_bytes))
-        elif len(head) < HEAD_BYTES:  # the whole file
+        elif len(head) < first:  # the whole file
             if head:  # (an empty log: nothing to feed)
                 _feed(scan, head, len(head))
         else:
