@@ -54,6 +54,14 @@ def login(recipe_dir: Path) -> int:
 
     try:
         recipe = catalog.load_recipe(recipe_dir)
+    except catalog.CatalogError as err:
+        return _error(str(err))
+    gpu_type = os.environ.get("GPU_TYPE", "").strip().lower()
+    try:  # a GPU type the recipe has no row for: say which it has, and what else knows it
+        catalog.require_gpu_type(recipe, gpu_type)
+    except catalog.CatalogError as err:
+        return _error(f"GPU_TYPE={err}")
+    try:
         req = request.from_env(recipe)
     except (request.RequestError, catalog.CatalogError) as err:
         return _error(str(err))

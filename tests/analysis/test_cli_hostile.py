@@ -42,7 +42,7 @@ CASES = [
     (["--window", "--check", "{runs}"], 2, ["--window needs a value"]),
     (["--format=xml", "{runs}"], 2, ["--format=xml", "table, csv, json"]),
     (["--format=", "{runs}"], 2, ["--format=", "table, csv, json"]),
-    (["--gpu-type=a100", "{runs}"], 2, ["--gpu-type=a100", "h100, b200, gb200"]),
+    (["--gpu-type=a100", "{runs}"], 2, ["--gpu-type=a100", "h100, b200, gb200, h200, b300, gb300"]),
     ([f"--gpu-type={PWNED}", "{runs}"], 2, [f"--gpu-type={PWNED}"]),
     (["--report=", "{runs}"], 2, ["--report needs a directory"]),
     (["--report=rep\nort", "{runs}"], 2, ["--report=rep\\nort", "control character"]),

@@ -206,7 +206,7 @@ def test_a_launchers_manifest_is_the_published_row(identifier: identify.Identifi
         "recipe": "llama3.1", "experiment": LLAMA8_16["experiment"], "model_size": "8b",
         "dtype": "fp8", "gpu_type": "h100", "num_gpus": 16, "gbs": 256, "scaling": "weak",
         "num_layers": 32, "seq_length": 8192, "by": "manifest", "final_index": 49,
-        "smoke": False, "reference": 9.36, "gbs_from": "manifest"}
+        "smoke": False, "reference": 9.36, "gbs_from": "manifest", "parallel": (1, 1, 2)}
 
 
 @pytest.mark.parametrize(("change", "expect"), [

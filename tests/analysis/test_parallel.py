@@ -43,7 +43,7 @@ def tree(tmp_path: Path, runs: int) -> list[Task]:
 
 def analyzed(tmp_path: Path, tasks: list[Task]) -> dict[str, dict[str, Any]]:
     analyzer = WhereAnalyzed(str(tmp_path), None, (11, 44))
-    return {o.path: o.result for o in parallel.outcomes(analyzer, tasks) if o.result}
+    return {o.path: r for o in parallel.outcomes(analyzer, tasks) if (r := o.full())}
 
 
 @pytest.mark.skipif(parallel.workers() < 2, reason="one core: nothing runs in parallel")

@@ -51,3 +51,30 @@ def test_what_is_not_a_log(tmp_path: Path) -> None:
     fifo = analyzer(Task(str(tmp_path), str(tmp_path / "log-fifo.out"))).result
     assert fifo is not None and fifo["error"] == "cannot read: not a regular file"
     assert fifo["config_key"] == f"unidentified/{tmp_path.name}"
+
+
+def test_an_empty_log_takes_the_result_of_the_first_like_it(tmp_path: Path) -> None:
+    """Empty logs of one folder and name: the first is analyzed, the others take its result
+    with their own names; one whose job left a batch output is analyzed on its own."""
+    exp = "pretrain_llama3.1_8b_fp8_gpus8_tp1_pp1_cp2_vpNone_mbs1_gbs128"
+    folder = tmp_path / exp / f"{exp}_1" / exp
+    folder.mkdir(parents=True)
+    logs = [folder / f"log-{exp}_{job}_0.out" for job in (11, 12, 13, 14)]
+    for log in logs:
+        log.touch()
+    (folder / f"sbatch_{exp}_14.out").write_text(
+        "srun: error: node2: tasks 0-7: Exited with exit code 1\n")
+    analyzer = LogAnalyzer(str(tmp_path), None, (11, 44))
+    alone = LogAnalyzer(str(tmp_path), None, (11, 44))
+    for log in logs:
+        task = Task(str(tmp_path), str(log))
+        quick = analyzer.empty(task)
+        assert (quick is None) == (log == logs[-1])  # the last: its batch output says why
+        assert analyzer(task).full() == alone.analyze(task).full()
+        if quick is not None:
+            assert quick.full() == alone.analyze(task).full() and quick.brief is not None
+            assert quick.full()["reason"].startswith("no training step in the log")  # type: ignore
+    assert len(analyzer._empties) == 1
+    other = folder / "log-by-hand.out"  # not nemo-run's name: no job to look up, analyzed
+    other.touch()
+    assert analyzer.empty(Task(str(tmp_path), str(other))) is None

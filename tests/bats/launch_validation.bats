@@ -48,6 +48,19 @@ each_recipe() {
     each_recipe "CLUSTER_TYPE=k8s is not known; allowed: slurm, runai, local" JOB_TOTAL_GPUS=64 CLUSTER_TYPE=k8s
 }
 
+@test "a GPU type with no published row: the recipe's GPU types, and what else knows it" {
+    local also="the analyzer (--gpu-type) and llmb-run screen also support h200, b300, gb300"
+    export LAUNCH="$REPO/llama3.1/launch.sh"
+    fails_with "GPU_TYPE=b300 is not supported by llama3.1; allowed: h100 (the GPU types it publishes rows for); ${also}" \
+        GPU_TYPE=b300 JOB_TOTAL_GPUS=8 DRY_RUN=true HF_TOKEN=hf_abcdefghijklmnop
+    export LAUNCH="$REPO/nemotron/launch.sh"
+    fails_with "GPU_TYPE=gb300 is not supported by nemotron; allowed: h100, gb200, b200 (the GPU types it publishes rows for); ${also}" \
+        GPU_TYPE=GB300 JOB_TOTAL_GPUS=16
+    export LAUNCH="$REPO/nemotronh/launch.sh"
+    fails_with "GPU_TYPE=h200 is not supported by nemotronh; allowed: h100 (the GPU types it publishes rows for); ${also}" \
+        GPU_TYPE=h200 JOB_TOTAL_GPUS=32 DRY_RUN=true
+}
+
 @test "SBATCH_ACCOUNT / SBATCH_PARTITION missing for slurm" {
     each_recipe "SBATCH_ACCOUNT is not set" JOB_TOTAL_GPUS=64 SBATCH_ACCOUNT=
     each_recipe "SBATCH_PARTITION is not set" JOB_TOTAL_GPUS=64 SBATCH_PARTITION=

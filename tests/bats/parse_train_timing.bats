@@ -115,13 +115,24 @@ assert {s["reason"] for s in data["skipped"]} == {"sbatch output", "NCCL trace"}
     [[ "${stderr}" == *"unknown option --verbose; allowed: --format=table|csv|json"* ]]
     run --separate-stderr "${SCRIPT}" --gpu-type=a100 "${FIXTURES}"
     [ "${status}" -eq 2 ]
-    [[ "${stderr}" == *"--gpu-type=a100 is not allowed; allowed: h100, b200, gb200"* ]]
+    [[ "${stderr}" == *"--gpu-type=a100 is not allowed; allowed: h100, b200, gb200, h200, b300, gb300"* ]]
 }
 
 @test "--gpu-type=gb200 applies to runs identified by name" {
     run --separate-stderr "${SCRIPT}" --gpu-type=GB200 "${FIXTURES}"
     [ "${status}" -eq 0 ]
     [[ "${output}" == *"nemotron 340b fp8 128gb200"* ]]
+}
+
+@test "--gpu-type=b300: a Megatron-Bridge run on B300, its MFU on the B300 peak" {
+    local corpus="${REPO}/tests/fixtures/logs/corpus/bridge-b300-glued"
+    run --separate-stderr "${SCRIPT}" --gpu-type=b300 --format=csv "${corpus}"
+    [ "${status}" -eq 0 ]
+    [[ "${lines[1]}" == *",Success,4.1904,"*",llama3.1,8b,bf16,b300,8,128,"* ]]
+    run --separate-stderr "${SCRIPT}" --gpu-type=b300 "${corpus}"
+    [[ "${output}" == *"llama3.1 8b bf16 8b300"*"Success"* ]]
+    [[ "${output}" == *" 80.51 "* ]]  # MFU %: 128 x 4.74e14 / 4.1904 s / 8 / 2250 TFLOPS
+    [ -z "${stderr}" ]
 }
 
 @test "a python without pyyaml: one line saying how to fix it" {

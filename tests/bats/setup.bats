@@ -196,7 +196,7 @@ setup() {
     [[ "${stderr}" == *"unknown step dataset; allowed: venv, image" ]]
     GPU_TYPE=a100 LLMB_SETUP_STEPS=image run --separate-stderr bash "${REPO}/llama3.1/setup.sh"
     [ "${status}" -eq 1 ]
-    [ "${stderr}" = "llmb: GPU_TYPE: unknown GPU type a100; allowed: h100, b200, gb200" ]
+    [ "${stderr}" = "llmb: GPU_TYPE: unknown GPU type a100; allowed: h100, b200, gb200, h200, b300, gb300" ]
 }
 
 # --- hostile input: one table, each row refused in one line naming the variable -----------------

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Analyzer speed and memory: generate (once) the synthetic experiments trees under
-# ${LLMB_BENCH_DIR:-/tmp/llmb-bench} (with and without a 1 GB NCCL trace), then time
-# parse_train_timing.sh against `grep -rc train_step_timing` over each (medians of 5 runs).
-# Targets on each: within 3x grep's wall time, peak RSS < 150 MB.
+# Analyzer speed and memory: generate (once) the synthetic trees under
+# ${LLMB_BENCH_DIR:-/tmp/llmb-bench} (NeMo runs with and without a 1 GB NCCL trace,
+# Megatron-Bridge runs, logs with 2 MB of noise each, 20,000 logs in one directory, 100,000
+# empty logs), then time parse_train_timing.sh against `grep -rc` over each (medians of 5 runs),
+# and against NVIDIA llmb-run's own parser where LLMB_BENCH_NVIDIA_PARSER names its
+# pretrain_log_parser.py (not in this repository; without it that column is skipped, saying so).
+# Targets on each: within 3x grep's wall time, ahead of NVIDIA's parser, peak RSS < 150 MB.
 set -euo pipefail
 
 main() {
@@ -17,8 +20,9 @@ main() {
         fi
     fi
     tree="${LLMB_BENCH_DIR:-/tmp/llmb-bench}/experiments"
-    echo "== analyzer: parse_train_timing.sh vs grep -rc"
+    echo "== analyzer: parse_train_timing.sh vs grep -rc and NVIDIA's parser"
     "${python}" "${repo}/tests/bench/make_tree.py" "${tree}"
+    "${python}" "${repo}/tests/bench/make_shapes.py" "$(dirname -- "${tree}")"
     LLMB_PYTHON="${python}" "${python}" "${repo}/tests/bench/measure.py" "${tree}"
 }
 

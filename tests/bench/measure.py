@@ -1,15 +1,23 @@
-"""Time the analyzer against `grep -rc train_step_timing` over both bench trees; check targets.
+"""Time the analyzer against `grep -rc` and NVIDIA's own parser on every bench tree; check targets.
 
     python tests/bench/measure.py TREE [--repeat N]
 
-Two shapes (make_tree.py): TREE, 100 runs of NeMo/NCCL output plus a 1 GB NCCL-trace run that
-the analyzer skips unread on its manifest's word (grep reads it, and is slow on its content),
-and TREE-notrace, the same runs alone (grep reads NeMo output at page-cache speed: the shape
-that holds the analyzer to the target). For each, grep and the analyzer (--format=json, the
-full analysis) run alternately N times, page cache warm; the MEDIAN wall times make the ratio
-(the machine may be shared), the largest peak RSS (GNU time) is the memory. Then, for the
-memory target "whatever the log sizes", the analyzer reads the 1 GB trace log in full as an
-ordinary log. Prints every figure and PASS/FAIL per target; exits 1 when a target fails.
+The shapes (make_tree.py, make_shapes.py):
+- TREE: 100 runs of NeMo/NCCL output plus a 1 GB NCCL-trace run that the analyzer skips unread
+  on its manifest's word (grep reads it, and is slow on its content);
+- TREE-notrace: the same runs alone (grep reads NeMo output at page-cache speed);
+- megatron: 100 Megatron-Bridge runs, glued Step Time lines in half of them;
+- noise: 120 complete NeMo runs with 2 MB of warning lines each;
+- many: 20,000 complete 50-step Megatron-Bridge logs in one directory (the cost per log);
+- empty: 100,000 empty logs in one directory.
+For each, grep, the analyzer (--format=json, the full analysis) and, when
+LLMB_BENCH_NVIDIA_PARSER names NVIDIA llmb-run's pretrain_log_parser.py (not in this
+repository; tests/bench/nvidia_parser.py runs it, one process, as llmb-run would), that parser
+run alternately N times, page cache warm; the MEDIAN wall times make the ratios (the machine may
+be shared), the largest peak RSS (GNU time) is the memory. Then, for the memory target "whatever
+the log sizes", the analyzer reads the 1 GB trace log in full as an ordinary log. Prints every
+figure, a table, and PASS/FAIL per target: within MAX_RATIO x grep on each shape, ahead of
+NVIDIA's parser on each, peak RSS under MAX_RSS_MB; exits 1 when a target fails.
 """
 
 from __future__ import annotations
@@ -24,7 +32,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from make_shapes import ensure
 from make_tree import TRACE_NAME, notrace_of
+from nvidia_parser import VARIABLE as NVIDIA_VARIABLE
 
 REPO = Path(__file__).resolve().parents[2]
 MAX_RATIO = 3.0  # analyzer wall time / grep wall time, each shape
@@ -60,64 +70,113 @@ def size_mib(tree: str) -> float:
     return sum(f.stat().st_size for f in Path(tree).rglob("*.out")) / (1 << 20)
 
 
-def shape(name: str, tree: str, repeat: int, env: dict[str, str]) -> dict[str, float] | None:
-    """Median wall times and peak RSS of grep and the analyzer over one tree."""
-    walls: dict[str, list[float]] = {"grep": [], "analyzer": []}
-    rss = {"grep": 0.0, "analyzer": 0.0}
+# (name, where the tree is, what grep counts, the framework llmb-run would name to its parser)
+Shape = tuple[str, str, str, str]
+SHAPE_KEYS = ("trace", "notrace", "megatron", "noise", "many", "empty")  # for --shapes
+
+
+def shapes(tree: str, only: list[str] | None = None) -> list[Shape]:
+    base = Path(tree).parent
+    nemo, bridge = "train_step_timing", "elapsed time per iteration"
+    made = {
+        "trace": lambda: ("with the NCCL trace", tree, nemo, "nemo2"),
+        "notrace": lambda: ("without the NCCL trace", str(notrace_of(Path(tree))), nemo,
+                            "nemo2"),
+        "megatron": lambda: ("Megatron-Bridge", str(ensure(base, "megatron")), bridge,
+                             "megatron_bridge"),
+        "noise": lambda: ("2 MB of noise per log", str(ensure(base, "noise")), nemo, "nemo2"),
+        "many": lambda: ("20,000 logs", str(ensure(base, "many")), bridge, "megatron_bridge"),
+        "empty": lambda: ("100,000 empty logs", str(ensure(base, "empty")), bridge,
+                          "megatron_bridge"),
+    }
+    return [made[key]() for key in SHAPE_KEYS if not only or key in only]
+
+
+def commands(shape: Shape, nvidia: str | None) -> dict[str, list[str]]:
+    _, tree, needle, framework = shape
+    cmds = {"grep": ["grep", "-rc", needle, tree], "llmb": analyzer_cmd(tree)}
+    if nvidia:
+        cmds["nvidia"] = [sys.executable, str(REPO / "tests" / "bench" / "nvidia_parser.py"),
+                          framework, tree]
+    return cmds
+
+
+def measure(shape: Shape, repeat: int, env: dict[str, str], nvidia: str | None
+            ) -> dict[str, float] | None:
+    """Median wall times (and the analyzer's peak RSS) of each command over one tree."""
+    cmds = commands(shape, nvidia)
+    walls: dict[str, list[float]] = {who: [] for who in cmds}
+    rss = 0.0
     for _ in range(repeat):
-        for who, cmd in (("grep", ["grep", "-rc", "train_step_timing", tree]),
-                         ("analyzer", analyzer_cmd(tree))):
+        for who, cmd in cmds.items():
             wall, peak, status = run(cmd, env)
-            if status not in (0, 1) or (who == "analyzer" and status != 0):
+            if status not in (0, 1) or (who == "nvidia" and status != 0):
                 print(f"bench: {' '.join(cmd)} exited with {status}", file=sys.stderr)
                 return None
             walls[who].append(wall)
-            rss[who] = max(rss[who], peak)
-    g, a = statistics.median(walls["grep"]), statistics.median(walls["analyzer"])
+            rss = max(rss, peak) if who == "llmb" else rss
+    medians = {who: statistics.median(w) for who, w in walls.items()}
+    name, tree = shape[0], shape[1]
     mib = size_mib(tree)
     print(f"{name}: {tree} ({mib:.0f} MiB of .out files)")
-    print(f"  grep -rc:  median {g:7.3f} s (of {', '.join(f'{w:.3f}' for w in walls['grep'])})"
-          f"   {mib / g:6.0f} MiB/s   peak RSS {rss['grep']:6.1f} MiB")
-    print(f"  analyzer:  median {a:7.3f} s (of {', '.join(f'{w:.3f}' for w in walls['analyzer'])})"
-          f"   peak RSS {rss['analyzer']:6.1f} MiB")
-    print(f"  ratio:     {a / g:7.2f} x grep")
-    return {"grep": g, "analyzer": a, "ratio": a / g, "rss": rss["analyzer"],
-            "grep_mib_s": mib / g}
+    for who, label in (("grep", "grep -rc:"), ("llmb", "analyzer:"), ("nvidia", "NVIDIA:")):
+        if who in walls:
+            print(f"  {label:10s} median {medians[who]:7.3f} s (of "
+                  f"{', '.join(f'{w:.3f}' for w in walls[who])})")
+    print(f"  analyzer peak RSS {rss:6.1f} MiB; {medians['llmb'] / medians['grep']:.2f} x grep")
+    return {**medians, "rss": rss}
+
+
+def table(figures: dict[str, dict[str, float]]) -> None:
+    print(f"{'shape':24s} {'llmb s':>8s} {'grep -rc s':>10s} {'NVIDIA s':>9s} "
+          f"{'llmb/grep':>9s} {'llmb/NVIDIA':>11s}")
+    for name, f in figures.items():
+        nvidia = f.get("nvidia")
+        theirs = f"{nvidia:.3f}" if nvidia else "-"
+        ratio = f"{f['llmb'] / nvidia:.2f}" if nvidia else "-"
+        print(f"{name:24s} {f['llmb']:8.3f} {f['grep']:10.3f} {theirs:>9s} "
+              f"{f['llmb'] / f['grep']:9.2f} {ratio:>11s}")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tree")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--shapes", help=f"comma-separated shapes to run, of {SHAPE_KEYS} "
+                        "(default: all)")
     args = parser.parse_args()
     python = os.environ.get("LLMB_PYTHON") or sys.executable
     env = {**os.environ, "LLMB_PYTHON": python}
+    nvidia = os.environ.get(NVIDIA_VARIABLE) or None
     if not GNU_TIME:
         print("(no /usr/bin/time: peak RSS includes the 20 MB of Python each child forks from)")
     print(f"({os.cpu_count()} CPU(s); medians of {args.repeat} runs each)")
-    shapes = {"with the NCCL trace": args.tree, "without the NCCL trace": str(
-        notrace_of(Path(args.tree)))}
+    if nvidia is None:
+        print(f"SKIP: NVIDIA's parser: set {NVIDIA_VARIABLE} to llmb-run's "
+              "pretrain_log_parser.py (NVIDIA/dgxc-benchmarking, cli/llmb-run; not in this "
+              "repository) to compare with it")
     figures = {}
-    for name, tree in shapes.items():
-        found = shape(name, tree, args.repeat, env)
+    for shape in shapes(args.tree, args.shapes.split(",") if args.shapes else None):
+        found = measure(shape, args.repeat, env, nvidia)
         if found is None:
             return 1
-        figures[name] = found
-    fast = min(figures, key=lambda n: figures[n]["grep"])
-    slow = max(figures, key=lambda n: figures[n]["grep"])
-    print(f"grep is fast on the tree {fast} ({figures[fast]['grep']:.3f} s, against "
-          f"{figures[slow]['grep']:.3f} s {slow}: the analyzer skips the trace unread, grep reads "
-          "it): that shape is the one that holds the analyzer to the target")
+        figures[shape[0]] = found
+    table(figures)
+    ok = True
+    for name, f in figures.items():
+        good = f["llmb"] / f["grep"] <= MAX_RATIO
+        ok &= good
+        print(f"{'PASS' if good else 'FAIL'}: analyzer wall time within {MAX_RATIO:g}x grep on "
+              f"{name} ({f['llmb'] / f['grep']:.2f}x)")
+        if "nvidia" in f:
+            ahead = f["llmb"] < f["nvidia"]
+            ok &= ahead
+            print(f"{'PASS' if ahead else 'FAIL'}: analyzer ahead of NVIDIA's parser on {name} "
+                  f"({f['llmb']:.3f} s against {f['nvidia']:.3f} s)")
     big_wall, big_rss, big_size = read_trace_in_full(args.tree, env)
     print(f"big log:   {big_wall:7.3f} s   peak RSS {big_rss:6.1f} MiB   (the {big_size:.0f} MiB "
           "trace log read in full as an ordinary log)")
-    ok = True
-    for name, f in figures.items():
-        good = f["ratio"] <= MAX_RATIO
-        ok &= good
-        print(f"{'PASS' if good else 'FAIL'}: analyzer wall time within {MAX_RATIO:g}x grep on "
-              f"the tree {name} ({f['ratio']:.2f}x)")
-    worst = max(max(f["rss"] for f in figures.values()), big_rss)
+    worst = max([f["rss"] for f in figures.values()] + [big_rss])
     ok_rss = worst < MAX_RSS_MB
     each = ", ".join(f"{f['rss']:.1f} MiB {n}" for n, f in figures.items())
     print(f"{'PASS' if ok_rss else 'FAIL'}: analyzer peak RSS under {MAX_RSS_MB:g} MB "

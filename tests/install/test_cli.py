@@ -62,7 +62,8 @@ def run_install(tmp_path: Path, *args: str, env: dict[str, str] | None = None,
 # --- every bad input: one clear line, non-zero, nothing created --------------------------
 
 BAD = [
-    ({"gpu_type": "a100"}, "gpu_type=a100 is not supported; allowed: h100, b200, gb200"),
+    ({"gpu_type": "a100"},
+     "gpu_type=a100 is not supported; allowed: h100, b200, gb200, h200, b300, gb300"),
     ({"workloads": ["pretrain_gpt3"]}, "workloads: pretrain_gpt3 is not a workload"),
     ({"workloads": []}, "workloads is empty"),
     ({"workloads": ["pretrain_nemotronh"], "gpu_type": "gb200"},

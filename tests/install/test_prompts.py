@@ -28,25 +28,29 @@ def test_the_numbered_answers():
     assert prompts.picked("2", choices, False) == ["b200"]
     assert prompts.picked(" GB200 ", choices, False) == ["gb200"]
     assert prompts.picked("1 3", choices, False) == "1 3: give one number or name"
-    assert prompts.picked("all", choices, True) == ["h100", "b200", "gb200"]
+    assert prompts.picked("all", choices, True) == ["h100", "b200", "gb200", "h200", "b300",
+                                                    "gb300"]
     assert prompts.picked("3,1 3", choices, True) == ["gb200", "h100"]
     assert prompts.picked("0", choices, True) == (
-        "0 is not one of: h100, b200, gb200 (or their numbers 1-3, or all)")
+        "0 is not one of: h100, b200, gb200, h200, b300, gb300 (or their numbers 1-6, or all)")
     assert prompts.picked("all", choices, False) == (
-        "all is not one of: h100, b200, gb200 (or their numbers 1-3)")
+        "all is not one of: h100, b200, gb200, h200, b300, gb300 (or their numbers 1-6)")
 
 
 def test_a_wrong_answer_is_asked_again_with_the_reason(capsys):
-    input_fn, asked = replies("4", "b200 gb200", "")
+    input_fn, asked = replies("7", "b200 gb200", "")
     picked = prompts.choose(input_fn, "GPU type", prompts.gpu_choices(), "h100")
     assert picked == ["h100"]  # Enter: the default
     out = capsys.readouterr().out
-    assert out.splitlines()[:4] == [
+    assert out.splitlines()[:7] == [
         "GPU type:",
         "   1) h100   8 GPUs per node, x86_64, 989/1979 dense TFLOPS per GPU (BF16/FP8)",
         "   2) b200   8 GPUs per node, x86_64, 2250/4500 dense TFLOPS per GPU (BF16/FP8)",
-        "   3) gb200  4 GPUs per node, aarch64, 2450/4900 dense TFLOPS per GPU (BF16/FP8)"]
-    assert "  4 is not one of: h100, b200, gb200 (or their numbers 1-3)" in out
+        "   3) gb200  4 GPUs per node, aarch64, 2450/4900 dense TFLOPS per GPU (BF16/FP8)",
+        "   4) h200   8 GPUs per node, x86_64, 989/1979 dense TFLOPS per GPU (BF16/FP8)",
+        "   5) b300   8 GPUs per node, x86_64, 2250/4500 dense TFLOPS per GPU (BF16/FP8)",
+        "   6) gb300  4 GPUs per node, aarch64, 2450/4900 dense TFLOPS per GPU (BF16/FP8)"]
+    assert "  7 is not one of: h100, b200, gb200, h200, b300, gb300 (or their numbers 1-6)" in out
     assert "  b200 gb200: give one number or name" in out
     assert asked == ["GPU type (a number or a name) (default: h100): "] * 3
 

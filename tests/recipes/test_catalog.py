@@ -346,7 +346,7 @@ def test_the_container_is_the_one_000_imports():
     pytest.param("llama3.1", ("13b", "fp8", "h100", 8), "model_size", "13b",
                  ("8b", "70b", "405b"), id="unknown-size"),
     pytest.param("nemotron", ("15b", "fp8", "a100", 16), "gpu_type", "a100",
-                 ("h100", "b200", "gb200"), id="unknown-gpu"),
+                 ("h100", "b200", "gb200", "h200", "b300", "gb300"), id="unknown-gpu"),
     pytest.param("nemotron", ("15b", "fp8", "h100", 16, "sideways"), "scaling", "sideways",
                  ("weak", "strong"), id="unknown-scaling"),
 ])
@@ -439,3 +439,24 @@ def test_experiment_name_of_000s_example_follows_the_table_not_its_typo():
 def test_experiment_names(recipes, name, args, expected):
     assert recipes[name].resolve(*args).experiment_name == expected
 
+
+
+# --- a GPU type a recipe has no row for ---------------------------------------------------------
+
+@pytest.mark.parametrize(("recipe", "gpu", "has"), [
+    ("llama3.1", "b300", "h100"), ("nemotronh", "gb200", "h100"),
+    ("nemotron", "h200", "h100, gb200, b200"),
+])
+def test_a_gpu_type_without_a_published_row_is_refused_naming_what_knows_it(recipe, gpu, has):
+    with pytest.raises(CatalogError) as err:
+        catalog.require_gpu_type(catalog.find_recipe(recipe), gpu)
+    assert str(err.value) == (
+        f"{gpu} is not supported by {recipe}; allowed: {has} (the GPU types it publishes rows "
+        "for); the analyzer (--gpu-type) and llmb-run screen also support h200, b300, gb300")
+    assert (err.value.field, err.value.value) == ("gpu_type", gpu)
+
+
+def test_a_published_or_unknown_gpu_type_is_left_alone():
+    for recipe in catalog.all_recipes():
+        for gpu in [*recipe.gpu_types, "a100", ""]:
+            assert catalog.require_gpu_type(recipe, gpu) is None

@@ -95,7 +95,7 @@ def test_the_four_lines_setup_sh_reads(argv: list[str], lines: list[str],
     (["pretrain_gpt3"], 1, "llmb: recipe: unknown workload pretrain_gpt3; known: "
                            "pretrain_llama3.1, pretrain_nemotron4, pretrain_nemotronh"),
     (["llama3.1", "a100"], 1, "llmb: GPU_TYPE: unknown GPU type a100; allowed: h100, b200, "
-                              "gb200"),
+                              "gb200, h200, b300, gb300"),
 ])
 def test_a_bad_request_is_one_line_and_prints_nothing_to_use(
         argv: list[str], code: int, err: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,9 +16,11 @@ takes them from the results); `materialize` turns it into plain lists (tests, --
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 from llmb.analysis import verdicts
@@ -37,6 +39,18 @@ def order(result: dict[str, Any]) -> tuple[Any, ...]:
             str(result["scaling"] or ""), result["config_key"], result["filename"])
 
 
+class Results(Spill):
+    """The results in their order, kept as their JSON lines (with each one's configuration and
+    file name): iterated as dicts; `lines` gives (line, config_key, filename) as kept, which the
+    JSON writer writes as they are."""
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        return (json.loads(line) for line, _, _ in super().__iter__())
+
+    def lines(self) -> Iterator[tuple[str, str, str]]:
+        return super().__iter__()
+
+
 class Assembly:
     """Takes outcomes and skipped files in any order; `finish` gives the analysis."""
 
@@ -44,7 +58,9 @@ class Assembly:
                  tolerance: float) -> None:
         self.roots, self.gpu_type, self.window, self.tolerance = roots, gpu_type, window, tolerance
         self.base = base_of(roots)
-        self.results = Spill()
+        self.results = Results()
+        self.groups = verdicts.Groups(window)
+        self._orders: dict[str, tuple[Any, ...]] = {}  # config_key -> its order but the file
         self.skipped = Spill()
         self.warnings: dict[str, str] = {}  # manifest (shown relative) -> warning
         self.status: Counter[str] = Counter()
@@ -58,21 +74,28 @@ class Assembly:
         self.reasons[reason] += 1
 
     def add(self, outcome: Outcome) -> None:
-        """A log's outcome."""
-        if outcome.skipped is not None or outcome.result is None:
+        """A log's outcome, packed by a worker or not."""
+        if outcome.result is not None:
+            outcome = outcome.packed()
+        if outcome.skipped is not None or outcome.line is None or outcome.brief is None:
             self.skip(outcome.path, outcome.skipped or "no result")
             return
-        result = outcome.result
+        brief = outcome.brief
         self.catalog_error = self.catalog_error or outcome.catalog_error
         if outcome.warning and outcome.manifest is not None:
             self.warnings.setdefault(display(os.path.relpath(outcome.manifest, self.base)),
                                      outcome.warning)
-        self.status[result["status"]] += 1
-        self.unreadable += bool(result["error"])
-        self.results.add(order(result), result)
+        self.status[brief["status"]] += 1
+        self.unreadable += bool(brief["error"])
+        config = self._orders.get(brief["config_key"])
+        if config is None:  # the configuration's part of the order, once per configuration
+            config = self._orders[brief["config_key"]] = order(brief)[:-1]
+        place = (*config, brief["filename"])
+        self.results.add(place, (outcome.line, brief["config_key"], brief["filename"]))
+        self.groups.add(place, brief)
 
     def finish(self) -> dict[str, Any]:
-        configs = verdicts.configurations(self.results, self.tolerance, self.window, files=False)
+        configs = self.groups.entries(self.tolerance)
         return {"analysis": self.settings(), "results": self.results,
                 "configurations": configs, "comparison": None, "skipped": self.skipped,
                 "warnings": [{"path": p, "warning": w} for p, w in sorted(self.warnings.items())],

@@ -212,6 +212,7 @@ def _tasks(roots: list[str], base: str, skips: deque[tuple[str, str]]) -> Iterat
     from llmb.analysis.perlog import Task
 
     manifests = Manifests()
+    traced_roots = {r for r in roots if NCCL_TAG in os.path.basename(os.path.abspath(r))}
     for found in discover.walk(roots):
         if found.problem is not None:
             skips.append((found.path, found.problem))
@@ -221,8 +222,8 @@ def _tasks(roots: list[str], base: str, skips: deque[tuple[str, str]]) -> Iterat
             skips.append((path, "sbatch output"))
             continue
         manifest = manifests.near(path)
-        if nccl_traced(manifest[1] if manifest else None) or NCCL_TAG in os.path.relpath(
-                path, base) or NCCL_TAG in os.path.basename(os.path.abspath(found.root)):
+        if nccl_traced(manifest[1] if manifest else None) or found.root in traced_roots \
+                or (NCCL_TAG in path and NCCL_TAG in discover.relative(path, base)):
             skips.append((path, "NCCL trace"))
             continue
         yield Task(found.root, path, manifest)

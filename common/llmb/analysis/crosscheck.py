@@ -5,10 +5,13 @@ states facts of its own. Where they disagree, per field:
 
 - world size: the start-up lines state how many processes trained (Lightning's
   `Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/16`, `Starting with 16 processes`,
-  torchrun's `global_world_sizes=[16, ...]`). One process per GPU, so a manifest or name
-  that says another GPU count is not this log's: Invalid, naming both. Two different world
-  sizes in one log's start-up: Invalid.
-- global batch size: every NeMo step line prints `global_batch_size`. A GBS the manifest or
+  torchrun's `global_world_sizes=[16, ...]`, Megatron-LM's `using world size: 16`). One
+  process per GPU, so a manifest or name that says another GPU count is not this log's:
+  Invalid, naming both. Two different world sizes in one log's start-up: Invalid. Without
+  such a line, the configuration's `data_parallel_size` times the TP, PP and CP the manifest
+  or name states is the world size.
+- global batch size: every step line prints it (NeMo's `global_batch_size`, Megatron's
+  `global batch size`). A GBS the manifest or
   the name states that differs: Invalid, naming both; one that changes within the log:
   Invalid. An old-style name (`..._8b_bf16_16`) states no GBS and the published row's was
   assumed: the log's wins (scaling and reference follow it). A smoke test trains a tiny
@@ -64,8 +67,8 @@ def log_facts(scan: timing.LogScan, ident: dict[str, Any] | None, identifier: An
                                f"{sizes[0][1]!r}; {sizes[1][0]}: {sizes[1][1]!r})")
     if scan.gbs_change is not None:
         at, value = scan.gbs_change
-        checked.invalid.append(f"global_batch_size changes from {scan.gbs} to {value} at "
-                               f"iteration {at}")
+        checked.invalid.append(f"{scan.name('gbs')} changes from {scan.gbs} to {value} at "
+                               f"iteration {scan.label(at)}")
     if ident is None:
         return checked
     world = scan.world_size
@@ -73,6 +76,13 @@ def log_facts(scan: timing.LogScan, ident: dict[str, Any] | None, identifier: An
         checked.invalid.append(f"{_source(ident)} says {ident['num_gpus']} GPUs, the log "
                                f"{world} processes ({sizes[0][1]!r}): the log is not this "
                                "configuration's")
+    elif world is None and scan.data_parallel and ident.get("parallel"):
+        tp, pp, cp = ident["parallel"]
+        if (implied := scan.data_parallel * tp * pp * cp) != ident["num_gpus"]:
+            checked.invalid.append(
+                f"{_source(ident)} says {ident['num_gpus']} GPUs, the log's data_parallel_size "
+                f"{scan.data_parallel} x TP {tp} x PP {pp} x CP {cp} is {implied}: the log is "
+                "not this configuration's")
     _gbs(scan, checked, identifier)
     if ident["by"] == "manifest" and ident["num_layers"] and not ident["smoke"]:
         layers = identifier.catalog_layers(ident)
@@ -83,8 +93,9 @@ def log_facts(scan: timing.LogScan, ident: dict[str, Any] | None, identifier: An
                 f"{ident['num_gpus']} {ident['gpu_type']} GPUs has {layers} (metadata.yaml)")
     hint = ident["final_index"]
     if scan.final_index is not None and hint is not None and scan.final_index != hint:
-        checked.notes.append(f"the log counts to iteration {scan.final_index}, {_source(ident)}'s "
-                             f"max_steps to {hint}; the log's count is used")
+        checked.notes.append(f"the log counts to iteration {scan.label(scan.final_index)}, "
+                             f"{_source(ident)}'s max_steps to {scan.label(hint)}; the log's "
+                             "count is used")
     return checked
 
 
@@ -97,7 +108,7 @@ def _gbs(scan: timing.LogScan, checked: Checked, identifier: Any) -> None:
         checked.ident = identifier.with_gbs(ident, scan.gbs)
         return
     checked.invalid.append(f"{_source(ident)} says GBS {ident['gbs']}, the step lines' "
-                           f"global_batch_size {scan.gbs}: the log is not this configuration's")
+                           f"{scan.name('gbs')} {scan.gbs}: the log is not this configuration's")
 
 
 def implied_flops(scan: timing.LogScan, idx: list[int], gpus: int, gbs: int) -> float | None:
@@ -118,8 +129,8 @@ def model_check(scan: timing.LogScan, ident: dict[str, Any], idx: list[int],
     if implied is None or 1 / MODEL_FACTOR <= implied / flops <= MODEL_FACTOR:
         return None
     layers = f", {ident['num_layers']} layers" if ident.get("num_layers") else ""
-    return (f"the log's TFLOPS_per_GPU imply {implied:.3g} model FLOPs per sample (GBS {gbs} on "
-            f"{gpus} GPUs), {_source(ident)}'s model ({ident['recipe'].name} "
+    return (f"the log's {scan.name('tflops')} imply {implied:.3g} model FLOPs per sample "
+            f"(GBS {gbs} on {gpus} GPUs), {_source(ident)}'s model ({ident['recipe'].name} "
             f"{ident['model_size']}{layers}) has {flops:.3g}: the log is not this "
             "configuration's")
 
@@ -160,13 +171,13 @@ def tflops_above_peak(scan: timing.LogScan, ident: dict[str, Any] | None, identi
                    default=None)
         if peak is None or value <= peak:
             return None
-        return (f"TFLOPS_per_GPU {text} at iteration {at} is above every GPU's peak "
-                f"({peak:g} TFLOPS)")
+        return (f"{scan.name('tflops')} {text} at iteration {scan.label(at)} is above every "
+                f"GPU's peak ({peak:g} TFLOPS)")
     if not ident["smoke"] and not ident["recipe"].logged_tflops:
         return None  # NeMo logs a wrong figure for this model, and it is not used
     peak = identifier.peak_tflops(ident)
     if not peak or value <= peak:
         return None
-    return (f"TFLOPS_per_GPU {text} at iteration {at} is above the {ident['gpu_type']} "
-            f"{ident['dtype']} peak ({peak:g} TFLOPS)"
+    return (f"{scan.name('tflops')} {text} at iteration {scan.label(at)} is above the "
+            f"{ident['gpu_type']} {ident['dtype']} peak ({peak:g} TFLOPS)"
             + _fits(ident, identifier, value / peak, peak).replace(" and of every GPU's", ""))

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from llmb.analysis.identify import display
 from llmb.shared.files import LinkGuard
 
 
-@dataclass(frozen=True)
-class Found:
-    """A `*.out` file under root, or (problem set) something that could not be walked."""
+class Found(NamedTuple):
+    """A `*.out` file under root, or (problem set) something that could not be walked. (A
+    tuple: made for every file of a tree.)"""
 
     root: str
     path: str
@@ -141,6 +141,15 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
         return entry.is_dir()  # a link to a directory too
     except OSError:
         return False
+
+
+def relative(path: str, base: str) -> str:
+    """os.path.relpath(path, base) for a path found under base, without its cost (it makes
+    both absolute and compares their parts: a few microseconds a log, per log)."""
+    prefix = base.rstrip(os.sep) + os.sep
+    if path.startswith(prefix) and base not in ("", ".") and ".." not in path[len(prefix):]:
+        return path[len(prefix):]
+    return os.path.relpath(path, base)
 
 
 def base_of(roots: list[str]) -> str:

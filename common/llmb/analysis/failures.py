@@ -202,15 +202,17 @@ class Findings:
 
 
 def explain(findings: Findings, *, complete: bool, last: int | None, final: int | None,
-            steps: int) -> str | None:
-    """The reason for a run's outcome in one line (None when there is nothing to say)."""
+            steps: int, first: int = 0) -> str | None:
+    """The reason for a run's outcome in one line (None when there is nothing to say); last
+    and final are step indices, named as the log numbers them (its first iteration: first)."""
     if complete:
         if not findings:
             return None
         return f"finished all {final + 1 if final is not None else steps} iterations, then " \
                f"{findings.summary()}"
     where = ("before the first training step" if last is None else
-             f"at iteration {last}" + (f" of {final}" if final is not None else ""))
+             f"at iteration {last + first}" + (f" of {final + first}" if final is not None
+                                               else ""))
     if not findings:
         if last is None:
             return "no training step in the log and no error line after the start-up"

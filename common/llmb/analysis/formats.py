@@ -86,16 +86,30 @@ def _dumps(value: Any, level: int) -> str:
     return text.replace("\n", "\n" + "  " * level) if level else text
 
 
+# json.dumps(text, ensure_ascii=True) for a str, without its Python layers (a call per file)
+_string = json.encoder.encode_basestring_ascii
+
+
 def _json_list(out: TextIO, items: Iterable[Any], level: int, one_line: bool = False) -> None:
     """A list written item by item, as json.dumps(indent=2) writes it, or with each item on
     one line (json's C encoder: fast)."""
     pad, opened = "  " * (level + 1), False
     for item in items:
-        text = (json.dumps(item, ensure_ascii=True, allow_nan=False) if one_line
+        text = (_string(item) if isinstance(item, str)
+                else json.dumps(item, ensure_ascii=True, allow_nan=False) if one_line
                 else _dumps(item, level + 1))
         out.write((",\n" if opened else "[\n") + pad + text)
         opened = True
     out.write("\n" + "  " * level + "]" if opened else "[]")
+
+
+def _lines_list(out: TextIO, lines: Iterable[str]) -> None:
+    """_json_list(one_line=True) of items already written as JSON lines."""
+    opened = False
+    for line in lines:
+        out.write((",\n    " if opened else "[\n    ") + line)
+        opened = True
+    out.write("\n  ]" if opened else "[]")
 
 
 def write_json(analysis: Mapping[str, Any], out: TextIO) -> None:
@@ -105,7 +119,9 @@ def write_json(analysis: Mapping[str, Any], out: TextIO) -> None:
     by one, each configuration's files from the results."""
     for n, (key, value) in enumerate(analysis.items()):
         out.write(("{" if n == 0 else ",") + "\n  " + json.dumps(key) + ": ")
-        if key in ("results", "skipped"):
+        if key == "results" and hasattr(value, "lines"):  # kept as JSON lines: written as such
+            _lines_list(out, (line for line, _, _ in value.lines()))
+        elif key in ("results", "skipped"):
             _json_list(out, value, 1, one_line=True)
         elif key == "configurations":
             _json_configs(out, value, analysis.get("results") or [])
@@ -121,15 +137,17 @@ def _json_configs(out: TextIO, configs: Sequence[Mapping[str, Any]],
     if not configs:
         out.write("[]")
         return
-    runs = iter(results)
+    lines = getattr(results, "lines", None)  # kept as JSON lines: their keys and names as kept
+    runs = (((k, f) for _, k, f in lines()) if lines is not None
+            else ((r["config_key"], r["filename"]) for r in results))
     pending = next(runs, None)
 
     def files(key: str) -> Iterator[str]:
         nonlocal pending
-        while pending is not None and pending["config_key"] != key:
+        while pending is not None and pending[0] != key:
             pending = next(runs, None)  # (a materialized analysis's own order)
-        while pending is not None and pending["config_key"] == key:
-            yield pending["filename"]
+        while pending is not None and pending[0] == key:
+            yield pending[1]
             pending = next(runs, None)
 
     for n, config in enumerate(configs):

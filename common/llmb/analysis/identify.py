@@ -3,8 +3,11 @@
 A run manifest (llmb_manifest.json, written by launch.sh next to the logs) is read from the
 log's directory or up to two parents; every field the analysis uses is checked, and a manifest
 that is malformed is reported once (a warning naming the field) and the run is identified by
-its name instead. Names follow both styles of the seeds:
-`<workload>_<size>_<dtype>_gpus<N>_tp.._gbs<G>` and `<workload>_<size>_<dtype>_<N>`.
+its name instead. Names follow both styles of the seeds,
+`<workload>_<size>_<dtype>_gpus<N>_tp.._gbs<G>` and `<workload>_<size>_<dtype>_<N>`, and the
+current recipes' (`pretrain_qwen3_30b_a3b_bf16_gpus8_tp1_pp1_cp1_vpNone_ep8_etp1_mbs8_gbs512`:
+any fields between gpus and gbs are read). A model the catalog does not know, named in the new
+style, is identified as an UnknownModel: its GPUs, GBS and dtype, no reference.
 The catalog (pyyaml) is imported only when there is a log to identify.
 """
 
@@ -23,6 +26,9 @@ from llmb.manifest import ManifestError
 from llmb.shared.values import shown
 
 DEFAULT_GPU = "h100"
+# Megatron-Bridge's FP8 recipes (current, delayed, MX, sub-channel scaling) run at the FP8 peak.
+_PEAK_DTYPES = {"fp8_cs": "fp8", "fp8cs": "fp8", "fp8_ds": "fp8", "fp8ds": "fp8",
+                "fp8_mx": "fp8", "fp8mx": "fp8", "fp8_sc": "fp8", "fp8sc": "fp8"}
 MANIFEST_LEVELS = 3  # the log's directory and up to two parents
 MANIFESTS_KEPT = 256  # manifests (and directories without one) remembered
 SCALINGS = ("weak", "strong")
@@ -39,6 +45,7 @@ class Manifests:
 
     def __init__(self) -> None:
         self._cache: OrderedDict[str, tuple[str, dict[str, Any] | str] | None] = OrderedDict()
+        self._near: tuple[str, tuple[str, dict[str, Any] | str] | None] | None = None
 
     def read(self, directory: str) -> tuple[str, dict[str, Any] | str] | None:
         """(path, data) of the manifest in directory, data a one-line problem when it cannot
@@ -56,7 +63,16 @@ class Manifests:
         return self._cache[directory]
 
     def near(self, log_path: str) -> tuple[str, dict[str, Any] | str] | None:
-        directory = os.path.dirname(os.path.abspath(log_path))
+        """The manifest nearest the log (its folder, or up to two above); worked out once per
+        folder (the logs of a folder come together)."""
+        folder = os.path.dirname(log_path)
+        if self._near is not None and self._near[0] == folder:
+            return self._near[1]
+        found = self._nearest(os.path.abspath(folder or "."))
+        self._near = (folder, found)
+        return found
+
+    def _nearest(self, directory: str) -> tuple[str, dict[str, Any] | str] | None:
         for _ in range(MANIFEST_LEVELS):
             if (found := self.read(directory)) is not None:
                 return found
@@ -74,13 +90,21 @@ def nccl_traced(manifest: dict[str, Any] | str | None) -> bool:
 
 # --- names ------------------------------------------------------------------------------------
 
-_NEW_NAME = re.compile(
-    r"(?P<size>\d+(?:\.\d+)?[bm])_(?P<dtype>[a-z0-9]+)_gpus(?P<gpus>\d{1,9})_tp\d+_pp\d+_cp\d+"
-    r"_vp(?:\d+|none)_mbs\d+_gbs(?P<gbs>\d{1,12})(?P<tags>(?:_[a-z][a-z0-9]*)*)"
-    r"(?P<suffix>(?:_\d+)*)", re.I)
+_SIZE = r"(?P<size>\d+(?:\.\d+)?[bmt](?:_a\d+(?:\.\d+)?[bm])?)"  # 8b; 30b_a3b (MoE: active)
+_DTYPE = r"(?P<dtype>[a-z0-9]+(?:_(?:cs|ds|mx|sc))?)"  # bf16, fp8, fp8_cs, nvfp4
+# gpus<N>, then any <key><number or None> fields (tp, pp, cp, vp, ep, etp, mbs, ...), gbs<G>
+_NEW_REST = (_SIZE + "_" + _DTYPE + r"_gpus(?P<gpus>\d{1,9})"
+             r"(?P<fields>(?:_[a-z]{1,8}(?:\d{1,12}|none))*?)_gbs(?P<gbs>\d{1,12})"
+             r"(?P<tags>(?:_[a-z][a-z0-9]*)*)(?P<suffix>(?:_\d+)*)")
+_NEW_NAME = re.compile(_NEW_REST, re.I)
 _OLD_NAME = re.compile(
-    r"(?P<size>\d+(?:\.\d+)?[bm])_(?P<dtype>[a-z0-9]+)_(?P<gpus>\d{1,9})"
+    _SIZE + "_" + _DTYPE + r"_(?P<gpus>\d{1,9})"
     r"(?P<tags>(?:_[a-z][a-z0-9]*)*)(?P<suffix>(?:_\d+)*)", re.I)
+# A model the catalog does not know: only in the new style, which states GPUs and GBS itself.
+_ANY_NEW_NAME = re.compile(r"(?P<workload>[a-z][a-z0-9.-]*(?:_[a-z][a-z0-9.-]*)*?)_" + _NEW_REST,
+                           re.I)
+_FIELD = re.compile(r"_([a-z]{1,8})(\d{1,12}|none)", re.I)
+_JOB_SUFFIX = re.compile(r"(?:_\d+)+(?:\.out)?$")  # log-<name>_<job>_<n>.out: <job>_<n>
 
 
 @dataclass(frozen=True)
@@ -92,11 +116,45 @@ class NameInfo:
     num_gpus: int
     gbs: int | None
     tags: tuple[str, ...]
+    parallel: tuple[int, int, int] | None = None  # (TP, PP, CP) when the name states them
+
+
+@dataclass(frozen=True)
+class UnknownModel:
+    """A model the catalog does not know, named by its experiment name (`pretrain_qwen3_...`):
+    its runs get their timing and tokens/s (where the log states the sequence length), never a
+    reference, model FLOPs or MFU."""
+
+    workload: str
+    logged_tflops: bool = True  # what the log says is all there is
+    sizes: tuple[str, ...] = ()
+    seq_length: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.workload.removeprefix("pretraining_").removeprefix("pretrain_")
+
+
+def _info(m: re.Match[str], experiment: str, workload: str) -> NameInfo | None:
+    if int(m.group("gpus")) < 1:
+        return None
+    gbs = m.groupdict().get("gbs")
+    fields = {k.lower(): v for k, v in _FIELD.findall(m.groupdict().get("fields") or "")}
+    parallel = None
+    if all(k in fields and fields[k].isdigit() for k in ("tp", "pp", "cp")):
+        parallel = (int(fields["tp"]), int(fields["pp"]), int(fields["cp"]))
+    return NameInfo(
+        experiment=experiment[: len(experiment) - len(m.group("suffix"))], workload=workload,
+        model_size=m.group("size").lower(), dtype=m.group("dtype").lower(),
+        num_gpus=int(m.group("gpus")), gbs=int(gbs) if gbs else None,
+        tags=tuple(t for t in m.group("tags").lower().split("_") if t), parallel=parallel)
 
 
 def parse_name(name: str, workloads: list[str]) -> NameInfo | None:
-    """Both naming styles: <workload>_<size>_<dtype>_gpus<N>_tp.._gbs<G> (new) and
-    <workload>_<size>_<dtype>_<N> (old; GBS from the published row at that scale).
+    """Both naming styles: <workload>_<size>_<dtype>_gpus<N>_tp.._gbs<G> (new; any fields
+    between gpus and gbs, such as ep8 or etp1, are read) and <workload>_<size>_<dtype>_<N> (old;
+    GBS from the published row at that scale). A workload the catalog does not know is read
+    from the new style only (NameInfo.workload is then not one of `workloads`).
 
     A trailing _<digits> (job id, timestamp, restart) may follow; `pretraining_` is accepted for
     `pretrain_` (seed 000 writes both).
@@ -107,15 +165,12 @@ def parse_name(name: str, workloads: list[str]) -> NameInfo | None:
                 continue
             rest = name[len(prefix) + 1:]
             m = _NEW_NAME.fullmatch(rest) or _OLD_NAME.fullmatch(rest)
-            if not m or int(m.group("gpus")) < 1:
-                continue
-            gbs = m.groupdict().get("gbs")
-            tags = tuple(t for t in m.group("tags").lower().split("_") if t)
-            return NameInfo(
-                experiment=name[: len(name) - len(m.group("suffix"))], workload=workload,
-                model_size=m.group("size").lower(), dtype=m.group("dtype").lower(),
-                num_gpus=int(m.group("gpus")), gbs=int(gbs) if gbs else None, tags=tags)
-    return None
+            if m and (info := _info(m, name, workload)) is not None:
+                return info
+    m = _ANY_NEW_NAME.fullmatch(name)
+    if m is None or m.group("workload") in workloads:
+        return None  # a known workload's name that is not one of its styles
+    return _info(m, name, m.group("workload"))
 
 
 def name_candidates(rel: str, root: str) -> list[str]:
@@ -162,6 +217,13 @@ def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
     return value
 
 
+def _parallel(par: dict[str, Any]) -> tuple[int, int, int] | None:
+    """(TP, PP, CP) of a manifest's parallelism, when it states all three as counts."""
+    found = [v for v in (par.get(k) for k in ("tp", "pp", "cp"))
+             if isinstance(v, int) and not isinstance(v, bool) and v > 0]
+    return (found[0], found[1], found[2]) if len(found) == 3 else None
+
+
 class Identifier:
     """Turns a manifest or an experiment name into the run's catalog identity."""
 
@@ -184,6 +246,8 @@ class Identifier:
         self._names: OrderedDict[str, NameInfo | None] = OrderedDict()  # name -> its parts
         self._named: OrderedDict[NameInfo, dict[str, Any]] = OrderedDict()  # -> identity
         self._layers: OrderedDict[tuple[Any, ...], int | None] = OrderedDict()
+        self._places: OrderedDict[tuple[str, str, str], NameInfo | None] = OrderedDict()
+        self._figures: OrderedDict[tuple[Any, ...], float | None] = OrderedDict()
 
     def recipe(self, key: object) -> Any:
         return self.recipes.get(str(key)) or self._by_name.get(str(key))
@@ -225,6 +289,7 @@ class Identifier:
             "num_gpus": _count(m, "num_gpus"), "gbs": _count(par, "gbs", "parallelism."),
             "gbs_from": "manifest", "scaling": scaling,
             "num_layers": _count(par, "num_layers", "parallelism.", required=False),
+            "parallel": _parallel(par),
             "seq_length": _count(m, "seq_length", required=False) or recipe.seq_length,
             "by": "manifest",
             "final_index": max_steps - 1 if max_steps else None,
@@ -236,7 +301,9 @@ class Identifier:
         return ident
 
     def from_name(self, info: NameInfo) -> dict[str, Any]:
-        recipe = self.recipes[info.workload]
+        recipe = self.recipes.get(info.workload)
+        if recipe is None:
+            return self._unknown(info)
         gpu = self.gpu_type
         weak = self._resolve(recipe, info, gpu, "weak")
         gbs = info.gbs if info.gbs is not None else (weak.gbs if weak else None)
@@ -252,9 +319,21 @@ class Identifier:
             "gbs_from": "name" if info.gbs is not None else "published row",
             "scaling": scaling, "num_layers": layout.num_layers if layout else None,
             "seq_length": recipe.seq_length, "by": "name", "final_index": None, "smoke": False,
+            "parallel": info.parallel,
         }
         ident["reference"] = self._reference(recipe, ident)
         return ident
+
+    def _unknown(self, info: NameInfo) -> dict[str, Any]:
+        """The identity of a model the catalog does not know: what its name says, and no
+        reference (llmb.analysis.result takes the sequence length from the log)."""
+        return {
+            "recipe": UnknownModel(info.workload), "experiment": info.experiment,
+            "model_size": info.model_size, "dtype": info.dtype, "gpu_type": self.gpu_type,
+            "num_gpus": info.num_gpus, "gbs": info.gbs, "gbs_from": "name", "scaling": None,
+            "num_layers": None, "seq_length": None, "by": "name", "final_index": None,
+            "smoke": False, "parallel": info.parallel, "reference": None,
+        }
 
     def catalog_layers(self, ident: dict[str, Any]) -> int | None:
         """The layer count the catalog gives the identified configuration (the launcher writes
@@ -277,7 +356,8 @@ class Identifier:
         with the GBS its log states (scaling and reference follow it)."""
         info = NameInfo(experiment=ident["experiment"], workload=ident["recipe"].workload,
                         model_size=ident["model_size"], dtype=ident["dtype"],
-                        num_gpus=ident["num_gpus"], gbs=gbs, tags=())
+                        num_gpus=ident["num_gpus"], gbs=gbs, tags=(),
+                        parallel=ident.get("parallel"))
         return {**self.from_name(info), "gbs_from": "log"}
 
     def _resolve(self, recipe: Any, info: NameInfo, gpu: str, scaling: str) -> Any:
@@ -303,16 +383,22 @@ class Identifier:
 
     def model_flops(self, ident: dict[str, Any]) -> float | None:
         recipe = ident["recipe"]
-        if ident["model_size"] not in recipe.sizes:
-            return None
-        return recipe.model_flops(ident["model_size"], ident["num_layers"])
+        key = ("flops", recipe.name, ident["model_size"], ident["num_layers"])
+        return _kept(self._figures, key, lambda: recipe.model_flops(
+            ident["model_size"], ident["num_layers"]) if ident["model_size"] in recipe.sizes
+            else None)
 
     def peak_tflops(self, ident: dict[str, Any], gpu_type: str | None = None) -> float | None:
+        key = ("peak", gpu_type or ident["gpu_type"], ident["dtype"])
+        return _kept(self._figures, key, lambda: self._peak(ident, gpu_type))
+
+    def _peak(self, ident: dict[str, Any], gpu_type: str | None) -> float | None:
         try:
             peak = self.catalog.get_gpu_type(gpu_type or ident["gpu_type"]).peak_tflops
         except self.catalog.CatalogError:
             return None
-        value = peak.get(ident["dtype"])
+        dtype = ident["dtype"]
+        value = peak.get(dtype) or peak.get(_PEAK_DTYPES.get(dtype, ""))
         return float(value) if value else None
 
     def identify(self, manifest: tuple[str, dict[str, Any] | str] | None, rel: str,
@@ -321,12 +407,20 @@ class Identifier:
         about its manifest, if any."""
         ident, warning = self.from_manifest(*manifest) if manifest else (None, None)
         if ident is None and self.recipes:
-            for candidate in name_candidates(rel, root):
-                info = _kept(self._names, candidate,
-                             lambda c=candidate: parse_name(c, list(self.recipes)))
-                if info is not None:
-                    return _kept(self._named, info, lambda i=info: self.from_name(i)), warning
+            # the logs of one folder and job name share their names: worked out once
+            place = (os.path.dirname(rel), _JOB_SUFFIX.sub("", os.path.basename(rel)), root)
+            info = _kept(self._places, place, lambda: self._name_info(rel, root))
+            if info is not None:
+                return _kept(self._named, info, lambda i=info: self.from_name(i)), warning
         return ident, warning
+
+    def _name_info(self, rel: str, root: str) -> NameInfo | None:
+        for candidate in name_candidates(rel, root):
+            info = _kept(self._names, candidate,
+                         lambda c=candidate: parse_name(c, list(self.recipes)))
+            if info is not None:
+                return info
+        return None
 
 
 def _kept(cache: OrderedDict[Any, Any], key: Any, make: Any) -> Any:

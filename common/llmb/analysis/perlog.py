@@ -8,7 +8,9 @@ skipped) that a worker sends back to the process assembling the analysis.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import stat
 from typing import Any, NamedTuple
 
@@ -27,8 +29,17 @@ class Task(NamedTuple):
     manifest: tuple[str, dict[str, Any] | str] | None = None
 
 
+# What of a result the process putting the analysis together needs besides its JSON line:
+# its place in the order, its configuration's grouping and verdict, the summary's counts.
+BRIEF_FIELDS = ("recipe", "model_size", "dtype", "gpu_type", "num_gpus", "scaling",
+                "global_batch_size", "seq_length", "smoke_test", "config_key", "experiment",
+                "filename", "status", "error", "reference_step_time", "reference_source",
+                "final_iteration", "time_mean", "time_std_dev", "mfu", "tokens_per_second")
+
+
 class Outcome(NamedTuple):
-    """A log's result (with a warning about its manifest, if any), or why it is skipped."""
+    """A log's result (with a warning about its manifest, if any), or why it is skipped. A
+    worker sends the result packed (`packed`): as its JSON line and its brief."""
 
     path: str
     result: dict[str, Any] | None = None
@@ -36,6 +47,21 @@ class Outcome(NamedTuple):
     warning: str | None = None  # about the manifest at this path
     manifest: str | None = None
     catalog_error: str | None = None
+    line: str | None = None  # the result as one JSON line (packed)
+    brief: dict[str, Any] | None = None  # the result's BRIEF_FIELDS (packed)
+
+    def packed(self) -> Outcome:
+        """The result as its JSON line and brief: what crosses between processes, in a
+        fraction of the time the whole result takes, and what the output is written from."""
+        if self.result is None:
+            return self
+        return self._replace(result=None, line=json.dumps(self.result, ensure_ascii=True,
+                                                          allow_nan=False),
+                             brief={k: self.result[k] for k in BRIEF_FIELDS})
+
+    def full(self) -> dict[str, Any] | None:
+        """The whole result, packed or not."""
+        return json.loads(self.line) if self.result is None and self.line else self.result
 
 
 class LogAnalyzer:
@@ -44,6 +70,8 @@ class LogAnalyzer:
     def __init__(self, base: str, gpu_type: str | None, window: tuple[int, int]) -> None:
         self.base, self.gpu_type, self.window = base, gpu_type, window
         self.identifier: Identifier | None = None
+        self._empties: dict[tuple[str, str, str, str | None], _Empty] = {}
+        self._batch_jobs: dict[str, set[str]] = {}  # folder -> jobs with a batch output
 
     def prepare(self) -> None:
         """Import what analyzing a log needs and load the catalog now: worker processes forked
@@ -54,13 +82,25 @@ class LogAnalyzer:
             self.identifier = Identifier(self.gpu_type)
 
     def __call__(self, task: Task) -> Outcome:
+        """The task's outcome (an empty log's packed: see `empty`)."""
+        try:
+            st: os.stat_result | None = os.stat(task.path)
+        except OSError:
+            st = None
+        if st is not None and stat.S_ISREG(st.st_mode) and st.st_size == 0 \
+                and (outcome := self.empty(task)) is not None:
+            return outcome
+        return self.analyze(task, st)
+
+    def analyze(self, task: Task, st: os.stat_result | None = None) -> Outcome:
+        """The task's outcome: its log read, identified and judged (st: its stat, if taken)."""
         from llmb.analysis import timing
         from llmb.analysis.result import unreadable
 
         path = task.path
-        rel = os.path.relpath(path, self.base)
+        rel = discover.relative(path, self.base)
         try:
-            st = os.stat(path)
+            st = st or os.stat(path)
             if not stat.S_ISREG(st.st_mode):
                 raise OSError(0, "not a regular file")
             scan = timing.scan_log(path)
@@ -69,6 +109,8 @@ class LogAnalyzer:
             if os.path.islink(path) and not os.path.exists(path):  # a loop is not dangling
                 reason = str(path_problem(path, "file")).removeprefix("is a ")
             return self._done(task, unreadable(rel, path, f"cannot read: {reason}"), rel)
+        if scan.step_lines == 0 and scan.foreign and not scan.training:
+            return Outcome(path, skipped=f"not a training log: {scan.foreign}")
         if not scan.steps and not scan.reached and not scan.looks_like_log \
                 and not os.path.basename(path).startswith("log-"):
             return Outcome(path, skipped="no training output")
@@ -80,6 +122,34 @@ class LogAnalyzer:
             result, warning = unreadable(rel, path, f"cannot analyze: {type(exc).__name__}"
                                               f": {shown(exc)[:200]}"), None
         return self._done(task, result, rel, warning)
+
+    def empty(self, task: Task) -> Outcome | None:
+        """The outcome of an empty log, packed, without analyzing it again: the first empty log
+        of a folder (with its name, manifest and DIR) is analyzed, the others take its result
+        with their own file name and path. None where it must be analyzed: its job left a batch
+        output, or it cannot be read (the caller found it an empty regular file)."""
+        from llmb.analysis.result import batch_jobs
+
+        path = task.path
+        folder, name = os.path.split(path)
+        job = _JOB.match(name)
+        if job is None or not os.access(path, os.R_OK):
+            return None
+        jobs = self._batch_jobs.get(folder)
+        if jobs is None:
+            jobs = self._batch_jobs[folder] = batch_jobs(folder)
+        if job.group(2) in jobs:
+            return None
+        key = (folder, job.group(1), task.root, task.manifest[0] if task.manifest else None)
+        kept = self._empties.get(key)
+        rel = discover.relative(path, self.base)
+        if kept is None:
+            outcome = self.analyze(task)
+            if outcome.result is None or outcome.result["filename"] != display(rel):
+                return outcome.packed()
+            self._empties[key] = kept = _Empty(outcome)
+            return outcome.packed()
+        return kept.like(path, display(rel), display(os.path.abspath(path)))
 
     def _done(self, task: Task, result: dict[str, Any], rel: str, warning: str | None = None
               ) -> Outcome:
@@ -103,3 +173,30 @@ class LogAnalyzer:
         if result["status"] == "Failed" and add_batch_output(task.path, scan):
             result = analyze_log(task.path, rel, scan, ident, self.identifier, self.window)
         return result, warning
+
+
+# json.dumps(text, ensure_ascii=True) for a str, without its Python layers (a call per log)
+_string = json.encoder.encode_basestring_ascii
+_JOB = re.compile(r"(.*)_(\d+)_\d+\.out$")  # nemo-run's log-<name>_<job>_<n>.out
+_MARK = ("\x00filename\x00", "\x00path\x00")  # stand-ins a result's JSON holds once each
+
+
+class _Empty:
+    """An empty log's result, as a template: its JSON line cut where the file name and the
+    path go, and its brief."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        assert outcome.result is not None
+        self.outcome = outcome.packed()
+        marked = json.dumps({**outcome.result, "filename": _MARK[0], "path": _MARK[1]},
+                            ensure_ascii=True, allow_nan=False)
+        head, rest = marked.split(json.dumps(_MARK[0]))
+        self.parts = (head, *rest.split(json.dumps(_MARK[1])))
+
+    def like(self, raw: str, filename: str, path: str) -> Outcome:
+        """The outcome of the log at raw, shown as filename (relative) and path."""
+        head, middle, tail = self.parts
+        line = "".join((head, _string(filename), middle, _string(path), tail))
+        assert self.outcome.brief is not None
+        return self.outcome._replace(path=raw, line=line,
+                                     brief={**self.outcome.brief, "filename": filename})

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +96,8 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any]
     result = empty_result(rel, path)
     checked = crosscheck.log_facts(scan, ident, identifier)
     ident = checked.ident
+    if ident is not None and ident["seq_length"] is None and scan.seq_length:
+        ident = {**ident, "seq_length": scan.seq_length}  # a model the catalog does not know
     final_hint = ident["final_index"] if ident else None
     final = scan.final_index if scan.final_index is not None else final_hint
     complete = scan.complete(final_hint)
@@ -125,10 +128,10 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any]
         # (a figure above the peak, or a GPU count or GBS not the log's, says more)
         invalid.append(wrong)
     explained = failures.explain(scan.findings, complete=complete, last=scan.max_iteration,
-                                 final=final, steps=len(scan.steps))
+                                 final=final, steps=len(scan.steps), first=scan.label(0))
     primary = scan.findings.primary()
     nan_grads = primary is not None and primary[0] == "nan"  # explained says it
-    notes = [*invalid, explained or "", _restarts(scan), *checked.notes]
+    notes = [*invalid, explained or "", _restarts(scan), _skipped(scan), *checked.notes]
     if complete and not invalid:
         if span.note:
             notes.append(span.note)
@@ -189,7 +192,8 @@ def _derived(result: dict[str, Any], ident: dict[str, Any] | None, mean: float |
     if ident is None or not mean or not ident["gbs"] or ident["smoke"]:
         return None
     gbs, gpus = ident["gbs"], ident["num_gpus"]
-    tokens = finite(perf.tokens_per_second(ident["seq_length"], gbs, mean))
+    tokens = (finite(perf.tokens_per_second(ident["seq_length"], gbs, mean))
+              if ident["seq_length"] else None)
     result["tokens_per_second"] = _round(tokens, 1)
     if tokens:
         result["time_to_train_days"] = _round(perf.days_to_train(tokens), 4)
@@ -206,26 +210,30 @@ def _invalid(scan: timing.LogScan, ident: dict[str, Any] | None, identifier: Any
              mfu: float | None, peak: float | None) -> list[str]:
     """Why the run's numbers cannot be trusted (empty when they can)."""
     out = []
+    at = scan.label  # an iteration as the log numbers it
     if scan.nonfinite is not None:
         iteration, name, value = scan.nonfinite
-        out.append(f"{name} is {value} at iteration {iteration}")
+        out.append(f"{name} is {value} at iteration {at(iteration)}")
+    if scan.nan_iterations is not None:
+        iteration, count = scan.nan_iterations
+        out.append(f"number of nan iterations is {count} at iteration {at(iteration)}")
     if scan.first_bad_time is not None:
         iteration, value = scan.first_bad_time
         out.append(f"{scan.bad_times} step time(s) are not a plausible number of seconds "
-                   f"(first: {value} at iteration {iteration}; allowed: "
+                   f"(first: {value} at iteration {at(iteration)}; allowed: "
                    f"{timing.MIN_STEP_SECONDS:g} s to {timing.MAX_STEP_SECONDS / 86400:g} days); "
                    "they are not counted")
     if scan.refused is not None:
         iteration, name, value = scan.refused
         out.append(f"{scan.refused_count} step line value(s) are not numbers (first: {name} "
-                   f"{value!r} at iteration {iteration})")
+                   f"{value!r} at iteration {at(iteration)})")
     if scan.final_change is not None:
         iteration, before, after = scan.final_change
-        out.append(f"the final iteration changes within the log ({before}, then {after} at "
-                   f"iteration {iteration}): two runs in one log")
+        out.append(f"the final iteration changes within the log ({at(before)}, then "
+                   f"{at(after)} at iteration {at(iteration)}): two runs in one log")
     if scan.beyond_final is not None:
         iteration, final = scan.beyond_final
-        out.append(f"iteration {iteration} is beyond its final iteration {final}")
+        out.append(f"iteration {at(iteration)} is beyond its final iteration {at(final)}")
     if mfu is not None and ident is not None and peak and mfu > 1:
         out.append(crosscheck.impossible_mfu(ident, identifier, mfu, peak))
     return out
@@ -236,13 +244,54 @@ def _restarts(scan: timing.LogScan) -> str:
         return ""
     reached, to = scan.restarts[0]
     times = "" if scan.restart_count == 1 else f" ({scan.restart_count} times)"
-    text = f"training started over at iteration {to} after reaching {reached}{times}"
+    text = (f"training started over at iteration {scan.label(to)} after reaching "
+            f"{scan.label(reached)}{times}")
     if scan.before_restart:
         text += f", after {scan.before_restart.summary()}"
     return text
 
 
+def _skipped(scan: timing.LogScan) -> str:
+    """Megatron's skipped iterations (an optimizer step it left out: the run goes on)."""
+    if scan.skipped_iterations is None:
+        return ""
+    first, total = scan.skipped_iterations
+    return (f"number of skipped iterations: {total} in all, the first at iteration "
+            f"{scan.label(first)}")
+
+
 _JOB_LOG = re.compile(r"_(\d+)_\d+\.out$")  # nemo-run's log-<name>_<job>_<n>.out
+_BATCH = re.compile(r"^sbatch_.*_(\d+)\.out$")  # and its batch output, sbatch_<name>_<job>.out
+BATCH_FOLDERS_KEPT = 8
+# folder -> (its mtime, job id -> the batch output names of that job): a folder is listed once,
+# not once per failed log (a folder of 20,000 logs was listed 20,000 times: quadratic)
+_batch_folders: OrderedDict[str, tuple[int, dict[str, list[str]]]] = OrderedDict()
+
+
+def _batch_names(folder: str, job: str) -> list[str]:
+    """The batch outputs of a job in folder, in name order (OSError when it cannot be listed)."""
+    mtime = os.stat(folder).st_mtime_ns
+    kept = _batch_folders.get(folder)
+    if kept is None or kept[0] != mtime:
+        jobs: dict[str, list[str]] = {}
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.startswith("sbatch_") and (m := _BATCH.match(entry.name)):
+                    jobs.setdefault(m.group(1), []).append(entry.name)
+        kept = _batch_folders[folder] = (mtime, jobs)
+        while len(_batch_folders) > BATCH_FOLDERS_KEPT:
+            _batch_folders.popitem(last=False)
+    _batch_folders.move_to_end(folder)
+    return sorted(kept[1].get(job, ()))
+
+
+def batch_jobs(folder: str) -> set[str]:
+    """The jobs that left a batch output in folder (none when it cannot be listed)."""
+    try:
+        _batch_names(folder, "")
+    except OSError:
+        return set()
+    return set(_batch_folders[folder][1])
 
 
 def add_batch_output(path: str, scan: timing.LogScan) -> bool:
@@ -254,10 +303,9 @@ def add_batch_output(path: str, scan: timing.LogScan) -> bool:
     if found is None:
         return False
     folder = os.path.dirname(path) or "."
-    suffix = f"_{found.group(1)}.out"
     try:
-        names = [n for n in os.listdir(folder) if n.startswith("sbatch_") and n.endswith(suffix)]
-        batches = [timing.scan_log(os.path.join(folder, n)) for n in sorted(names)]
+        batches = [timing.scan_log(os.path.join(folder, n))
+                   for n in _batch_names(folder, found.group(1))]
     except OSError:
         return False
     added = False

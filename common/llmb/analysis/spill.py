@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any, BinaryIO
 
 LIMIT = 4000  # items held in memory before a sorted run goes to disk
+BLOCK = 500  # items pickled together (one call per block, not per item)
 
 
 class Spill:
@@ -41,17 +42,17 @@ class Spill:
     def _flush(self) -> None:
         if self._dir is None:
             self._dir = tempfile.mkdtemp(prefix="llmb-analysis-")  # mode 0700
-        self._items.sort(key=lambda entry: entry[:2])
+        self._items.sort()  # by key, then order added: (key, n) is unique, items never compared
         path = os.path.join(self._dir, f"run{len(self._runs)}.pickle")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with open(fd, "wb") as f:
-            for entry in self._items:
-                pickle.dump(entry, f, protocol=pickle.HIGHEST_PROTOCOL)
+            for at in range(0, len(self._items), BLOCK):
+                pickle.dump(self._items[at:at + BLOCK], f, protocol=pickle.HIGHEST_PROTOCOL)
         self._runs.append(path)
         self._items = []
 
     def __iter__(self) -> Iterator[Any]:
-        self._items.sort(key=lambda entry: entry[:2])
+        self._items.sort()
         if not self._runs:
             return (item for _, _, item in self._items)
         return self._merged()
@@ -60,7 +61,7 @@ class Spill:
         files = [open(path, "rb") for path in self._runs]  # noqa: SIM115 (closed below)
         try:
             streams = [_entries(f) for f in files] + [iter(self._items)]
-            for _, _, item in heapq.merge(*streams, key=lambda entry: entry[:2]):
+            for _, _, item in heapq.merge(*streams):
                 yield item
         finally:
             for f in files:
@@ -79,6 +80,6 @@ class Spill:
 def _entries(f: BinaryIO) -> Iterator[tuple[Any, int, Any]]:
     while True:
         try:
-            yield pickle.load(f)
+            yield from pickle.load(f)
         except EOFError:
             return

@@ -1,4 +1,6 @@
-"""One training step line, parsed: its iteration, final index and the figures it logs.
+"""One training step line, parsed: its iteration, final index and the figures it logs; NeMo 2's
+two forms, and the value rules every reader applies (llmb.analysis.megatron_steps reads
+Megatron's lines into the same StepLine).
 
 The two forms NeMo prints (llmb.analysis.timing has the rules for iterations and the final
 index):
@@ -8,6 +10,12 @@ index):
         consumed_samples: 1536
     Epoch 0: : 100%|###| 100/100 [07:57<00:00, reduced_train_loss=7.310, global_step=99.00,
         consumed_samples=25600.0, train_step_timing in s=3.590]
+
+The step index is the line's `global_step` where it has one, else its iteration: from the
+second data epoch on NeMo's `iteration` starts again at 0 while `global_step` goes on (`Training
+epoch 1, iteration 5/99 | ... | global_step: 45 | ...`: step 45, not a restart). The progress
+bar keeps its own count (`{done}/{total}`: step done - 1): its `global_step=` is printed one
+apart between NeMo versions (99.00 at 100/100 in NeMo 2, 50.0 at 50/50 in NeMo 1).
 
 A value is read whole or refused: it runs from after `key: ` / `key=` to the next blank, `|`
 or `]` (a `,` ending it is the progress bar's separator), and must then be a plain decimal
@@ -50,6 +58,8 @@ class StepLine(NamedTuple):
     gbs: int | None = None
     nonfinite: tuple[str, str] | None = None  # (field, text): a nan/inf loss or grad norm
     refused: tuple[str, str] | None = None  # (field, text)
+    nan_iterations: int = 0  # Megatron's `number of nan iterations`
+    skipped_iterations: int = 0  # Megatron's `number of skipped iterations`
 
 
 def short(text: str) -> str:
@@ -81,14 +91,15 @@ def _fields(line: str) -> dict[str, str]:
 
 def _where(line: str, fields: dict[str, str]) -> tuple[int, int | None] | None:
     """(index, final index or None) of the step, or None when the line names no iteration."""
-    if m := _ITERATION.search(line):
-        return int(m.group(1)), int(m.group(2))
+    step = number(fields.get(GLOBAL_STEP, ""))
+    if step is None or not (math.isfinite(step) and 0 <= step < 1e18):
+        step = None
+    if m := _ITERATION.search(line):  # global_step goes on where an epoch starts iteration over
+        index = int(step) if step is not None and step.is_integer() else int(m.group(1))
+        return index, int(m.group(2))
     if m := _PROGRESS.search(line):  # {done}/{total}: the step just done has index done - 1
         return int(m.group(1)) - 1, int(m.group(2)) - 1
-    step = number(fields.get(GLOBAL_STEP, ""))
-    if step is not None and math.isfinite(step) and 0 <= step < 1e18:
-        return int(step), None
-    return None
+    return None if step is None else (int(step), None)
 
 
 def parse(line: str) -> StepLine | None:

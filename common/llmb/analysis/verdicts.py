@@ -66,6 +66,7 @@ class Group:
     def __init__(self, first: Mapping[str, Any], keep_files: bool) -> None:
         self.identity = {k: first.get(k) for k in IDENTITY_FIELDS}
         self.key, self.experiment = first["config_key"], first.get("experiment")
+        self.first: Any = None  # the place of its first run, when runs come in any order
         self.runs = self.failed = self.invalid = 0
         self.times: list[float] = []
         self.jitter: list[float] = []
@@ -128,18 +129,42 @@ class Group:
         return entry
 
 
+class Groups:
+    """The configurations of runs that come in any order, each run with its place in the
+    analysis' order (`place`): a configuration takes its identity from its first run in that
+    order, and the configurations are listed in the order of their first runs. (A run's
+    reference is its configuration's, the same for every run of it.) Memory: one Group per
+    configuration, a few numbers per run."""
+
+    def __init__(self, window: tuple[int, int] | None, files: bool = False) -> None:
+        self.window, self.files = window, files
+        self.groups: dict[str, Group] = {}
+
+    def add(self, place: Any, r: Mapping[str, Any]) -> None:
+        group = self.groups.get(r["config_key"])
+        if group is None:
+            group = self.groups[r["config_key"]] = Group(r, self.files)
+            group.first = place
+        elif place < group.first:
+            group.first = place
+            group.identity = {k: r.get(k) for k in IDENTITY_FIELDS}
+            group.experiment = r.get("experiment")
+        group.add(r, self.window)
+
+    def entries(self, tolerance: float) -> list[dict[str, Any]]:
+        ordered = sorted(self.groups.values(), key=lambda g: g.first)
+        return [g.entry(tolerance) for g in ordered]
+
+
 def configurations(results: Iterable[Mapping[str, Any]],
                    tolerance: float = DEFAULT_TOLERANCE, window: tuple[int, int] | None = None,
                    files: bool = True) -> list[dict[str, Any]]:
     """One entry per configuration, in the order its first run appears. files=False leaves the
     list of each configuration's files out (the JSON writer streams it from the results)."""
-    groups: dict[str, Group] = {}
-    for r in results:
-        group = groups.get(r["config_key"])
-        if group is None:
-            group = groups[r["config_key"]] = Group(r, files)
-        group.add(r, window)
-    return [g.entry(tolerance) for g in groups.values()]
+    groups = Groups(window, files)
+    for n, r in enumerate(results):
+        groups.add(n, r)
+    return groups.entries(tolerance)
 
 
 def spread_pct(config: Mapping[str, Any]) -> float:

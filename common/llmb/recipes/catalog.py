@@ -351,3 +351,19 @@ def find_recipe(key: str, root: Path = REPO_ROOT) -> Recipe:
             return recipe
     known = ", ".join(r.workload for r in all_recipes(root))
     raise CatalogError(f"unknown workload {key}; known: {known}", "workload", key)
+
+
+def require_gpu_type(recipe: Recipe, gpu_type: str, root: Path = REPO_ROOT) -> None:
+    """CatalogError (field gpu_type) when gpus.yaml knows gpu_type but the recipe publishes no
+    row for it: one line naming the GPU types the recipe has, and the GPU types that no recipe
+    publishes, which only the analyzer and the screen use. (A GPU type gpus.yaml does not know
+    is the caller's to refuse.)"""
+    if gpu_type not in gpu_types() or gpu_type in recipe.gpu_types:
+        return
+    published = {g for r in all_recipes(root) for g in r.gpu_types}
+    only = [g for g in gpu_types() if g not in published]
+    also = (f"; the analyzer (--gpu-type) and llmb-run screen also support {', '.join(only)}"
+            if only else "")
+    raise CatalogError(f"{gpu_type} is not supported by {recipe.name}; allowed: "
+                       f"{', '.join(recipe.gpu_types)} (the GPU types it publishes rows for)"
+                       + also, "gpu_type", gpu_type, recipe.gpu_types)

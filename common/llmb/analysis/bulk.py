@@ -1,0 +1,221 @@
+"""A chunk's step lines read in bulk, when every one of them is in its family's plain form.
+
+Reading a step line one at a time (llmb.analysis.stepline, llmb.analysis.megatron_steps: find
+the line, decode it, collect its fields, check each value) costs tens of microseconds a line,
+and a tree of thousands of 50-step logs is millions of lines. Most lines are printed exactly as
+their program formats them: `Training epoch 0, iteration 11/49 | lr: 1.5e-05 | ... |
+consumed_samples: 1536` and Megatron's ` [date] iteration 12/ 50 | ... | number of nan
+iterations:   0 |`, with a prefix (srun's label, a rank, a time stamp, ANSI colours, a glued Step
+Time) and finite plain numbers. One regular expression finds all such lines of a chunk at once
+and hands their values over as columns.
+
+The bulk read is used only where it gives what the line-by-line read would: every needle of the
+chunk is in such a line (and, for Megatron, every Step Time companion is in its plain form), no
+prefix holds a field name or `iteration`, and the values call for no rule beyond recording them
+(no restart, no change of final index, no time beyond its limits, no nan, no refused value, one
+global batch size, no nan or skipped iteration). Otherwise `read` answers None and the chunk is
+read line by line. Standard library only: it runs inside the log scan.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from llmb.analysis import megatron_steps
+
+_NUM = rb"-?\d{1,18}(?:\.\d{1,18})?(?:[eE][-+]?\d{1,3})?"  # plain and finite
+# Each starts with literal text (the regular expression engine skips to it at memory speed);
+# what comes before it on its line is the line's prefix.
+_NEMO = re.compile(
+    rb"Training epoch \d{1,9}, iteration (\d{1,18})/(\d{1,18})"
+    rb" \| lr: [0-9.eE+-]{1,30} \| global_batch_size: (\d{1,18}) \| global_step: (\d{1,18})"
+    rb" \| reduced_train_loss: " + _NUM + rb" \| train_step_timing in s: (" + _NUM + rb")"
+    rb"(?: \| TFLOPS_per_GPU: (" + _NUM + rb"))? \| consumed_samples: \d{1,18}"
+    rb"(?:\x1b\[[0-9;]{0,9}m){0,4}(?=[\r\n]|\Z)")
+_NEMO_KEYS = re.compile(rb"iteration|train_step_timing|tflops_per_gpu|global_batch_size|"
+                        rb"global_step|reduced_train_loss|grad[_ ]norm", re.I)
+_ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")  # as the line-by-line read
+_MEGATRON = re.compile(
+    rb"\] iteration +(\d{1,18})/ *(\d{1,18})"
+    rb" \| consumed samples: +\d{1,18} \| ()" + megatron_steps.NEEDLE +
+    rb" \(ms\): (\d{1,15}\.\d) \|(?: throughput per GPU \(TFLOP/s/GPU\): (\d{1,15}\.\d) \|)?"
+    rb" learning rate: [0-9.E+-]{1,20} \| global batch size: +(\d{1,18}) \| lm loss: "
+    + _NUM + rb" \| loss scale: [0-9.]{1,20} \| grad norm: " + _NUM +
+    rb" \| number of skipped iterations: +0 \| number of nan iterations: +0 \|"
+    rb"(?=[\r\n]|\Z)")
+_MEGATRON_KEYS = re.compile(rb"iteration|global batch size|lm loss|grad norm|throughput per GPU")
+_COMPANION = re.compile(rb"GPU utilization: (\d{1,15}(?:\.\d{1,15})?)" +
+                        re.escape(megatron_steps.COMPANION))
+
+
+@dataclass
+class Rows:
+    """A chunk's step lines, read: where the first begins and the last ends, the end of the
+    last one's needle, and per line its index, final index, time (s) and TFLOPS."""
+
+    first: int
+    last: int
+    after: int
+    final: int
+    gbs: int
+    index: list[int]
+    time: list[float]
+    tflops: list[float | None]
+    tflops_text: list[str]
+
+
+def read(buf: bytes | bytearray, end: int, family: str, carried: object = None
+         ) -> Rows | None:
+    """The chunk's step lines in bulk, or None when one of them needs reading line by line
+    (carried: a Megatron companion from the previous chunk, (value, text))."""
+    if isinstance(carried, tuple) and carried[0] is None:
+        return None  # a companion that is no number: refused line by line
+    if family == "nemo":
+        return _nemo(buf, end)
+    return _megatron(buf, end, carried)
+
+
+REACH = 4096  # a line's end is looked for this far first (a file may have no \\r at all)
+# Up to this size a chunk is searched by one pass of the expression; a larger one, mostly
+# other lines, by bytes.find from needle to needle (the expression engine is slower at that).
+DENSE = 1 << 20
+
+
+def _stop(buf: bytes | bytearray, pos: int, end: int) -> int:
+    """Where the line holding buf[pos] ends (at \\n or \\r), within buf[:end]: the first
+    \\n, then a \\r only before it (most logs have none: not looked for to the end)."""
+    for lo, hi in ((pos, min(end, pos + REACH)), (min(end, pos + REACH), end)):
+        n = buf.find(b"\n", lo, hi)
+        r = buf.find(b"\r", lo, n if n >= 0 else hi)
+        if n >= 0 or r >= 0:
+            return r if r >= 0 else n
+    return end
+
+
+def _start(buf: bytes | bytearray, pos: int) -> int:
+    """Where the line holding buf[pos] begins (a \\r looked for only after the last \\n)."""
+    for lo, hi in ((max(0, pos - REACH), pos), (0, max(0, pos - REACH))):
+        n = buf.rfind(b"\n", lo, hi)
+        r = buf.rfind(b"\r", max(lo, n), hi)
+        if n >= 0 or r >= 0:
+            return max(n, r) + 1
+    return 0
+
+
+def line(buf: bytes | bytearray, pos: int, end: int) -> tuple[int, int]:
+    """The bounds of the line (split at \\n and \\r) holding buf[pos], within buf[:end]."""
+    return _start(buf, pos), _stop(buf, pos, end)
+
+
+def _columns(pattern: re.Pattern[bytes], keys: re.Pattern[bytes], needle: bytes,
+             buf: bytes | bytearray, end: int) -> tuple[list[re.Match[bytes]], int] | None:
+    """The plain line holding each needle (its match: the line's end is the match's end) and
+    where the first one's line begins; None unless every needle is in one, and no prefix holds
+    what the line-by-line read would take a value from. Between needles only bytes.find runs."""
+    if end <= DENSE:  # a small chunk: one pass of the expression, its needles counted
+        found = list(pattern.finditer(buf, 0, end))
+        if not found or len(found) != buf.count(needle, 0, end):
+            return None
+        # each line begins after the last line end before it, which lies after the previous
+        # plain line's end (a plain line ends at a line end)
+        ends = [max(0, _start(buf, found[0].start()) - 1)] + [m.end() for m in found[:-1]]
+        starts = [max(buf.rfind(b"\n", lo, m.start()), buf.rfind(b"\r", lo, m.start())) + 1
+                  for lo, m in zip(ends, found, strict=True)]
+    else:
+        found, starts = [], []
+        pos = buf.find(needle, 0, end)
+        while pos >= 0:
+            start, stop = _start(buf, pos), _stop(buf, pos, end)
+            m = pattern.search(buf, start, stop)
+            if m is None or m.end() != stop or not m.start() <= pos:
+                return None
+            found.append(m)
+            starts.append(start)
+            pos = buf.find(needle, stop, end)
+        if not found:
+            return None
+    prefixes = b"\n".join(buf[a:m.start()] for a, m in zip(starts, found, strict=True))
+    if keys.search(_ANSI.sub(b"", prefixes) if b"\x1b" in prefixes else prefixes):
+        return None
+    return found, starts[0]
+
+
+def _companions(buf: bytes | bytearray, end: int) -> list[re.Match[bytes]] | None:
+    """Every Step Time companion's match, or None when one is not in its plain form."""
+    if end <= DENSE:
+        found = list(_COMPANION.finditer(buf, 0, end))
+        return found if len(found) == buf.count(megatron_steps.COMPANION, 0, end) else None
+    found, marker = [], len(megatron_steps.COMPANION)
+    pos = buf.find(megatron_steps.COMPANION, 0, end)
+    while pos >= 0:
+        m = _COMPANION.search(buf, max(0, pos - 60), pos + marker)
+        if m is None or m.end() != pos + marker:
+            return None
+        found.append(m)
+        pos = buf.find(megatron_steps.COMPANION, pos + marker, end)
+    return found
+
+
+def _nemo(buf: bytes | bytearray, end: int) -> Rows | None:
+    columns = _columns(_NEMO, _NEMO_KEYS, b"train_step_timing", buf, end)
+    if columns is None:
+        return None
+    found, first = columns
+    _, finals, gbs, steps, times, tflops = zip(*(m.groups() for m in found), strict=True)
+    texts = [t.decode() if t is not None else "" for t in tflops]
+    return _rows(first, found[-1].end(), 0, list(map(int, finals)),
+                 list(map(int, gbs)), list(map(int, steps)), [float(t) for t in times],
+                 [float(t) if t else None for t in texts], texts)
+
+
+def _megatron(buf: bytes | bytearray, end: int, carried: object) -> Rows | None:
+    columns = _columns(_MEGATRON, _MEGATRON_KEYS, megatron_steps.NEEDLE, buf, end)
+    if columns is None:
+        return None
+    found, first = columns
+    companions = _companions(buf, end)
+    if companions is None:
+        return None
+    ks, totals, _, ms, inline, gbs = zip(*(m.groups() for m in found), strict=True)
+    if min(map(int, ks)) < 1:
+        return None
+    positions = [m.start(3) for m in found]
+    size = len(megatron_steps.NEEDLE)
+    texts = _companion_texts(companions, positions, [o.decode() if o else "" for o in inline],
+                             carried[1] if isinstance(carried, tuple) else "")
+    return _rows(first, found[-1].end(), positions[-1] + size, [int(t) - 1 for t in totals],
+                 list(map(int, gbs)), [int(k) - 1 for k in ks], [float(t) / 1000 for t in ms],
+                 [float(t) if t else None for t in texts], texts)
+
+
+def _companion_texts(companions: list[re.Match[bytes]], positions: list[int], own: list[str],
+                     carried: str) -> list[str]:
+    """Each needle's TFLOPS as printed: the last companion whose marker lies between the
+    previous needle and it (the first needle: else the one carried from the previous chunk),
+    else its own line's throughput, else ''."""
+    size, marker = len(megatron_steps.NEEDLE), len(megatron_steps.COMPANION)
+    afters = [0] + [p + size for p in positions[:-1]]
+    ends = [c.end() for c in companions]
+    if len(ends) == len(positions) and all(  # one companion before each: the usual log
+            a <= e - marker and e <= p for a, e, p in zip(afters, ends, positions, strict=True)):
+        return [c.group(1).decode() for c in companions]
+    texts, c = [], 0
+    for n, (after, pos) in enumerate(zip(afters, positions, strict=True)):
+        last = None
+        while c < len(ends) and ends[c] <= pos:
+            if ends[c] - marker >= after:
+                last = companions[c]
+            c += 1
+        texts.append(last.group(1).decode() if last is not None
+                     else carried if n == 0 and carried else own[n])
+    return texts
+
+
+def _rows(first: int, last: int, after: int, finals: list[int], gbs: list[int],
+          index: list[int], time: list[float], tflops: list[float | None], texts: list[str]
+          ) -> Rows | None:
+    final_set, gbs_set = set(finals), set(gbs)
+    if len(final_set) != 1 or len(gbs_set) != 1 or min(gbs_set) < 1:
+        return None
+    return Rows(first, last, after, final_set.pop(), gbs_set.pop(), index, time, tflops, texts)

@@ -1,0 +1,108 @@
+"""llmb.analysis.bulk: a chunk read in bulk gives exactly the scan the line-by-line read gives,
+whatever the log holds (hypothesis: plain lines, lines that are not quite, prefixes, restarts,
+repeated steps, odd values, noise, chunk sizes), and plain logs are read in bulk."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from llmb.analysis import bulk, timing
+from logformats import MegatronStep, nemo_step
+
+
+@contextmanager
+def line_by_line(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    with monkeypatch.context() as m:
+        m.setattr(bulk, "read", lambda *_: None)
+        yield
+
+
+def scans(text: bytes, chunk: int, monkeypatch: pytest.MonkeyPatch
+          ) -> tuple[timing.LogScan, timing.LogScan]:
+    with tempfile.NamedTemporaryFile("wb", suffix=".out", delete=False) as f:
+        f.write(text)
+    try:
+        fast = timing.scan_log(f.name, chunk_bytes=chunk)
+        with line_by_line(monkeypatch):
+            slow = timing.scan_log(f.name, chunk_bytes=chunk)
+    finally:
+        os.unlink(f.name)
+    return fast, slow
+
+
+PREFIXES = ["", "0: ", " 12: ", "[rank3]: ", "retraining/0 [default0]:", "\x1b[1m",
+            "[2025-11-20T14:55:23+08:00] retraining/0 ", "[NeMo I 2025-04-11 14:48:45 x:1] ",
+            "iteration 3/4 ", "global_step: 7 ", "lm loss: nan ", "elapsed time per iteration "]
+NOISE = ["[Rank 0] (after 3 iterations) memory (GB) | mem-allocated-gigabytes: 51.072",
+         "srun: error: node7: task 3: Exited with exit code 1",
+         "Global Checkpoint Save : Rank: 0 : Iteration: 50 : Start time: 1.000s : Save "
+         "duration: 4.389s", "Step Time : 4.19s GPU utilization: 12.5MODEL_TFLOP/s/GPU",
+         "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/8", "", "\r"]
+VALUES = ["9.31", "1.134e+03", "nan", "0", "1_000", "9,31", "1e400", "-2", "12"]
+
+
+@st.composite
+def nemo_log(draw: st.DrawFn) -> bytes:
+    lines = []
+    for _ in range(draw(st.integers(1, 40))):
+        g = draw(st.integers(0, 60))
+        line = nemo_step(g % draw(st.sampled_from([60, 20])), draw(st.sampled_from([49, 59])),
+                         draw(st.sampled_from([9.31, 9.4, 2e-7, 12.0])),
+                         draw(st.sampled_from([610.2, 1134.4, None])),
+                         draw(st.sampled_from([128, 128, 64])), global_step=g)
+        if draw(st.integers(0, 9)) == 0:
+            line = line.replace("9.31", draw(st.sampled_from(VALUES)))
+        if draw(st.integers(0, 9)) == 0:
+            line += draw(st.sampled_from([" | val_loss: 11.2", "\x1b[0m", " | grad_norm: nan"]))
+        lines += draw(st.lists(st.sampled_from(NOISE), max_size=2))
+        lines.append(draw(st.sampled_from(PREFIXES)) + line)
+    return ("\n".join(lines) + "\n").encode()
+
+
+@st.composite
+def megatron_log(draw: st.DrawFn) -> bytes:
+    lines = []
+    for _ in range(draw(st.integers(1, 40))):
+        step = MegatronStep(draw(st.integers(0, 60)), draw(st.sampled_from([50, 60])),
+                            draw(st.sampled_from([4189.6, 0.0, 20289.1])),
+                            draw(st.sampled_from([1610.2, None])),
+                            draw(st.sampled_from([128, 128, 64])),
+                            grad_norm=draw(st.sampled_from(["9.961", "9.961", "nan"])),
+                            nan=draw(st.sampled_from([0, 0, 0, 1])),
+                            skipped=draw(st.sampled_from([0, 0, 0, 2])))
+        parts = step.lines(glued=draw(st.booleans()))
+        if draw(st.integers(0, 9)) == 0:
+            parts[-1] = parts[-1].replace("4189.6", draw(st.sampled_from(VALUES)))
+        prefix = draw(st.sampled_from(PREFIXES))
+        lines += draw(st.lists(st.sampled_from(NOISE), max_size=2)) + [prefix + p for p in parts]
+    return ("\n".join(lines) + "\n").encode()
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(st.one_of(nemo_log(), megatron_log()), st.sampled_from([64, 300, 4096, 1 << 22]))
+def test_bulk_and_line_by_line_give_the_same_scan(monkeypatch: pytest.MonkeyPatch, text: bytes,
+                                                  chunk: int) -> None:
+    fast, slow = scans(text, chunk, monkeypatch)
+    assert fast == slow
+    assert list(fast.steps) == list(slow.steps)  # in the same order too
+
+
+@pytest.mark.parametrize("lines", [
+    [nemo_step(i, 49, 9.31 + i / 100, 814.6) for i in range(50)],
+    [x for k in range(1, 51) for x in MegatronStep(k, 50, 4189.6 + k, 1610.2).lines(k >= 10)],
+    [f" 3: {x}" for k in range(1, 51) for x in MegatronStep(k, 50, 4189.6, None).lines(False)],
+])
+def test_a_plain_log_is_read_in_bulk(monkeypatch: pytest.MonkeyPatch, lines: list[str]) -> None:
+    buf = ("\n".join(lines) + "\n").encode()
+    family = "megatron" if b"elapsed time" in buf else "nemo"
+    rows = bulk.read(buf, len(buf), family)
+    assert rows is not None and rows.index == list(range(50)) and rows.final == 49
+    fast, slow = scans(buf, 1 << 22, monkeypatch)
+    assert fast == slow and fast.complete() and len(fast.steps) == 50
