@@ -52,7 +52,7 @@ BAD = [
     (launcher(cluster_type="k8s"), "launcher.cluster_type=k8s is not supported; allowed: slurm, "
                                    "runai" + FIX),
     (launcher(gpu_type="a100"), "launcher.gpu_type=a100 is not a GPU type; allowed: h100, b200, "
-                                "gb200" + FIX),
+                                "gb200, h200, b300, gb300" + FIX),
     (launcher(gpu_type=True), "launcher.gpu_type=True must be a non-empty text value" + FIX),
     (launcher(gpu_type="  "), "launcher.gpu_type=   must be a non-empty text value"),
     (launcher(slurm=None), "launcher.slurm is missing; rerun the installer"),

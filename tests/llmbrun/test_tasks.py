@@ -224,6 +224,18 @@ def test_the_gpu_type_of_the_install_decides(tmp_path: Path) -> None:
     assert tasks.check_task(h100, task(scale=2048))[2] is False
 
 
+def test_a_gpu_type_no_recipe_publishes_is_refused_saying_which_it_has(tmp_path: Path) -> None:
+    """B300 is known to the analyzer and the screen (gpus.yaml), not to the recipes: a run on a
+    B300 install is refused in one line, before anything is submitted."""
+    b300 = installed(tmp_path / "b300", gpu_type="b300")
+    errors, warnings, above = tasks.check_task(b300, task("15b", scale=16))
+    assert errors == [f"{task('15b', scale=16).label()}: gpu_type b300 is not supported by "
+                      "nemotron; allowed: h100, gb200, b200 (the GPU types it publishes rows "
+                      "for); the analyzer (--gpu-type) and llmb-run screen also support h200, "
+                      "b300, gb300"]
+    assert (warnings, above) == ([], False)
+
+
 def test_validate_all_reports_each_problem_once(gb200: clusterconfig.ClusterConfig) -> None:
     sweep = [task(scale=64), task(scale=64), task(scale=1024), task(), task(scale=2048)]
     errors, warnings, above = tasks.validate_all(gb200, sweep)

@@ -139,6 +139,10 @@ def check_task(cfg: ClusterConfig, task: Task, smoke: bool = False
                 f"{', '.join(cfg.workloads) or 'none'}); rerun the installer with it"], [], False
     recipe = catalog.find_recipe(task.workload)
     gpu = cfg.gpu_type
+    try:  # a GPU type only the analyzer and the screen know (h200, b300, ...)
+        catalog.require_gpu_type(recipe, gpu)
+    except catalog.CatalogError as exc:
+        return [f"{what}: gpu_type {exc}"], [], False
     if task.size not in recipe.sizes:
         return [f"{what}: -s {values.shown(task.size)} is not a size of {task.workload}; "
                 f"allowed: {', '.join(recipe.sizes)}"], [], False
