@@ -45,13 +45,19 @@ MAX_ROUNDS = 64
 JOB_NAME = "llmb-screen"
 SCRIPT = "screen.sbatch"
 # What a task measures. GPU: nccl-tests' usual sweep up to 1 GiB, a GEMM large enough to keep
-# a GPU's tensor cores busy, a 1 GiB copy. CPU (--smoke, or no CUDA): small, quick sizes.
+# a GPU's tensor cores busy, a 1 GiB copy; every figure in repeats (llmb.llmbrun.screen.
+# precision: the noise they show sets the floor), each all-reduce repeat timed over at least
+# `allreduce_window_s`. CPU (--smoke, or no CUDA): small, quick sizes, and one task or one
+# group measuring at a time (`serial`): the processes of a CPU screen share cores, and
+# figures measured side by side would measure the sharing.
 GPU_PARAMS: dict[str, Any] = {
-    "sizes": [1 << p for p in range(20, 31)], "iters": 20, "warmup": 5, "window_s": 2.0,
-    "matmul_n": 8192, "memory_bytes": 1 << 30, "dtypes": ["bf16", "fp8"]}
+    "sizes": [1 << p for p in range(20, 31)], "iters": 20, "warmup": 5, "window_s": 1.0,
+    "matmul_n": 8192, "memory_bytes": 1 << 30, "dtypes": ["bf16", "fp8"], "repeats": 5,
+    "allreduce_repeats": 10, "allreduce_window_s": 0.5, "serial": False}
 CPU_PARAMS: dict[str, Any] = {
-    "sizes": [1 << 18, 1 << 20], "iters": 30, "warmup": 3, "window_s": 1.0,
-    "matmul_n": 128, "memory_bytes": 8 << 20, "dtypes": ["fp32"]}
+    "sizes": [1 << 18, 1 << 20], "iters": 30, "warmup": 3, "window_s": 0.2,
+    "matmul_n": 128, "memory_bytes": 8 << 20, "dtypes": ["fp32"], "repeats": 5,
+    "allreduce_repeats": 5, "allreduce_window_s": 0.4, "serial": True}
 COLLECTIVE_TIMEOUT_S = 300
 
 
