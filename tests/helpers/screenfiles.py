@@ -24,12 +24,18 @@ def sweep(busbw: float, ranks: int) -> list[dict[str, float]]:
              "busbw_gbps": busbw * f} for b, f in ((65536, 0.5), (1 << 20, 1.0))]
 
 
+def jitter(value: float, count: int, seed: int) -> list[float]:
+    """`count` repeats of `value`, a few percent apart (a fixed pattern, no randomness)."""
+    return [value * (1 + 0.02 * (((seed + k) * 7) % 5 - 2)) for k in range(count)]
+
+
 def write_screen(folder: Path, nodes: list[str] = NODES, tool: str = screenrun.TORCH_TOOL,
                  slow: dict[str, float] | None = None, skip_groups: tuple[str, ...] = (),
-                 silent: tuple[str, ...] = ()) -> None:
+                 silent: tuple[str, ...] = (), repeats: int = 0) -> None:
     """Rank files as a CPU screen of `nodes` x PER_NODE tasks leaves them; `slow` sets a
     group's busbw ("pairs-1:node2,node3"), `skip_groups` drops results, `silent` nodes
-    wrote nothing."""
+    wrote nothing; `repeats`: each figure measured that many times (0: as a screen before
+    repeats wrote them, the figures alone)."""
     slow = slow or {}
     ranks = {n: [i * PER_NODE + k for k in range(PER_NODE)] for i, n in enumerate(nodes)}
     phases = screenrun.phases(nodes, screenrun.default_rounds(len(nodes)))
@@ -41,14 +47,19 @@ def write_screen(folder: Path, nodes: list[str] = NODES, tool: str = screenrun.T
             record = screenrun.Record(folder, task)
             record.data["figures"] = {"matmul_fp32_tflops": 0.01 + 0.0001 * rank,
                                       "memory_gbps": 3.0}
+            if repeats:
+                record.data["repeats"] = {f: jitter(v, repeats, rank)
+                                          for f, v in record.data["figures"].items()}
             for phase in phases if tool == screenrun.TORCH_TOOL else []:
                 for group in phase.groups:
                     key = f"{phase.name}:{','.join(group)}"
                     members = [r for n in group for r in ranks[n]]
                     if members[0] == rank and key not in skip_groups:
+                        busbw = slow.get(key, 0.1)
                         record.data["groups"].append({
                             "phase": phase.name, "nodes": list(group), "ranks": len(members),
-                            "sizes": sweep(slow.get(key, 0.1), len(members)), "error": None})
+                            "sizes": sweep(busbw, len(members)), "error": None,
+                            **({"repeats": jitter(busbw, repeats, rank)} if repeats else {})})
             if rank == 0:
                 record.data["run"] = {
                     "mode": "cpu", "backend": "gloo", "tool": tool, "torch": "2.13.0",

@@ -58,15 +58,26 @@ def test_rule_needs_repeats_on_every_value():
 def test_resolution_is_the_threshold_plus_the_noise_at_95_percent():
     rule = precision.Rule(0.03, 4.0, (0.005,) * 1000, 0.01, 5)
     values = [100.0 + (i % 3) * 0.1 for i in range(1000)]
-    got = precision.resolution("memory_gbps", "gpu", values, rule)
+    every = [list(range(1000))] * 1000
+    got = precision.resolution("memory_gbps", "gpu", values, rule, every)
     assert got is not None
-    sigma = precision.widened(0.005, 999)
+    sigma = precision.widened(0.005, 1000)
     assert got.threshold == pytest.approx(max(0.03, 4.0 * sigma))
     assert got.resolves == pytest.approx(got.threshold + 1.6449 * 0.005, rel=1e-3)
-    both = precision.resolution("pairs", "network", values, rule, must_name=2)
+    both = precision.resolution("pairs", "network", values, rule, every, must_name=2)
     assert both is not None and both.resolves > got.resolves  # both pairs must be named
-    assert precision.resolution("x", "gpu", values, precision.Rule(0.1, 3.5, None, None, 1)) \
-        is None
+    assert precision.resolution("x", "gpu", values, precision.Rule(0.1, 3.5, None, None, 1),
+                                every) is None
+
+
+def test_resolution_takes_the_spread_of_each_values_own_peers():
+    # four pairs, one slow: its peers' spread is what the judge saw, not the slow one's
+    rule = precision.Rule(0.30, 3.5, (0.05,) * 4, 0.1, 7)
+    values, disjoint = [1.0, 0.5, 0.98, 1.02], [[1], [0], [3], [2]]
+    got = precision.resolution("pairs", "link", values, rule, disjoint)
+    assert got is not None
+    assert got.spread == 0.0 and got.threshold == pytest.approx(
+        max(0.30, 3.5 * 0.05 * math.sqrt(2)))
 
 
 # --- the judge with repeats -------------------------------------------------------------------

@@ -35,6 +35,17 @@ def test_table_names_the_suspect_with_its_figures(tmp_path):
     assert any(ln.startswith("  node3: pairs busbw_gbps 0.012 < floor 0.035") for ln in lines)
 
 
+def test_table_says_what_the_screen_resolves(tmp_path):
+    doc = screenfiles.screen_json(tmp_path, repeats=5)
+    lines = screenreport.table(doc).splitlines()
+    (line,) = [ln for ln in lines if ln.startswith("resolves: ")]
+    for r in doc["resolution"]:
+        assert f"a {100 * r['resolves']:.3g}% slow" in line
+    assert "slow GPU memory_gbps (noise" in line and "slow link (noise" in line
+    assert lines[-1] == "suspects: none"
+    assert screenreport.resolution_line(screenfiles.screen_json(tmp_path / "old")) is None
+
+
 def test_plot_is_a_png(tmp_path):
     png = screenreport.plot_png(screenfiles.screen_json(tmp_path, slow=SLOW))
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000

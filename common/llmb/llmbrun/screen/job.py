@@ -55,9 +55,9 @@ GPU_PARAMS: dict[str, Any] = {
     "matmul_n": 8192, "memory_bytes": 1 << 30, "dtypes": ["bf16", "fp8"], "repeats": 5,
     "allreduce_repeats": 10, "allreduce_window_s": 0.5, "serial": False}
 CPU_PARAMS: dict[str, Any] = {
-    "sizes": [1 << 18, 1 << 20], "iters": 30, "warmup": 3, "window_s": 0.2,
+    "sizes": [1 << 18, 1 << 20], "iters": 10, "warmup": 2, "window_s": 0.2,
     "matmul_n": 128, "memory_bytes": 8 << 20, "dtypes": ["fp32"], "repeats": 5,
-    "allreduce_repeats": 5, "allreduce_window_s": 0.4, "serial": True}
+    "allreduce_repeats": 7, "allreduce_window_s": 0.4, "serial": True}
 COLLECTIVE_TIMEOUT_S = 300
 
 
@@ -143,7 +143,9 @@ def job_script(cfg: ClusterConfig, folder: Path, image: str | None, args: list[s
         'echo "LLMB_SCREEN probe exit $?"',
         f"nccl={q(str(nccl))}",
         'if [ -s "$nccl/groups.txt" ]; then',
-        '    phase="" start=""',
+        '    phase="" start="" cycles="$(cat "$nccl/cycles.txt" 2>/dev/null)"',
+        "    # the repeats: -N (nccl-tests' cycles) where the probe found the option;",
+        "    # bash passes the words after a redirection as arguments too",
         "    while read -r name index count nodes; do",
         '        if [ "$name" != "$phase" ]; then',
         "            wait",
@@ -151,7 +153,8 @@ def job_script(cfg: ClusterConfig, folder: Path, image: str | None, args: list[s
         '            phase="$name" start="$(date +%s.%N)"',
         "        fi",
         f'        {step}--nodes="$count" --ntasks="$((count * {per_node}))" '
-        f'--nodelist="$nodes" {perf} </dev/null >"$nccl/$name.$index.out" 2>&1 &',
+        f'--nodelist="$nodes" {perf} </dev/null ${{cycles:+-N "$cycles"}} '
+        '>"$nccl/$name.$index.out" 2>&1 &',
         '    done <"$nccl/groups.txt"',
         "    wait",
         '    [ -z "$phase" ] || echo "$phase $start $(date +%s.%N)" >>"$nccl/walls.txt"',

@@ -293,26 +293,36 @@ def judge(nodes: list[dict[str, Any]], pairs: list[dict[str, Any]], mode: str,
 def resolution(nodes: Sequence[Mapping[str, Any]], pairs: Sequence[Mapping[str, Any]],
                mode: str) -> list[dict[str, Any]]:
     """What this screen could have seen of each figure (llmb.llmbrun.screen.precision's
-    Resolution), for the figures measured in repeats."""
+    Resolution), for the figures measured in repeats, against the peers the judge used."""
     out = []
     gpus = [g for n in nodes for g in n["gpus"] if not g.get("error")]
     for figure in sorted({f for g in gpus for f in g["figures"]}):
         having = [g for g in gpus if g["figures"].get(figure) is not None]
         out.append(precision.resolution(
             figure, "gpu", [float(g["figures"][figure]) for g in having],
-            rule_of([repeats_of(g, figure) for g in having], mode)))
+            rule_of([repeats_of(g, figure) for g in having], mode), others(len(having))))
     own = [n["allreduce"] for n in nodes
            if (n.get("allreduce") or {}).get(NODE_FIGURE) is not None]
     out.append(precision.resolution(f"all-reduce {NODE_FIGURE}", "node",
                                     [float(a[NODE_FIGURE]) for a in own],
-                                    rule_of([a.get("repeats") for a in own], mode)))
+                                    rule_of([a.get("repeats") for a in own], mode),
+                                    others(len(own))))
     measured = [p for p in pairs if p.get(NODE_FIGURE) is not None and not p.get("error")]
     values = [float(p[NODE_FIGURE]) for p in measured]
     rule = rule_of([p.get("repeats") for p in measured], mode)
-    peers = (min((len(p) for p in disjoint_peers(measured)), default=0)
-             if len(measured) <= LEAVE_ONE_OUT else len(measured))
-    out.append(precision.resolution(f"pairs {NODE_FIGURE}", "link", values, rule, peers=peers))
+    peers = disjoint_peers(measured) if len(measured) <= LEAVE_ONE_OUT else \
+        others(len(measured))
+    out.append(precision.resolution(f"pairs {NODE_FIGURE}", "link", values, rule, peers))
     per_node = max((sum(n["node"] in p["nodes"] for p in measured) for n in nodes), default=0)
-    out.append(precision.resolution(f"pairs {NODE_FIGURE}", "network", values, rule,
-                                    must_name=per_node, peers=peers))
+    out.append(precision.resolution(f"pairs {NODE_FIGURE}", "network", values, rule, peers,
+                                    must_name=per_node))
     return [r.as_dict() for r in out if r is not None]
+
+
+def others(count: int) -> list[list[int]]:
+    """Each value's peers when every other value is one (all of them, past LEAVE_ONE_OUT:
+    the same median)."""
+    if count > LEAVE_ONE_OUT:
+        every = list(range(count))
+        return [every] * count
+    return [[j for j in range(count) if j != i] for i in range(count)]

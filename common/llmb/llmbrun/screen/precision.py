@@ -6,8 +6,9 @@ pair's all-reduce) is measured `repeats` times in the same job (llmb.llmbrun.scr
 plan). From the repeats:
 
 - the value: their mean once the lowest and the highest are left out (from 5 repeats on;
-  the plain mean below that): one disturbed repeat (another job's traffic, a clock ramping
-  up) does not move it, and it is nearly as precise as the mean;
+  the plain mean below that; llmb.container.probe.value_of, which the tasks use too): one
+  disturbed repeat (another job's traffic, a clock ramping up) does not move it, and it is
+  nearly as precise as the mean;
 - the noise: the standard deviation of one repeat relative to its figure, pooled over every
   element that has the figure (the median of their standard deviations, made unbiased for a
   normal distribution): one element has few repeats, a screen has many elements, and a
@@ -21,10 +22,11 @@ A value is below its peers (their median m) when it is below both
 
 sigma is the larger of the peers' own spread (1.4826 x their median absolute deviation,
 relative to m: what really differs between elements, noise included) and the value's
-standard error, widened by the uncertainty of a median of few peers (x sqrt(1 + pi/2n) for n
-peers); K is the normal quantile that keeps a whole healthy screen free of a false suspect
-with 99 % probability when N elements have the figure, z(1 - 0.01/N), and at least 3.5
-(Iglewicz and Hoaglin's outlier cut-off, the rule without repeats). Why both: the noise
+standard error, widened by the uncertainty of a median of few peers (x sqrt(1 + pi/2n) for
+n peers, x sqrt(1 + 1/n) for one or two); K is the normal quantile that keeps a whole healthy
+screen free of a false suspect with 99 % probability when N elements have the figure,
+z(1 - 0.01/N), and at least 3.5 (Iglewicz and Hoaglin's outlier cut-off, the rule without
+repeats). Why both: the noise
 alone would name a half-percent difference on a quiet machine (real, but no acceptance fails
 for it); the margin alone would name noise where it is larger than the margin.
 
@@ -45,18 +47,13 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
+from llmb.container.probe import TRIM_FROM as TRIM_FROM
+from llmb.container.probe import value_of as value_of
+
 MARGIN = {"gpu": 0.03, "cpu": 0.30}
 FAMILY_ALPHA = 0.01  # a healthy screen names nothing falsely with 99 % probability
 MIN_K = 3.5
 DETECT = 0.95  # the probability at which the resolution is stated
-TRIM_FROM = 5  # repeats from which the lowest and the highest are left out
-
-
-def value_of(repeats: Sequence[float]) -> float:
-    """The figure from its repeats: the mean less the lowest and the highest (5 or more)."""
-    data = sorted(float(r) for r in repeats)
-    kept = data[1:-1] if len(data) >= TRIM_FROM else data
-    return math.fsum(kept) / len(kept)
 
 
 def kept(repeats: int) -> int:
@@ -96,9 +93,10 @@ def k_for(count: int) -> float:
 
 
 def widened(sigma: float, peers: int) -> float:
-    """sigma, with the uncertainty of the peers' median added (a median of n values has a
-    variance of pi/2n that of one value)."""
-    return sigma * math.sqrt(1 + math.pi / (2 * max(peers, 1)))
+    """sigma, with the uncertainty of the peers' median added: a median of n values has a
+    variance of pi/2n that of one value (1/n for one or two, where it is their mean)."""
+    n = max(peers, 1)
+    return sigma * math.sqrt(1 + (1 if n <= 2 else math.pi / 2) / n)
 
 
 @dataclass(frozen=True)
@@ -165,17 +163,25 @@ class Resolution:
 
 
 def resolution(figure: str, kind: str, values: Sequence[float], rule: Rule,
-               must_name: int = 1, peers: int | None = None) -> Resolution | None:
-    """The resolution of a figure whose values were judged by `rule` (None without repeats
-    or peers). `must_name`: how many of its values must be named at once (a node's network:
-    every one of its pairs); `peers`: how many each value is compared with (default: all
-    the others)."""
-    if rule.errors is None or rule.noise is None or len(values) < 2:
+               peers: Sequence[Sequence[int]], must_name: int = 1) -> Resolution | None:
+    """The resolution of a figure whose values were judged by `rule` against `peers`
+    (peers[i]: the indexes of value i's peers); None without repeats or peers. The spread
+    is the median of what each value's peers show (a slow value does not widen its own
+    peers' spread). `must_name`: how many of its values must be named at once (a node's
+    network: every one of its pairs)."""
+    if rule.errors is None or rule.noise is None or not any(peers):
         return None
-    median, sigma = reference(values)
-    spread = sigma / median if median > 0 else 0.0
+    spreads, counts = [], []
+    seen: dict[int, float] = {}  # a list shared by every value is measured once
+    for chosen in (p for p in peers if p):
+        if id(chosen) not in seen:
+            median, sigma = reference([values[j] for j in chosen])
+            seen[id(chosen)] = sigma / median if median > 0 else 0.0
+        spreads.append(seen[id(chosen)])
+        counts.append(len(chosen))
+    spread = statistics.median(spreads)
     error = statistics.median(rule.errors)
-    sigma_rel = widened(max(spread, error), len(values) - 1 if peers is None else peers)
+    sigma_rel = widened(max(spread, error), int(statistics.median(counts)))
     threshold = max(rule.margin, rule.k * sigma_rel)
     z = statistics.NormalDist().inv_cdf(DETECT ** (1 / max(must_name, 1)))
     return Resolution(figure, kind, len(values), rule.repeats, rule.noise, spread, rule.k,

@@ -77,6 +77,29 @@ def named_lines(doc: Mapping[str, Any]) -> list[str]:
     return [values.shown(line) for line in out]
 
 
+KIND_WORDS = {"gpu": "GPU", "node": "node all-reduce", "link": "link",
+              "network": "node network"}
+
+
+def resolution_line(doc: Mapping[str, Any]) -> str | None:
+    """The smallest slowdown the screen would have named (95 %), per figure, from the noise
+    its repeats showed; None for a screen without repeats."""
+    found = [r for r in doc.get("resolution") or [] if isinstance(r, dict)]
+    if not found:
+        return None
+    parts = []
+    for r in found:
+        what = KIND_WORDS.get(str(r.get("kind")), str(r.get("kind")))
+        name = f" {r['figure']}" if r.get("kind") == "gpu" else ""
+        parts.append(f"a {_pct(r.get('resolves'))} slow {what}{name} "
+                     f"(noise {_pct(r.get('noise'))}/repeat, {r.get('repeats')} repeats)")
+    return "resolves: " + "; ".join(parts)
+
+
+def _pct(value: Any) -> str:
+    return "-" if not isinstance(value, (int, float)) else f"{100 * value:.3g}%"
+
+
 def rounds_line(doc: Mapping[str, Any]) -> str:
     return "rounds: " + ", ".join(f"{r['name']} {r['wall_s']:.1f} s" for r in doc["rounds"])
 
@@ -99,6 +122,8 @@ def table(doc: Mapping[str, Any]) -> str:
              for p in doc["pairs"] if p["verdict"] != "pass"]
     if links:
         lines.append("pairs below par: " + "; ".join(links))
+    if (resolved := resolution_line(doc)) is not None:
+        lines.append(resolved)
     if doc["named"]:
         lines += ["named:", *(f"  {line}" for line in named_lines(doc))]
     lines.append(f"suspects: {','.join(doc['suspects']) or 'none'}")
@@ -197,8 +222,9 @@ def load_newest(tree: layout.Install) -> tuple[Path, dict[str, Any]] | None:
 
 def html_section(doc: Mapping[str, Any], png: bytes | None) -> str:
     head, rows = node_rows(doc)
+    notes = [rounds_line(doc), *filter(None, [resolution_line(doc)])]
     parts = [f"<h2>{SECTION_TITLE}</h2>", f'<p class="meta">{html.escape(headline(doc))}<br>'
-             f"{html.escape(rounds_line(doc))}<br>suspects: "
+             + "".join(f"{html.escape(n)}<br>" for n in notes) + "suspects: "
              f"<b>{html.escape(', '.join(doc['suspects']) or 'none')}</b></p>"]
     if png is not None:
         data = base64.b64encode(png).decode("ascii")
@@ -219,6 +245,7 @@ def html_section(doc: Mapping[str, Any], png: bytes | None) -> str:
 def markdown_section(doc: Mapping[str, Any], plot: bool) -> str:
     head, rows = node_rows(doc)
     lines = ["", f"## {SECTION_TITLE}", "", f"- {headline(doc)}", f"- {rounds_line(doc)}",
+             *(f"- {n}" for n in filter(None, [resolution_line(doc)])),
              f"- suspects: {', '.join(doc['suspects']) or 'none'}", ""]
     if plot:
         lines += [f"![screen per node](plots/{PLOT_FILE})", ""]
