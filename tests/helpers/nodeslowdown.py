@@ -3,13 +3,13 @@ on one host, so a node is slowed by pausing the processes of the job tasks it ru
 
 `NodeSlowdown(conf, nodes, job_name)` finds the processes whose environment says they are tasks
 of that job on one of those nodes (SLURM_CONF of the test cluster, SLURMD_NODENAME,
-SLURM_JOB_NAME, which srun sets in every task) and sends them all SIGSTOP for `stopped` of
-every `period` seconds, SIGCONT for the rest: the nodes' tasks get that much less of the CPU,
-as a throttled GPU or a node with a bad memory path gets through less work (stopped = period / 2:
-twice as slow). The cycle keeps to the clock (the search for the processes, every RESCAN_S,
-runs in the time they run), so that the share paused is the one asked for; several nodes are
-paused together, in step. Used as a context manager; on leaving, every process it paused is
-continued.
+SLURM_JOB_NAME and SLURM_STEP_ID, which srun sets in every task) and sends them all SIGSTOP
+for `stopped` of every `period` seconds, SIGCONT for the rest: the nodes' tasks get that much
+less of the CPU, as a throttled GPU or a node with a bad memory path gets through less work
+(stopped = period / 2: twice as slow). The cycle keeps to the clock (the search for the
+processes, every RESCAN_S, runs in the time they run), so that the share paused is the one
+asked for; several nodes are paused together, in step. Used as a context manager; on leaving,
+every process it paused is continued.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ RESCAN_S = 1.0
 
 
 def task_pids(conf: str, node: str, job_name: str) -> list[int]:
-    """The processes of `job_name`'s tasks on `node` of the cluster configured by `conf`."""
+    """The processes of `job_name`'s tasks on `node` of the cluster configured by `conf`: a
+    job step's tasks have SLURM_STEP_ID; the batch script and its srun, on the first node,
+    do not."""
     want = {f"SLURM_CONF={conf}".encode(), f"SLURMD_NODENAME={node}".encode(),
             f"SLURM_JOB_NAME={job_name}".encode()}
     found = []
@@ -38,7 +40,7 @@ def task_pids(conf: str, node: str, job_name: str) -> list[int]:
             env = set((entry / "environ").read_bytes().split(b"\0"))
         except OSError:
             continue
-        if want <= env:
+        if want <= env and any(e.startswith(b"SLURM_STEP_ID=") for e in env):
             found.append(int(entry.name))
     return found
 
@@ -62,18 +64,21 @@ class NodeSlowdown:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, sig)
 
+    def rescan(self) -> list[int]:
+        pids = self.find()
+        self.seen.update(pids)
+        self.paused.update(pids)
+        return pids
+
     def loop(self) -> None:
-        pids: list[int] = []
+        pids = self.rescan()
         scanned = cycle = time.monotonic()
         while not self.done.is_set():
-            if not pids or time.monotonic() - scanned > RESCAN_S:  # in the running part
-                pids, scanned = self.find(), time.monotonic()
-                self.seen.update(pids)
-                self.paused.update(pids)
-                cycle = max(cycle, scanned)
             self.send(pids, signal.SIGSTOP)
             self.done.wait(max(0.0, cycle + self.stopped - time.monotonic()))
             self.send(pids, signal.SIGCONT)
+            if time.monotonic() - scanned > RESCAN_S:  # in the time they run
+                pids, scanned = self.rescan(), time.monotonic()
             cycle += self.period
             self.done.wait(max(0.0, cycle - time.monotonic()))
 

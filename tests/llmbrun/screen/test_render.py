@@ -4,6 +4,7 @@ leave it, tests/helpers/fakeinstall.py; verify-archive accepts the result)."""
 
 from __future__ import annotations
 
+import html
 import json
 import tarfile
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 import runinstall
 import screenfiles
 from llmb import layout
+from llmb.llmbrun.screen import baseline as screenbaseline
 from llmb.llmbrun.screen import render as screenreport
 
 SLOW = {"pairs-1:node2,node3": 0.01, "pairs-2:node1,node3": 0.012}
@@ -95,6 +97,32 @@ def test_archive_holds_the_newest_screen_and_verifies(site, tmp_path):
     check = runinstall.run(["verify-archive", str(archive)], tmp_path, timeout=300)
     assert check.returncode == 0, check.stdout + check.stderr
     assert "complete and consistent" in check.stdout
+
+
+def test_report_and_archive_carry_the_baseline_comparison(tmp_path):
+    root = fakeinstall.make_install(tmp_path / "llmb")
+    fakeinstall.make_run(root, "14", workload="pretrain_nemotron4", size="15b", scale=16)
+    kept = screenbaseline.save(root / "screens" / "baseline.json",
+                               screenfiles.screen_json(root, "20260101-000000", repeats=5))
+    doc = screenfiles.screen_json(root, "20260102-030405", repeats=5)
+    screenbaseline.apply(doc, kept, str(root / "screens" / "baseline.json"))
+    (root / "screens" / doc["stamp"] / "screen.json").write_text(json.dumps(doc))
+    line = screenreport.baseline_line(doc)
+    assert line is not None and line.startswith(
+        f"baseline 20260101-000000 ({root}/screens/baseline.json): now against then: ")
+    out = tmp_path / "report"
+    proc = runinstall.run(["report", "--output", str(out)], root, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert html.escape(line) in (out / "index.html").read_text()
+    assert f"- {line}" in (out / "report.md").read_text()
+    archive = tmp_path / "a.tar.gz"
+    proc = runinstall.run(["archive", "--output", str(archive)], root, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    with tarfile.open(archive) as tar:
+        held = json.load(tar.extractfile("llmb-archive/screen/baseline.json"))  # type: ignore[arg-type]
+    assert held == kept
+    check = runinstall.run(["verify-archive", str(archive)], tmp_path, timeout=300)
+    assert check.returncode == 0, check.stdout + check.stderr
 
 
 def test_no_screen_no_section(tmp_path):

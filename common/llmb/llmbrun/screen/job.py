@@ -1,7 +1,7 @@
 """`llmb-run screen`: find the slow GPU, node or link with one short job, before a benchmark does.
 
     llmb-run screen (--nodes N | --nodelist NODES) [--rounds R] [--smoke] [--format=table|json]
-                    [--timeout S] [PLACEMENT]
+                    [--timeout S] [--baseline PATH] [--save-baseline] [PLACEMENT]
 
 One job on the install's account and partition, in the benchmark's container image, through
 the benchmark's srun path (`--mpi=pmix`, pyxis) and environment (llmb.launch.jobenv's base and
@@ -11,7 +11,9 @@ each round) and one all-reduce over all nodes. llmb.llmbrun.screen.results puts 
 together and llmb.llmbrun.screen.judge judges them; they are kept, with the job's script, plan
 and output, in $LLMB_INSTALL/screens/<UTC YYYYmmdd-HHMMSS>/ (screen.json is written last: a
 screen without it never counts for --exclude-suspect). `--smoke` runs the same job on the CPU
-(gloo, small sizes), as a node without CUDA does.
+(gloo, small sizes), as a node without CUDA does. Every screen is also held to the cluster's
+baseline (llmb.llmbrun.screen.baseline: the install's, or --baseline PATH) where there is one;
+--save-baseline keeps this screen as the install's baseline when it names nothing.
 
 Exit status: 0 nothing named; 3 a GPU, node or link named (as the analyzer's --check); 1 the
 screen could not run (refused by sbatch, or ended before any task reported); 2 a bad option.
@@ -24,7 +26,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from llmb import layout
 from llmb.container import screenrun
@@ -33,7 +35,7 @@ from llmb.launch.placement import Placement
 from llmb.llmbrun import slurmjob
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import PROG, RunError
-from llmb.llmbrun.screen import render, results
+from llmb.llmbrun.screen import baseline, render, results
 from llmb.recipes import catalog
 from llmb.shared import clock, files, shellsafe, values
 from llmb.shared.errors import UsageError
@@ -206,10 +208,22 @@ def submit(cfg: ClusterConfig, nodes: int, place: Placement, smoke: bool, rounds
     return stamp, folder, job, image
 
 
+def chosen_baseline(cfg: ClusterConfig, path: str | None
+                    ) -> tuple[Path, baseline.Baseline] | None:
+    """--baseline PATH, else the install's own baseline where one was saved (None: neither).
+    Read before anything is submitted: a bad one is a bad option."""
+    where = Path(path) if path is not None else baseline.default_path(cfg.tree)
+    if path is None and not where.exists():
+        return None
+    return where, baseline.load(where)
+
+
 def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: bool,
-               rounds: int | None, fmt: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> int:
+               rounds: int | None, fmt: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+               baseline_path: str | None = None, save_baseline: bool = False) -> int:
     cfg.require_slurm("screen")
     count = node_count(nodes, place, rounds)
+    base = chosen_baseline(cfg, baseline_path)
     stamp, folder, job, image = submit(cfg, count, place, smoke, rounds)
     print(f"{PROG}: screen job {job}: {count} node(s), {cfg.gpus_per_node} task(s) each"
           f"{' on the CPU (--smoke)' if smoke else ''}; results in {folder}",
@@ -223,6 +237,10 @@ def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: b
                        f"(see {output}): {last_error(output)}")
     doc.update({"stamp": stamp, "created": clock.iso(), "job_id": job,
                 "job_state": info.state, "smoke": smoke, "image": image, "output": str(output)})
+    if base is not None:
+        baseline.apply(dict_of(doc), base[1], str(base[0]))
+    if save_baseline:
+        keep(cfg, doc)
     files.write_private(folder / layout.SCREEN_FILE, json.dumps(doc, indent=1) + "\n")
     if fmt == "json":
         print(json.dumps(doc, indent=1))
@@ -233,6 +251,24 @@ def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: b
               f"suspects: {','.join(doc['suspects']) or 'none'}", file=sys.stderr)
         return EXIT_NAMED
     return 0
+
+
+def dict_of(doc: results.ScreenDocument) -> dict[str, Any]:
+    """The document as the plain dict it is (baseline works on any screen.json)."""
+    return cast(dict[str, Any], doc)
+
+
+def keep(cfg: ClusterConfig, doc: results.ScreenDocument) -> None:
+    """--save-baseline: this screen becomes the install's baseline, if it named nothing."""
+    where = baseline.default_path(cfg.tree)
+    if doc["named"] or doc["suspects"]:
+        print(f"{PROG}: screen: not saved as the baseline: it named "
+              f"{len(doc['named'])} figure(s); a baseline must be a healthy screen",
+              file=sys.stderr)
+        return
+    baseline.save(where, dict_of(doc))
+    doc["saved_baseline"] = str(where)
+    print(f"{PROG}: screen: saved as the cluster's baseline: {where}", file=sys.stderr)
 
 
 def last_error(output: Path) -> str:

@@ -96,6 +96,21 @@ def resolution_line(doc: Mapping[str, Any]) -> str | None:
     return "resolves: " + "; ".join(parts)
 
 
+def baseline_line(doc: Mapping[str, Any]) -> str | None:
+    """The screen against the cluster's baseline, in one line; None without one."""
+    base = doc.get("baseline")
+    if not isinstance(base, dict):
+        return None
+    what = f"baseline {base.get('screen') or '?'} ({base.get('path')})"
+    if not base.get("comparable"):
+        return f"{what}: not compared: {base.get('why_not')}"
+    figures = [f for f in base.get("figures") or [] if isinstance(f, dict)]
+    ratios = ", ".join(f"{f['figure']} x{f['ratio']:.3g}" + (" DROPPED" if f.get("dropped")
+                                                              else "") for f in figures)
+    changed = "; ".join(base.get("changed") or []) or "nothing it records"
+    return f"{what}: now against then: {ratios or 'no figure in common'}; changed: {changed}"
+
+
 def _pct(value: Any) -> str:
     return "-" if not isinstance(value, (int, float)) else f"{100 * value:.3g}%"
 
@@ -122,8 +137,7 @@ def table(doc: Mapping[str, Any]) -> str:
              for p in doc["pairs"] if p["verdict"] != "pass"]
     if links:
         lines.append("pairs below par: " + "; ".join(links))
-    if (resolved := resolution_line(doc)) is not None:
-        lines.append(resolved)
+    lines += filter(None, [resolution_line(doc), baseline_line(doc)])
     if doc["named"]:
         lines += ["named:", *(f"  {line}" for line in named_lines(doc))]
     lines.append(f"suspects: {','.join(doc['suspects']) or 'none'}")
@@ -222,7 +236,7 @@ def load_newest(tree: layout.Install) -> tuple[Path, dict[str, Any]] | None:
 
 def html_section(doc: Mapping[str, Any], png: bytes | None) -> str:
     head, rows = node_rows(doc)
-    notes = [rounds_line(doc), *filter(None, [resolution_line(doc)])]
+    notes = [rounds_line(doc), *filter(None, [resolution_line(doc), baseline_line(doc)])]
     parts = [f"<h2>{SECTION_TITLE}</h2>", f'<p class="meta">{html.escape(headline(doc))}<br>'
              + "".join(f"{html.escape(n)}<br>" for n in notes) + "suspects: "
              f"<b>{html.escape(', '.join(doc['suspects']) or 'none')}</b></p>"]
@@ -245,7 +259,7 @@ def html_section(doc: Mapping[str, Any], png: bytes | None) -> str:
 def markdown_section(doc: Mapping[str, Any], plot: bool) -> str:
     head, rows = node_rows(doc)
     lines = ["", f"## {SECTION_TITLE}", "", f"- {headline(doc)}", f"- {rounds_line(doc)}",
-             *(f"- {n}" for n in filter(None, [resolution_line(doc)])),
+             *(f"- {n}" for n in filter(None, [resolution_line(doc), baseline_line(doc)])),
              f"- suspects: {', '.join(doc['suspects']) or 'none'}", ""]
     if plot:
         lines += [f"![screen per node](plots/{PLOT_FILE})", ""]

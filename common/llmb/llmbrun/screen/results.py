@@ -60,6 +60,9 @@ class ScreenDocument(TypedDict, total=False):
     smoke: bool
     image: str | None
     output: str  # the job's output file
+    driver: str | None  # the GPU driver (nvidia-smi), None on the CPU
+    baseline: dict[str, Any]  # llmb.llmbrun.screen.baseline.compare: held to which, and how
+    saved_baseline: str  # --save-baseline: where this screen was kept as the baseline
 MAX_RANK_BYTES = 1 << 20
 MAX_NCCL_OUTPUT = 16 << 20
 BUSBW, ALGBW = "busbw_gbps", "algbw_gbps"
@@ -259,6 +262,7 @@ def document(folder: Path, gpu_type: str, allocated: Sequence[str], per_node: in
     return ScreenDocument(
         schema=SCHEMA, gpu_type=gpu_type, mode=mode, backend=run.get("backend"),
         measured_by=run.get("tool"), torch=run.get("torch"), nccl=run.get("nccl"),
+        driver=run.get("driver"),
         tasks=run.get("tasks"), gpus_per_node=per_node, params=run.get("params"),
         nodes=nodes, pairs=pairs, all_nodes=everyone, rounds=rounds,
         expectations={k: {"expected": e.expected, "tolerance": e.tolerance, "floor": e.floor,
