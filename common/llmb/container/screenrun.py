@@ -26,6 +26,8 @@ torch.distributed otherwise (all_reduce_perf's cycles, -N, are its repeats where
 has the option: `nccl-tests/cycles.txt`). Control (meeting, barriers, gathering) always goes
 over gloo.
 
+On a GPU, each task has NCCL write its INFO lines (the job sets NCCL_DEBUG=INFO and
+NCCL_DEBUG_SUBSYS=INIT,NET) to nccl-logs/rank-NNNNN.log: which network it used between nodes.
 Each task writes what it knows to ranks/rank-NNNNN.json in the screen's folder after every
 phase (task 0 also the plan as resolved and each phase's wall time), so a job that dies half
 way still leaves what it measured. torch is imported inside the functions.
@@ -63,6 +65,7 @@ RANKS_DIR = "ranks"
 RENDEZVOUS_DIR = "rendezvous"
 NCCL_TESTS_DIR = "nccl-tests"
 GROUPS_FILE = "groups.txt"
+NCCL_LOGS_DIR = "nccl-logs"  # NCCL's INFO lines, per task (llmb.llmbrun.screen.transport)
 CYCLES_FILE = "cycles.txt"
 NCCL_TESTS_BINARY = "all_reduce_perf"
 TORCH_TOOL = "torch.distributed"
@@ -297,6 +300,10 @@ class Run:
             self.device = probe.Device("cuda", self.task.local_rank % torch.cuda.device_count())
             torch.cuda.set_device(self.device.index)
             self.record.data["device"] = gpu_identity(self.device.index)
+        if self.layout.mode == "gpu":  # before NCCL's first communicator reads its settings
+            logs = self.folder / NCCL_LOGS_DIR
+            logs.mkdir(parents=True, exist_ok=True)
+            os.environ["NCCL_DEBUG_FILE"] = str(logs / f"rank-{self.task.rank:05d}.log")
         self.tool = self.layout.tool(everyone)
         binary = binary if self.tool == NCCL_TESTS_TOOL else None
         self.binary = binary

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from llmb import layout
-from llmb.llmbrun.screen import precision
+from llmb.llmbrun.screen import judge, precision
 from llmb.shared import clock, files, values
 from llmb.shared.errors import UsageError
 
@@ -288,13 +288,4 @@ def apply(doc: dict[str, Any], base: Baseline, where: str) -> None:
     doc["baseline"] = comparison
     named = named_of(comparison)
     doc["named"] = [*doc.get("named", []), *named]
-    by_name = {n["node"]: n for n in doc.get("nodes") or []}
-    for entry in named:
-        node = by_name.get(str(entry["name"]).split(" GPU ")[0])
-        if node is None:
-            continue
-        node["reasons"] = [*node.get("reasons", []),
-                           f"{entry['name']}: {entry['figure']}: {entry['why']}"]
-        if node["verdict"] == "pass":
-            node["verdict"] = "slow"
-    doc["suspects"] = [n["node"] for n in doc.get("nodes") or [] if n["verdict"] != "pass"]
+    doc["suspects"] = judge.mark(doc.get("nodes") or [], named)

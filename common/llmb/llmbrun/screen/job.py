@@ -35,7 +35,7 @@ from llmb.launch.placement import Placement
 from llmb.llmbrun import slurmjob
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import PROG, RunError
-from llmb.llmbrun.screen import baseline, render, results
+from llmb.llmbrun.screen import baseline, render, results, transport
 from llmb.recipes import catalog
 from llmb.shared import clock, files, shellsafe, values
 from llmb.shared.errors import UsageError
@@ -108,9 +108,11 @@ def sbatch_options(cfg: ClusterConfig, nodes: int, place: Placement, folder: Pat
 
 
 def job_env(gpu_type: str) -> dict[str, str]:
-    """The variables every benchmark job of this GPU type gets (llmb.launch.jobenv)."""
+    """The variables every benchmark job of this GPU type gets (llmb.launch.jobenv), and
+    NCCL's INFO lines of INIT and NET, which say what network it used between the nodes
+    (llmb.llmbrun.screen.transport; each task writes them to a file of its own)."""
     return {**jobenv.BASE_ENV, **{str(k): str(v) for k, v in
-                                  catalog.get_gpu_type(gpu_type).env.items()}}
+                                  catalog.get_gpu_type(gpu_type).env.items()}, **transport.ENV}
 
 
 def job_script(cfg: ClusterConfig, folder: Path, image: str | None, args: list[str]) -> str:
@@ -143,7 +145,7 @@ def job_script(cfg: ClusterConfig, folder: Path, image: str | None, args: list[s
         "# shellcheck disable=SC2016",
         f"{step}bash -c {q(inner)}",
         'echo "LLMB_SCREEN probe exit $?"',
-        f"nccl={q(str(nccl))}",
+        f"nccl={q(str(nccl))} logs={q(str(folder / screenrun.NCCL_LOGS_DIR))}",
         'if [ -s "$nccl/groups.txt" ]; then',
         '    phase="" start="" cycles="$(cat "$nccl/cycles.txt" 2>/dev/null)"',
         "    # the repeats: -N (nccl-tests' cycles) where the probe found the option;",
@@ -154,7 +156,8 @@ def job_script(cfg: ClusterConfig, folder: Path, image: str | None, args: list[s
         '            [ -z "$phase" ] || echo "$phase $start $(date +%s.%N)" >>"$nccl/walls.txt"',
         '            phase="$name" start="$(date +%s.%N)"',
         "        fi",
-        f'        {step}--nodes="$count" --ntasks="$((count * {per_node}))" '
+        f'        NCCL_DEBUG_FILE="$logs/$name.$index.%h.%p.log" '
+        f'{step}--nodes="$count" --ntasks="$((count * {per_node}))" '
         f'--nodelist="$nodes" {perf} </dev/null ${{cycles:+-N "$cycles"}} '
         '>"$nccl/$name.$index.out" 2>&1 &',
         '    done <"$nccl/groups.txt"',

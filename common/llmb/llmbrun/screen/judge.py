@@ -290,6 +290,22 @@ def judge(nodes: list[dict[str, Any]], pairs: list[dict[str, Any]], mode: str,
     return {"named": named, "suspects": suspects}
 
 
+def mark(nodes: Sequence[dict[str, Any]], named: Sequence[Mapping[str, Any]],
+         verdict: str = "slow") -> list[str]:
+    """What a later check named (a node, or a GPU "<node> GPU <i>") made that node's verdict
+    (a passing node's) and one of its reasons; the suspects again."""
+    by_name = {n["node"]: n for n in nodes}
+    for entry in named:
+        node = by_name.get(str(entry["name"]).split(" GPU ")[0])
+        if node is None:
+            continue
+        node["reasons"] = [*node.get("reasons", []),
+                           f"{entry['name']}: {entry['figure']}: {entry['why']}"]
+        if node["verdict"] == "pass":
+            node["verdict"] = verdict
+    return [n["node"] for n in nodes if n["verdict"] != "pass"]
+
+
 def resolution(nodes: Sequence[Mapping[str, Any]], pairs: Sequence[Mapping[str, Any]],
                mode: str) -> list[dict[str, Any]]:
     """What this screen could have seen of each figure (llmb.llmbrun.screen.precision's

@@ -111,8 +111,27 @@ def baseline_line(doc: Mapping[str, Any]) -> str | None:
     return f"{what}: now against then: {ratios or 'no figure in common'}; changed: {changed}"
 
 
+def transport_line(doc: Mapping[str, Any]) -> str | None:
+    """Which network NCCL used between the nodes, grouped: None on the CPU."""
+    found = doc.get("transport")
+    if not isinstance(found, dict) or not found:
+        return None
+    by_kind: dict[str, list[str]] = {}
+    for node, entry in found.items():
+        by_kind.setdefault(str((entry or {}).get("transport")), []).append(node)
+    return "network between nodes (NCCL): " + "; ".join(
+        f"{kind} on {len(nodes)} node(s)" + (f" ({', '.join(nodes)})" if len(nodes) <= 8 and
+                                             len(by_kind) > 1 else "")
+        for kind, nodes in sorted(by_kind.items(), key=lambda kv: -len(kv[1])))
+
+
 def _pct(value: Any) -> str:
     return "-" if not isinstance(value, (int, float)) else f"{100 * value:.3g}%"
+
+
+def extra_lines(doc: Mapping[str, Any]) -> list[str]:
+    """What the screen says beyond its figures: resolution, transport, baseline."""
+    return [ln for ln in (resolution_line(doc), transport_line(doc), baseline_line(doc)) if ln]
 
 
 def rounds_line(doc: Mapping[str, Any]) -> str:
@@ -137,7 +156,7 @@ def table(doc: Mapping[str, Any]) -> str:
              for p in doc["pairs"] if p["verdict"] != "pass"]
     if links:
         lines.append("pairs below par: " + "; ".join(links))
-    lines += filter(None, [resolution_line(doc), baseline_line(doc)])
+    lines += extra_lines(doc)
     if doc["named"]:
         lines += ["named:", *(f"  {line}" for line in named_lines(doc))]
     lines.append(f"suspects: {','.join(doc['suspects']) or 'none'}")
@@ -236,7 +255,7 @@ def load_newest(tree: layout.Install) -> tuple[Path, dict[str, Any]] | None:
 
 def html_section(doc: Mapping[str, Any], png: bytes | None) -> str:
     head, rows = node_rows(doc)
-    notes = [rounds_line(doc), *filter(None, [resolution_line(doc), baseline_line(doc)])]
+    notes = [rounds_line(doc), *extra_lines(doc)]
     parts = [f"<h2>{SECTION_TITLE}</h2>", f'<p class="meta">{html.escape(headline(doc))}<br>'
              + "".join(f"{html.escape(n)}<br>" for n in notes) + "suspects: "
              f"<b>{html.escape(', '.join(doc['suspects']) or 'none')}</b></p>"]
@@ -259,7 +278,7 @@ def html_section(doc: Mapping[str, Any], png: bytes | None) -> str:
 def markdown_section(doc: Mapping[str, Any], plot: bool) -> str:
     head, rows = node_rows(doc)
     lines = ["", f"## {SECTION_TITLE}", "", f"- {headline(doc)}", f"- {rounds_line(doc)}",
-             *(f"- {n}" for n in filter(None, [resolution_line(doc), baseline_line(doc)])),
+             *(f"- {n}" for n in extra_lines(doc)),
              f"- suspects: {', '.join(doc['suspects']) or 'none'}", ""]
     if plot:
         lines += [f"![screen per node](plots/{PLOT_FILE})", ""]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from llmb.container import probe, screenrun
-from llmb.llmbrun.screen import judge, precision
+from llmb.llmbrun.screen import judge, precision, transport
 from llmb.recipes import catalog, screenfacts
 from llmb.shared import files
 
@@ -51,6 +51,7 @@ class ScreenDocument(TypedDict, total=False):
     expectations: dict[str, dict[str, Any]]
     peers: dict[str, Any]  # the rule for figures without repeats
     resolution: list[dict[str, Any]]  # precision.Resolution per figure measured in repeats
+    transport: dict[str, dict[str, Any]] | None  # per node: NCCL's network between nodes (GPU)
     named: list[dict[str, Any]]  # kind, name, figure, value, floor, expected, ...
     suspects: list[str]  # node names
     stamp: str  # llmb.shared.clock.stamp(): the screen's folder
@@ -259,6 +260,13 @@ def document(folder: Path, gpu_type: str, allocated: Sequence[str], per_node: in
     mode = str(run.get("mode"))
     expectations = screenfacts.expectations(catalog.get_gpu_type(gpu_type)) if mode == "gpu" else {}
     verdicts = judge.judge(nodes, pairs, mode, expectations)
+    named, suspects = verdicts["named"], verdicts["suspects"]
+    links = None
+    if mode == "gpu":
+        hosts = {str(r["host"]): r["node"] for r in ranks if isinstance(r.get("host"), str)}
+        links = transport.summary(transport.read(folder, hosts), list(run.get("nodes") or []))
+        found = transport.named(links)
+        named, suspects = [*named, *found], judge.mark(nodes, found)
     return ScreenDocument(
         schema=SCHEMA, gpu_type=gpu_type, mode=mode, backend=run.get("backend"),
         measured_by=run.get("tool"), torch=run.get("torch"), nccl=run.get("nccl"),
@@ -268,5 +276,5 @@ def document(folder: Path, gpu_type: str, allocated: Sequence[str], per_node: in
         expectations={k: {"expected": e.expected, "tolerance": e.tolerance, "floor": e.floor,
                           "source": e.source} for k, e in expectations.items()},
         peers={"k": judge.PEER_K, "tolerance": judge.PEER_TOLERANCE.get(mode)},
-        resolution=judge.resolution(nodes, pairs, mode),
-        named=verdicts["named"], suspects=verdicts["suspects"])
+        resolution=judge.resolution(nodes, pairs, mode), transport=links,
+        named=named, suspects=suspects)
