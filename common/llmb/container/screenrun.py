@@ -28,6 +28,8 @@ over gloo.
 
 On a GPU, each task has NCCL write its INFO lines (the job sets NCCL_DEBUG=INFO and
 NCCL_DEBUG_SUBSYS=INIT,NET) to nccl-logs/rank-NNNNN.log: which network it used between nodes.
+On a GPU, each task also asks nvidia-smi how its GPU is, while it works (llmb.container.
+gpuhealth: ECC errors, pending remaps, throttling, power and clock limits, the PCIe link).
 Each task writes what it knows to ranks/rank-NNNNN.json in the screen's folder after every
 phase (task 0 also the plan as resolved and each phase's wall time), so a job that dies half
 way still leaves what it measured. torch is imported inside the functions.
@@ -43,7 +45,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -51,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llmb.container import probe
+from llmb.container import gpuhealth, probe
 from llmb.container.pairing import Phase as Phase
 from llmb.container.pairing import default_rounds as default_rounds
 from llmb.container.pairing import max_rounds as max_rounds
@@ -132,36 +133,23 @@ def has_cuda() -> bool:
 
 def gpu_identity(index: int) -> dict[str, Any]:
     """Name, UUID, PCI bus id and serial of CUDA device `index`, so that a bad one can be
-    found in the machine: PyTorch's device properties, completed from nvidia-smi."""
+    found in the machine, and the driver: PyTorch's device properties, completed from
+    nvidia-smi (llmb.container.gpuhealth)."""
     import torch
 
     props = torch.cuda.get_device_properties(index)
     uuid = getattr(props, "uuid", None)
     ident: dict[str, Any] = {"index": index, "name": props.name,
                              "uuid": f"GPU-{uuid}" if uuid is not None else None,
-                             "pci_bus_id": None, "serial": None}
+                             "pci_bus_id": None, "serial": None, "driver": None}
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
     mine = visible[index].strip() if index < len(visible) else str(index)
-    for row in nvidia_smi_rows():
+    for row in gpuhealth.identity_rows():
         if row["uuid"] == ident["uuid"] or (ident["uuid"] is None and mine in (row["index"],
                                                                                row["uuid"])):
-            ident.update(uuid=row["uuid"], pci_bus_id=row["pci_bus_id"], serial=row["serial"])
+            ident.update(uuid=row["uuid"], pci_bus_id=row["pci.bus_id"], serial=row["serial"],
+                         driver=row.get("driver_version"))
     return ident
-
-
-def nvidia_smi_rows() -> list[dict[str, str]]:
-    """nvidia-smi's index, UUID, PCI bus id and serial of every GPU ([] without it)."""
-    if shutil.which("nvidia-smi") is None:
-        return []
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id,serial",
-                              "--format=csv,noheader"], capture_output=True, text=True,
-                             timeout=60, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    rows = [[c.strip() for c in line.split(",")] for line in out.splitlines() if line.strip()]
-    return [dict(zip(("index", "uuid", "pci_bus_id", "serial"), r, strict=True))
-            for r in rows if len(r) == 4]
 
 
 def nccl_tests_binary() -> str | None:
@@ -321,7 +309,8 @@ class Run:
         rounds = self.plan.get("rounds") or default_rounds(len(self.layout.nodes))
         return {"mode": self.layout.mode, "backend": self.backend,
                 "tool": self.tool, "nccl_tests_binary": binary, "torch": torch.__version__,
-                "nccl": nccl, "tasks": self.task.world, "nodes": self.layout.nodes,
+                "nccl": nccl, "driver": (self.record.data["device"] or {}).get("driver"),
+                "tasks": self.task.world, "nodes": self.layout.nodes,
                 "ranks": self.layout.ranks, "unmeasured": self.layout.unmeasured,
                 "rounds": rounds, "params": dict(self.params), "phases": [],
                 "host": socket.gethostname()}
@@ -371,11 +360,15 @@ class Run:
         series: dict[str, list[float]] = {}
         failed: set[str] = set()
         measures = self.measures() if self.measured else []
+        sampler = None
         for _ in range(max(1, int(self.params.get("repeats") or 1))):
             for mine in self.turns():
                 for name, measure in measures if mine else []:
                     if name in failed:
                         continue
+                    if sampler is None and self.device.kind == "cuda":  # the GPU is busy
+                        sampler = gpuhealth.Sampler((self.record.data["device"] or {}).get(
+                            "uuid"))
                     try:
                         series.setdefault(name, []).append(measure())
                     except Exception as exc:  # fp8 where GPU or PyTorch lack it; a broken GPU
@@ -384,6 +377,8 @@ class Run:
                         series.pop(name, None)
         self.record.data["figures"] = {n: probe.value_of(r) for n, r in series.items()}
         self.record.data["repeats"] = series
+        if sampler is not None:
+            self.record.data["health"] = sampler.facts()
 
     def make_groups(self, phase: Phase) -> list[tuple[list[int], Any]]:
         """The process groups of a phase, each group's ranks with it. Every task creates every

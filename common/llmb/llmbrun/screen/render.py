@@ -70,6 +70,9 @@ def named_lines(doc: Mapping[str, Any]) -> list[str]:
         if n.get("figure") is None:
             out.append(f"{n['name']}: {n['why']}")
             continue
+        if n.get("value") is None:  # a fact, not a figure: health, transport
+            out.append(f"{n['name']}: {n['figure']}: {n['why']}")
+            continue
         out.append(f"{n['name']}: {n['figure']} {_num(n['value'])} < floor {_num(n['floor'])}"
                    f" (peers' median {_num(n.get('peers_median'))}"
                    + (f", expected {_num(n['expected'])}" if n.get("expected") else "")

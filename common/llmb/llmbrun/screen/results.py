@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from llmb.container import probe, screenrun
-from llmb.llmbrun.screen import judge, precision, transport
+from llmb.llmbrun.screen import health, judge, precision, transport
 from llmb.recipes import catalog, screenfacts
 from llmb.shared import files
 
@@ -43,8 +43,8 @@ class ScreenDocument(TypedDict, total=False):
     tasks: int | None
     gpus_per_node: int
     params: dict[str, Any] | None
-    nodes: list[dict[str, Any]]  # node, verdict, reasons, gpus (figures, repeats), allreduce,
-    #                              error
+    nodes: list[dict[str, Any]]  # node, verdict, reasons, gpus (figures, repeats, health),
+    #                              allreduce, error
     pairs: list[dict[str, Any]]  # nodes, busbw_gbps, repeats, verdict, link
     all_nodes: dict[str, Any] | None
     rounds: list[dict[str, Any]]  # name, wall_s
@@ -171,6 +171,8 @@ def gpu_entry(rank: Mapping[str, Any]) -> dict[str, Any]:
              "figures": figures, "notes": errors, "error": None}
     if repeats:
         entry["repeats"] = repeats
+    if isinstance(rank.get("health"), dict):
+        entry["health"] = health.facts(rank["health"])
     return entry
 
 
@@ -267,6 +269,9 @@ def document(folder: Path, gpu_type: str, allocated: Sequence[str], per_node: in
         links = transport.summary(transport.read(folder, hosts), list(run.get("nodes") or []))
         found = transport.named(links)
         named, suspects = [*named, *found], judge.mark(nodes, found)
+        sick = health.named(nodes)
+        health.explain(named, nodes)
+        named, suspects = [*named, *sick], judge.mark(nodes, sick, "unhealthy")
     return ScreenDocument(
         schema=SCHEMA, gpu_type=gpu_type, mode=mode, backend=run.get("backend"),
         measured_by=run.get("tool"), torch=run.get("torch"), nccl=run.get("nccl"),
