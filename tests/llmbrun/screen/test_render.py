@@ -125,6 +125,36 @@ def test_report_and_archive_carry_the_baseline_comparison(tmp_path):
     assert check.returncode == 0, check.stdout + check.stderr
 
 
+def test_report_before_any_run_holds_the_screen(tmp_path):
+    root = fakeinstall.make_install(tmp_path / "llmb")  # installed, screened, nothing run
+    doc = screenfiles.screen_json(root, repeats=5, slow=SLOW)
+    out = root / "report"
+    proc = runinstall.run(["report"], root, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        f"report: {out}/index.html",
+        f"report: includes the newest screen ({doc['stamp']}, {root}/screens/{doc['stamp']})",
+        f"report: {out}/report.md",
+        f"report: no runs yet under {root}/workloads: the report holds its sections"]
+    page = (out / "index.html").read_text()
+    assert "Logs: 0 (0 Success" in page and page.count("<h2>Cluster screen</h2>") == 1
+    assert "suspects: <b>node3</b>" in page
+    line = screenreport.resolution_line(doc)
+    assert line is not None and html.escape(line) in page
+    assert (out / "plots" / screenreport.PLOT_FILE).read_bytes().startswith(b"\x89PNG")
+    assert f"- {line}" in (out / "report.md").read_text()
+    assert not list(out.glob(".llmb-report-*"))  # nothing left of its making
+
+
+def test_report_with_neither_runs_nor_a_screen_writes_nothing(tmp_path):
+    root = fakeinstall.make_install(tmp_path / "llmb")
+    (root / "workloads").mkdir()
+    proc = runinstall.run(["report"], root, timeout=300)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == f"llmb-run: no runs yet: {root}/workloads holds no log\n"
+    assert not (root / "report").exists()
+
+
 def test_no_screen_no_section(tmp_path):
     assert screenreport.load_newest(layout.Install(tmp_path)) is None
     assert screenreport.add_to_report(tmp_path, layout.Install(tmp_path)) is None
