@@ -131,8 +131,11 @@ def cmd_report(cfg: ClusterConfig, output: str | None, sections: Sequence[Sectio
     runs = has_logs(tree)
     if not runs and not sections and not tree.is_dir():
         raise RunError(f"no runs yet: {tree} does not exist")
-    existed = out.is_dir()
+    chosen = analyzer.report_python(cfg) if runs or not sections else None
+    if chosen is not None and chosen.python is None:
+        raise RunError(f"cannot write the report: {chosen.missing()}")
     try:
+        existed = out.is_dir()
         out.mkdir(parents=True, exist_ok=True)
         before = index.stat().st_mtime_ns if index.exists() else None
     except OSError as exc:
@@ -151,10 +154,8 @@ def cmd_report(cfg: ClusterConfig, output: str | None, sections: Sequence[Sectio
         print(f"report: {values.shown(out / 'report.md')}")
         print(f"report: no runs yet under {values.shown(tree)}: the report holds its sections")
         return 0
-    chosen = analyzer.report_python(cfg)
-    if chosen.python is None:
-        raise RunError(f"cannot write the report: {chosen.missing()}")
-    proc = analyzer.run([f"--report={out}", "--format=json", str(tree)], python=chosen.python)
+    python = chosen.python if chosen is not None else None
+    proc = analyzer.run([f"--report={out}", "--format=json", str(tree)], python=python)
     if not index.is_file() or index.stat().st_mtime_ns == before:
         why = analyzer.last_line(proc.stderr) or f"exit {proc.returncode}"
         raise RunError(f"the analyzer wrote no report into {values.shown(out)}: {why}")
