@@ -228,10 +228,9 @@ def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: b
     count = node_count(nodes, place, rounds)
     base = chosen_baseline(cfg, baseline_path)
     stamp, folder, job, image = submit(cfg, count, place, smoke, rounds)
-    print(f"{PROG}: screen job {job}: {count} node(s), {cfg.gpus_per_node} task(s) each"
-          f"{' on the CPU (--smoke)' if smoke else ''}; results in {folder}",
-          file=sys.stderr, flush=True)
-    info = slurmjob.wait(job, timeout_s, "screen job").info
+    info = slurmjob.wait(job, timeout_s, "screen job", announce=(
+        f"{PROG}: screen job {job}: {count} node(s), {cfg.gpus_per_node} task(s) each"
+        f"{' on the CPU (--smoke)' if smoke else ''}; results in {folder}")).info
     output = job_spec(cfg, count, folder).output_of(job)
     allocated = placement.expand_hostlist("nodes", info.nodes) if info.nodes else []
     doc = results.document(folder, cfg.gpu_type, allocated, cfg.gpus_per_node)
