@@ -9,7 +9,7 @@
     llmb-run jobs log JOB [--follow] [--batch]
     llmb-run preflight [--nodes N] [--format=table|json] [PLACEMENT]
     llmb-run screen (--nodes N | --nodelist NODES) [--rounds R] [--smoke] [--format=table|json]
-                    [--timeout S] [PLACEMENT]
+                    [--timeout S] [--baseline PATH] [--save-baseline] [PLACEMENT]
     llmb-run report [--output DIR]
     llmb-run archive [--output FILE] [--suite ID]
     llmb-run verify-archive FILE
@@ -166,6 +166,11 @@ def build_parser() -> Parser:
                     default=screen.DEFAULT_TIMEOUT_S,
                     help="give up on the job after this many seconds "
                     f"({screen.DEFAULT_TIMEOUT_S})")
+    sc.add_argument("--baseline", metavar="PATH",
+                    help="compare with this baseline (a file --save-baseline wrote, or a "
+                    "screen.json; default: the install's, where one was saved)")
+    sc.add_argument("--save-baseline", action="store_true",
+                    help="keep this screen as the install's baseline if it names nothing")
     add_placement(sc)
     rp = sub.add_parser("report", help="the analyzer's report for the whole install",
                         allow_abbrev=False)
@@ -361,7 +366,7 @@ def dispatch(args: argparse.Namespace) -> int:
         return preflight.cmd_preflight(cfg, args.nodes, args.format, place, args.timeout)
     if command == "screen":
         return screen.cmd_screen(cfg, args.nodes, place, args.smoke, args.rounds, args.format,
-                                 args.timeout)
+                                 args.timeout, args.baseline, args.save_baseline)
     if command == "rerun":
         from llmb.llmbrun import rerun
 

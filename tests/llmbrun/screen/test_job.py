@@ -59,6 +59,8 @@ REFUSED = [
      "both name node1; a node cannot be required and excluded"),
     (["--nodes", "2", "--smoke=yes"], "argument --smoke: ignored explicit argument 'yes'"),
     (["--nodes", "2", "--node", "3"], "unrecognized arguments: --node 3"),
+    (["--nodes", "2", "--baseline", "/nonexistent/baseline.json"],
+     "--baseline /nonexistent/baseline.json: cannot be read"),
 ]
 
 

@@ -12,7 +12,8 @@ An archive (`.tar.gz`, everything under `llmb-archive/`) holds:
     history.jsonl, preflight.json             llmb-run's history; the newest preflight report
     suite.json                                with --suite ID: the suite's record (then runs/
                                               and history.jsonl hold that suite's alone)
-    screen/                                   the newest screen: screen.json and its job's
+    screen/                                   the newest screen: screen.json, the baseline it
+                                              was held to (baseline.json), and its job's
                                               output (its section is in the report too)
     system.json                               sinfo/scontrol facts, GPU and driver facts where
                                               visible (nvidia-smi here; what the newest
@@ -343,6 +344,9 @@ def stage_screen(cfg: ClusterConfig, root: Path, secrets: set[str], in_report: b
     output = Path(str(doc.get("output") or ""))
     if output.name and output.parent == path.parent and output.is_file():
         copy_redacted(output, root / "screen" / output.name, secrets)
+    held_to = Path(str((doc.get("baseline") or {}).get("path") or ""))
+    if held_to.name and held_to.is_file():  # the baseline it was compared with
+        copy_redacted(held_to, root / "screen" / "baseline.json", secrets)
     if in_report:
         screen.add_to_report(root / "report", cfg.tree)
     return {"stamp": doc.get("stamp") or path.parent.name, "suspects": doc.get("suspects"),

@@ -70,11 +70,71 @@ def named_lines(doc: Mapping[str, Any]) -> list[str]:
         if n.get("figure") is None:
             out.append(f"{n['name']}: {n['why']}")
             continue
+        if n.get("value") is None:  # a fact, not a figure: health, transport
+            out.append(f"{n['name']}: {n['figure']}: {n['why']}")
+            continue
         out.append(f"{n['name']}: {n['figure']} {_num(n['value'])} < floor {_num(n['floor'])}"
                    f" (peers' median {_num(n.get('peers_median'))}"
                    + (f", expected {_num(n['expected'])}" if n.get("expected") else "")
                    + f"): {n['why']}")
     return [values.shown(line) for line in out]
+
+
+KIND_WORDS = {"gpu": "GPU", "node": "node all-reduce", "link": "link",
+              "network": "node network"}
+
+
+def resolution_line(doc: Mapping[str, Any]) -> str | None:
+    """The smallest slowdown the screen would have named (95 %), per figure, from the noise
+    its repeats showed; None for a screen without repeats."""
+    found = [r for r in doc.get("resolution") or [] if isinstance(r, dict)]
+    if not found:
+        return None
+    parts = []
+    for r in found:
+        what = KIND_WORDS.get(str(r.get("kind")), str(r.get("kind")))
+        name = f" {r['figure']}" if r.get("kind") == "gpu" else ""
+        parts.append(f"a {_pct(r.get('resolves'))} slow {what}{name} "
+                     f"(noise {_pct(r.get('noise'))}/repeat, {r.get('repeats')} repeats)")
+    return "resolves: " + "; ".join(parts)
+
+
+def baseline_line(doc: Mapping[str, Any]) -> str | None:
+    """The screen against the cluster's baseline, in one line; None without one."""
+    base = doc.get("baseline")
+    if not isinstance(base, dict):
+        return None
+    what = f"baseline {base.get('screen') or '?'} ({base.get('path')})"
+    if not base.get("comparable"):
+        return f"{what}: not compared: {base.get('why_not')}"
+    figures = [f for f in base.get("figures") or [] if isinstance(f, dict)]
+    ratios = ", ".join(f"{f['figure']} x{f['ratio']:.3g}" + (" DROPPED" if f.get("dropped")
+                                                              else "") for f in figures)
+    changed = "; ".join(base.get("changed") or []) or "nothing it records"
+    return f"{what}: now against then: {ratios or 'no figure in common'}; changed: {changed}"
+
+
+def transport_line(doc: Mapping[str, Any]) -> str | None:
+    """Which network NCCL used between the nodes, grouped: None on the CPU."""
+    found = doc.get("transport")
+    if not isinstance(found, dict) or not found:
+        return None
+    by_kind: dict[str, list[str]] = {}
+    for node, entry in found.items():
+        by_kind.setdefault(str((entry or {}).get("transport")), []).append(node)
+    return "network between nodes (NCCL): " + "; ".join(
+        f"{kind} on {len(nodes)} node(s)" + (f" ({', '.join(nodes)})" if len(nodes) <= 8 and
+                                             len(by_kind) > 1 else "")
+        for kind, nodes in sorted(by_kind.items(), key=lambda kv: -len(kv[1])))
+
+
+def _pct(value: Any) -> str:
+    return "-" if not isinstance(value, (int, float)) else f"{100 * value:.3g}%"
+
+
+def extra_lines(doc: Mapping[str, Any]) -> list[str]:
+    """What the screen says beyond its figures: resolution, transport, baseline."""
+    return [ln for ln in (resolution_line(doc), transport_line(doc), baseline_line(doc)) if ln]
 
 
 def rounds_line(doc: Mapping[str, Any]) -> str:
@@ -99,6 +159,7 @@ def table(doc: Mapping[str, Any]) -> str:
              for p in doc["pairs"] if p["verdict"] != "pass"]
     if links:
         lines.append("pairs below par: " + "; ".join(links))
+    lines += extra_lines(doc)
     if doc["named"]:
         lines += ["named:", *(f"  {line}" for line in named_lines(doc))]
     lines.append(f"suspects: {','.join(doc['suspects']) or 'none'}")
@@ -197,8 +258,9 @@ def load_newest(tree: layout.Install) -> tuple[Path, dict[str, Any]] | None:
 
 def html_section(doc: Mapping[str, Any], png: bytes | None) -> str:
     head, rows = node_rows(doc)
+    notes = [rounds_line(doc), *extra_lines(doc)]
     parts = [f"<h2>{SECTION_TITLE}</h2>", f'<p class="meta">{html.escape(headline(doc))}<br>'
-             f"{html.escape(rounds_line(doc))}<br>suspects: "
+             + "".join(f"{html.escape(n)}<br>" for n in notes) + "suspects: "
              f"<b>{html.escape(', '.join(doc['suspects']) or 'none')}</b></p>"]
     if png is not None:
         data = base64.b64encode(png).decode("ascii")
@@ -219,6 +281,7 @@ def html_section(doc: Mapping[str, Any], png: bytes | None) -> str:
 def markdown_section(doc: Mapping[str, Any], plot: bool) -> str:
     head, rows = node_rows(doc)
     lines = ["", f"## {SECTION_TITLE}", "", f"- {headline(doc)}", f"- {rounds_line(doc)}",
+             *(f"- {n}" for n in extra_lines(doc)),
              f"- suspects: {', '.join(doc['suspects']) or 'none'}", ""]
     if plot:
         lines += [f"![screen per node](plots/{PLOT_FILE})", ""]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from llmb.container import probe, screenrun
-from llmb.llmbrun.screen import judge
+from llmb.llmbrun.screen import health, judge, precision, transport
 from llmb.recipes import catalog, screenfacts
 from llmb.shared import files
 
@@ -43,12 +43,15 @@ class ScreenDocument(TypedDict, total=False):
     tasks: int | None
     gpus_per_node: int
     params: dict[str, Any] | None
-    nodes: list[dict[str, Any]]  # node, verdict, reasons, gpus (figures), allreduce, error
-    pairs: list[dict[str, Any]]  # nodes, busbw_gbps, verdict, link
+    nodes: list[dict[str, Any]]  # node, verdict, reasons, gpus (figures, repeats, health),
+    #                              allreduce, error
+    pairs: list[dict[str, Any]]  # nodes, busbw_gbps, repeats, verdict, link
     all_nodes: dict[str, Any] | None
     rounds: list[dict[str, Any]]  # name, wall_s
     expectations: dict[str, dict[str, Any]]
-    peers: dict[str, Any]
+    peers: dict[str, Any]  # the rule for figures without repeats
+    resolution: list[dict[str, Any]]  # precision.Resolution per figure measured in repeats
+    transport: dict[str, dict[str, Any]] | None  # per node: NCCL's network between nodes (GPU)
     named: list[dict[str, Any]]  # kind, name, figure, value, floor, expected, ...
     suspects: list[str]  # node names
     stamp: str  # llmb.shared.clock.stamp(): the screen's folder
@@ -58,6 +61,9 @@ class ScreenDocument(TypedDict, total=False):
     smoke: bool
     image: str | None
     output: str  # the job's output file
+    driver: str | None  # the GPU driver (nvidia-smi), None on the CPU
+    baseline: dict[str, Any]  # llmb.llmbrun.screen.baseline.compare: held to which, and how
+    saved_baseline: str  # --save-baseline: where this screen was kept as the baseline
 MAX_RANK_BYTES = 1 << 20
 MAX_NCCL_OUTPUT = 16 << 20
 BUSBW, ALGBW = "busbw_gbps", "algbw_gbps"
@@ -79,16 +85,31 @@ def read_ranks(folder: Path) -> list[dict[str, Any]]:
 
 def summary(result: Mapping[str, Any]) -> dict[str, Any]:
     """A group's all-reduce: its figures at the largest size (where bandwidth has risen to
-    what the link carries), and the whole sweep."""
+    what the link carries), from their repeats where it has them (the task's, or nccl-tests'
+    cycles: its table once per cycle), and the whole sweep."""
     sizes = [s for s in result.get("sizes") or [] if isinstance(s, dict)]
     out: dict[str, Any] = {"ranks": result.get("ranks"), "error": result.get("error"),
                            "bytes": None, BUSBW: None, ALGBW: None, "sizes": sizes}
     if sizes and not out["error"]:
-        largest = max(sizes, key=lambda s: s["bytes"])
-        out.update(bytes=largest["bytes"], **{k: largest[k] for k in (BUSBW, ALGBW)})
+        largest = max(s["bytes"] for s in sizes)
+        rows = [s for s in sizes if s["bytes"] == largest]
+        repeats = _numbers(result.get("repeats")) or (
+            [float(r[BUSBW]) for r in rows] if len(rows) > 1 else [])
+        out.update(bytes=largest, **{k: rows[0][k] for k in (BUSBW, ALGBW)})
+        if repeats:
+            ratio = rows[0][ALGBW] / rows[0][BUSBW] if rows[0][BUSBW] else 0.0
+            busbw = precision.value_of(repeats)
+            out.update(repeats=repeats, **{BUSBW: busbw, ALGBW: busbw * ratio})
     elif not out["error"]:
         out["error"] = "no all-reduce result"
     return out
+
+
+def _numbers(value: Any) -> list[float]:
+    """A list of numbers as JSON holds it; [] for anything else."""
+    if not isinstance(value, list):
+        return []
+    return [float(v) for v in value if isinstance(v, (int, float)) and not isinstance(v, bool)]
 
 
 def torch_groups(ranks: Sequence[Mapping[str, Any]]) -> dict[tuple[str, tuple[str, ...]],
@@ -139,10 +160,20 @@ def gpu_entry(rank: Mapping[str, Any]) -> dict[str, Any]:
         device = {}
     figures = {k: float(v) for k, v in (rank.get("figures") or {}).items()
                if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    raw = rank.get("repeats")
+    repeats = {k: got for k, v in (raw.items() if isinstance(raw, dict) else [])
+               if k in figures and (got := _numbers(v))}
+    for figure, series in repeats.items():
+        figures[figure] = precision.value_of(series)
     errors = [str(e) for e in rank.get("errors") or []]
-    return {"rank": rank["rank"], "local_rank": rank.get("local_rank"),
-            **{k: device.get(k) for k in ("index", "name", "uuid", "pci_bus_id", "serial")},
-            "figures": figures, "notes": errors, "error": None}
+    entry = {"rank": rank["rank"], "local_rank": rank.get("local_rank"),
+             **{k: device.get(k) for k in ("index", "name", "uuid", "pci_bus_id", "serial")},
+             "figures": figures, "notes": errors, "error": None}
+    if repeats:
+        entry["repeats"] = repeats
+    if isinstance(rank.get("health"), dict):
+        entry["health"] = health.facts(rank["health"])
+    return entry
 
 
 def node_entries(ranks: Sequence[Mapping[str, Any]], run: Mapping[str, Any],
@@ -231,12 +262,24 @@ def document(folder: Path, gpu_type: str, allocated: Sequence[str], per_node: in
     mode = str(run.get("mode"))
     expectations = screenfacts.expectations(catalog.get_gpu_type(gpu_type)) if mode == "gpu" else {}
     verdicts = judge.judge(nodes, pairs, mode, expectations)
+    named, suspects = verdicts["named"], verdicts["suspects"]
+    links = None
+    if mode == "gpu":
+        hosts = {str(r["host"]): r["node"] for r in ranks if isinstance(r.get("host"), str)}
+        links = transport.summary(transport.read(folder, hosts), list(run.get("nodes") or []))
+        found = transport.named(links)
+        named, suspects = [*named, *found], judge.mark(nodes, found)
+        sick = health.named(nodes)
+        health.explain(named, nodes)
+        named, suspects = [*named, *sick], judge.mark(nodes, sick, "unhealthy")
     return ScreenDocument(
         schema=SCHEMA, gpu_type=gpu_type, mode=mode, backend=run.get("backend"),
         measured_by=run.get("tool"), torch=run.get("torch"), nccl=run.get("nccl"),
+        driver=run.get("driver"),
         tasks=run.get("tasks"), gpus_per_node=per_node, params=run.get("params"),
         nodes=nodes, pairs=pairs, all_nodes=everyone, rounds=rounds,
         expectations={k: {"expected": e.expected, "tolerance": e.tolerance, "floor": e.floor,
                           "source": e.source} for k, e in expectations.items()},
         peers={"k": judge.PEER_K, "tolerance": judge.PEER_TOLERANCE.get(mode)},
-        named=verdicts["named"], suspects=verdicts["suspects"])
+        resolution=judge.resolution(nodes, pairs, mode), transport=links,
+        named=named, suspects=suspects)
