@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from llmb.container import screenrun
+from llmb.container import devices, screenrun
 from paths import COMMON
 
 
@@ -122,11 +122,11 @@ def test_nccl_tests_used_only_when_built_with_mpi(tmp_path, monkeypatch):
     binary.write_bytes(b"\x7fELF...libnccl.so.2\0libcudart.so.12\0")
     binary.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert screenrun.nccl_tests_binary() is None
+    assert devices.nccl_tests_binary() is None
     binary.write_bytes(b"\x7fELF...libnccl.so.2\0libmpi.so.40\0")
-    assert screenrun.nccl_tests_binary() == str(binary)
+    assert devices.nccl_tests_binary() == str(binary)
     monkeypatch.setenv("PATH", str(tmp_path / "none"))
-    assert screenrun.nccl_tests_binary() is None
+    assert devices.nccl_tests_binary() is None
 
 
 PLAN = {"schema": 1, "force_cpu": True, "rounds": None, "timeout_s": 120,

@@ -43,7 +43,6 @@ import datetime
 import functools
 import json
 import os
-import shutil
 import socket
 import sys
 import time
@@ -52,7 +51,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llmb.container import gpuhealth, probe
+from llmb.container import devices, gpuhealth, probe
+from llmb.container.devices import NCCL_TESTS_BINARY as NCCL_TESTS_BINARY
 from llmb.container.pairing import Phase as Phase
 from llmb.container.pairing import default_rounds as default_rounds
 from llmb.container.pairing import max_rounds as max_rounds
@@ -68,7 +68,6 @@ NCCL_TESTS_DIR = "nccl-tests"
 GROUPS_FILE = "groups.txt"
 NCCL_LOGS_DIR = "nccl-logs"  # NCCL's INFO lines, per task (llmb.llmbrun.screen.transport)
 CYCLES_FILE = "cycles.txt"
-NCCL_TESTS_BINARY = "all_reduce_perf"
 TORCH_TOOL = "torch.distributed"
 NCCL_TESTS_TOOL = "nccl-tests all_reduce_perf"
 MAX_PLAN_BYTES = 1 << 20
@@ -123,54 +122,6 @@ def read_plan(path: Path) -> dict[str, Any]:
         raise ScreenError(f"plan {path} lacks gpu/cpu settings ({', '.join(sorted(MODE_KEYS))})"
                           "; run llmb-run screen again")
     return plan
-
-
-def has_cuda() -> bool:
-    import torch
-
-    return bool(torch.cuda.is_available() and torch.cuda.device_count() > 0)
-
-
-def gpu_identity(index: int) -> dict[str, Any]:
-    """Name, UUID, PCI bus id and serial of CUDA device `index`, so that a bad one can be
-    found in the machine, and the driver: PyTorch's device properties, completed from
-    nvidia-smi (llmb.container.gpuhealth)."""
-    import torch
-
-    props = torch.cuda.get_device_properties(index)
-    uuid = getattr(props, "uuid", None)
-    ident: dict[str, Any] = {"index": index, "name": props.name,
-                             "uuid": f"GPU-{uuid}" if uuid is not None else None,
-                             "pci_bus_id": None, "serial": None, "driver": None}
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
-    mine = visible[index].strip() if index < len(visible) else str(index)
-    for row in gpuhealth.identity_rows():
-        if row["uuid"] == ident["uuid"] or (ident["uuid"] is None and mine in (row["index"],
-                                                                               row["uuid"])):
-            ident.update(uuid=row["uuid"], pci_bus_id=row["pci.bus_id"], serial=row["serial"],
-                         driver=row.get("driver_version"))
-    return ident
-
-
-def nccl_tests_binary() -> str | None:
-    """all_reduce_perf on PATH, when it was built with MPI (without MPI each process would
-    run an all-reduce of its own, one rank each); None otherwise."""
-    path = shutil.which(NCCL_TESTS_BINARY)
-    if path is None:
-        return None
-    try:
-        return path if b"libmpi" in Path(path).read_bytes() else None
-    except OSError:
-        return None
-
-
-def nccl_tests_cycles(binary: str) -> bool:
-    """Whether this all_reduce_perf has -N/--run_cycles (nccl-tests since mid 2024): each
-    cycle prints the whole table again, the screen's repeats."""
-    try:
-        return b"run_cycles" in Path(binary).read_bytes()
-    except OSError:
-        return False
 
 
 # --- what the tasks agree on ------------------------------------------------------------------
@@ -272,8 +223,8 @@ class Run:
         dist.init_process_group("gloo", store=store, rank=self.task.rank,
                                 world_size=self.task.world,
                                 timeout=datetime.timedelta(seconds=float(self.plan["timeout_s"])))
-        cuda = not self.plan.get("force_cpu") and has_cuda()
-        binary = nccl_tests_binary() if cuda else None
+        cuda = not self.plan.get("force_cpu") and devices.has_cuda()
+        binary = devices.nccl_tests_binary() if cuda else None
         everyone: list[Any] = [None] * self.task.world
         dist.all_gather_object(everyone, {"rank": self.task.rank, "node": self.task.node,
                                           "cuda": cuda, "nccl_tests": binary})
@@ -287,7 +238,7 @@ class Run:
         elif self.measured:
             self.device = probe.Device("cuda", self.task.local_rank % torch.cuda.device_count())
             torch.cuda.set_device(self.device.index)
-            self.record.data["device"] = gpu_identity(self.device.index)
+            self.record.data["device"] = devices.gpu_identity(self.device.index)
         if self.layout.mode == "gpu":  # before NCCL's first communicator reads its settings
             logs = self.folder / NCCL_LOGS_DIR
             logs.mkdir(parents=True, exist_ok=True)
@@ -452,7 +403,7 @@ class Run:
         where.mkdir(parents=True, exist_ok=True)
         cycles = int(self.params.get("allreduce_repeats") or 0)
         files.atomic_write(where / CYCLES_FILE,
-                           f"{cycles}\n" if binary and nccl_tests_cycles(binary) else "")
+                           f"{cycles}\n" if binary and devices.nccl_tests_cycles(binary) else "")
         files.atomic_write(where / GROUPS_FILE, "".join(lines))
 
     def run(self) -> None:
