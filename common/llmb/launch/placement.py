@@ -34,10 +34,11 @@ import re
 import shlex
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 from llmb.shared import values
 from llmb.shared.errors import UsageError
+from llmb.shared.records import Bound
 
 MAX_HOSTS = 65536  # a node list that expands to more names is refused
 MAX_VALUE_LEN = 1024
@@ -115,6 +116,18 @@ _HOST_PART = re.compile(r"[A-Za-z0-9._-]*")
 _RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 # What survives an #SBATCH line unchanged: printable ASCII without quotes, backslash, backquote.
 _UNSAFE = re.compile(r"[^\x20-\x7e]|[\\'\"`]")
+
+
+class PlacementRecord(TypedDict, total=False):
+    """Placement.record(): the settings given, as the manifest, the history and a suite's
+    record hold them (their values are validated again by `build` when read back)."""
+
+    nodelist: Annotated[str, Bound(text=MAX_VALUE_LEN)]
+    exclude: Annotated[str, Bound(text=MAX_VALUE_LEN)]
+    reservation: Annotated[str, Bound(text=MAX_VALUE_LEN)]
+    qos: Annotated[str, Bound(text=MAX_VALUE_LEN)]
+    segment: int
+    slurm_args: Annotated[list[Annotated[str, Bound(text=MAX_VALUE_LEN)]], Bound(items=64)]
 
 
 class PlacementError(UsageError):
