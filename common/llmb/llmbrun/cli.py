@@ -155,7 +155,7 @@ def build_parser() -> Parser:
     add_placement(pf)
     sc = sub.add_parser("screen", help="find the slow GPU, node or link with one short job",
                         allow_abbrev=False)
-    sc.add_argument("--nodes", type=whole_number("a node count", MAX_NODES),
+    sc.add_argument("--nodes", type=whole_number("a node count", screen.MAX_NODES),
                     help="screen this many nodes (or name them with --nodelist)")
     sc.add_argument("--rounds", type=whole_number("a number of rounds", screen.MAX_ROUNDS),
                     help="rounds of node pairs (default: 2, 3 for an odd node count)")
