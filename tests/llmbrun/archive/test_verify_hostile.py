@@ -190,7 +190,7 @@ def test_an_index_with_wrong_types_is_never_a_traceback(made, tmp_path, change):
 
 
 RUNS_REWRITTEN = [
-    ("not-a-list", lambda runs: 5, "ARCHIVE.json: runs is int, not a list of runs"),
+    ("not-a-list", lambda runs: 5, "ARCHIVE.json: runs is 5 (a whole number), not a list"),
     ("emptied", lambda runs: [], "belongs to no run ARCHIVE.json lists"),
     ("one-dropped", lambda runs: runs[1:], "belongs to no run ARCHIVE.json lists"),
 ]
