@@ -172,6 +172,18 @@ def walk(top: str | os.PathLike[str], onerror: Any = None
                 stack.append(child)
 
 
+def link_under(path: str | os.PathLike[str], top: str | os.PathLike[str]) -> str | None:
+    """The first symbolic link on the way from `top` down to `path` (path itself included),
+    as a path, or None: what `archive`, which follows no link, must leave out. `path` lies
+    under `top`; `top` itself is not looked at."""
+    here = Path(top)
+    for part in Path(path).relative_to(top).parts:
+        here = here / part
+        if os.path.islink(here):
+            return str(here)
+    return None
+
+
 class FileRefused(LlmbError):
     """A file that cannot be read as asked: `reason` says why (`is not a regular file`,
     `is larger than N bytes`, `cannot be read (No such file or directory)`); `missing` when
