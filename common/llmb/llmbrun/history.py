@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO, Literal, TypedDict, cast
 
+from llmb.launch.overrides import MAX_VALUE
 from llmb.launch.placement import PlacementRecord
 from llmb.shared import records
 from llmb.shared.records import Bound, Shape
@@ -43,7 +44,6 @@ SHOWN = 5  # line numbers named in a warning
 JOB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+:-]{0,127}")
 Name = Annotated[str, Bound(text=256)]  # a workload, size, dtype, job id, time
 MAX_ENV = 256  # variables of one run's launch settings
-MAX_VALUE = 4096  # characters of one of them (llmb.launch.overrides.MAX_VALUE)
 
 
 class SubmitRecord(TypedDict, total=False):

@@ -39,7 +39,7 @@ from llmb.shared.values import brief, shown
 
 MAX_TEXT = 1 << 16  # characters of one text
 MAX_ITEMS = 100_000  # entries of one list or mapping
-MAX_KEY = 256  # characters of a mapping's key
+MAX_KEY = 4096  # characters of a mapping's key (a path in an archive's index)
 MAX_WHOLE = 10**15  # a count, a byte size or a time in seconds; never near a float's range
 MAX_DEPTH = 64  # levels of lists and mappings under Any
 

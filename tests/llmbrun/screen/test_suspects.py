@@ -9,7 +9,6 @@ from llmb import layout
 from llmb.llmbrun.errors import RunError
 from llmb.llmbrun.screen import suspects
 
-
 # The least a screen.json of its type holds (llmb.llmbrun.screen.results.ScreenDocument)
 EMPTY = {"mode": "cpu", "gpus_per_node": 1, "backend": None, "measured_by": None, "nodes": [],
          "pairs": [], "rounds": [], "named": [], "suspects": []}
@@ -41,7 +40,7 @@ def test_the_newest_complete_screen_counts(tmp_path):
     assert suspects.for_exclude(tree) == ("node1", "node2", "gpu7")
 
 
-@pytest.mark.parametrize("data", [[1], complete("node1"), complete(["a b"]),  # type: ignore[arg-type]
+@pytest.mark.parametrize("data", [[1], complete("node1"), complete(["a b"]),
                                   complete(["$(touch x)"]), {}, {"suspects": ["node1"]},
                                   {**EMPTY, "nodes": [{"node": 5}]}])
 def test_broken_results_are_one_line(tmp_path, data):
