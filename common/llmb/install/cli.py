@@ -29,7 +29,7 @@ from llmb.install.fields import InstallError
 from llmb.install.prompts import Answers, Ask
 from llmb.install.steps import Plan, Step
 from llmb.recipes import catalog
-from llmb.shared import files, shellsafe, slurmquery, values
+from llmb.shared import files, redact, shellsafe, slurmquery, values
 from llmb.shared.values import shown
 
 REPO = catalog.REPO_ROOT
@@ -72,6 +72,7 @@ def _validate(plan: Plan, environ: Mapping[str, str]) -> Plan:
     plan.install_path = check.install_path("install_path", str(plan.install_path),
                                            plan.cluster_type)
     known = workload_keys()
+    plan.workloads = list(dict.fromkeys(plan.workloads))  # one workload named twice: one step
     if not plan.workloads:
         raise InstallError(f"workloads is empty; choose from: {', '.join(known)}")
     for w in plan.workloads:
@@ -160,15 +161,11 @@ def _validate_venv(plan: Plan) -> None:
 
 
 def _read_token(path_value: object) -> str:
-    path = Path(os.path.expanduser(fields.string("hf_token_file", path_value)))
+    """The token hf_token_file holds, by the rule --record asked for it with."""
     try:
-        return files.read_token(path)
-    except files.FileRefused as exc:
-        if exc.reason == "is not UTF-8 text":
-            raise InstallError(f"hf_token_file={path} is not text (not UTF-8); it must hold "
-                               "the token only") from None
-        raise InstallError(f"hf_token_file={path} {exc.reason}; it must be a file holding "
-                           "the token only") from None
+        return fields.token_file("hf_token_file", path_value)[1]
+    except values.BadValue as err:
+        raise InstallError(str(err)) from None
 
 
 def plan_from_config(path: Path, environ: Mapping[str, str]) -> Plan:
@@ -347,7 +344,7 @@ def main(argv: list[str] | None = None, input_fn: Ask = input,
             return 0
         execute(plan, python)
     except InstallError as exc:
-        print(f"llmb-install: {exc}", file=sys.stderr)
+        print(f"llmb-install: {redact.for_people(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("llmb-install: interrupted; run the same command again to resume",

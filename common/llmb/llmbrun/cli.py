@@ -49,7 +49,7 @@ from llmb.llmbrun.clusterconfig import ClusterConfig, find_config
 from llmb.llmbrun.errors import PROG, RunError
 from llmb.llmbrun.tasks import MAX_SCALE, Task, parse_env_overrides, tasks_from_bulk, validate_all
 from llmb.recipes import catalog
-from llmb.shared import files, startvars, values
+from llmb.shared import files, redact, startvars, values
 from llmb.shared.errors import LlmbError, UsageError
 
 MAX_NODES = 100_000
@@ -60,7 +60,8 @@ class Parser(argparse.ArgumentParser):
     """argparse with one-line errors: `llmb-run: <what is wrong>; see llmb-run ... --help`."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"{PROG}: {values.shown(message)}; see {self.prog} --help", file=sys.stderr)
+        print(f"{PROG}: {redact.for_people(values.shown(message))}; see {self.prog} --help",
+              file=sys.stderr)
         raise SystemExit(2)
 
 
@@ -384,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return dispatch(args)
     except LlmbError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
+        print(f"{PROG}: {redact.for_people(str(exc))}", file=sys.stderr)
         return exc.status
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
