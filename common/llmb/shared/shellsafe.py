@@ -36,6 +36,8 @@ SAFE_PATH_PUNCT = "_./+-@="
 SAFE_PATH_HINT = "use letters, digits and _ . / + - @ ="
 # Slurm account and partition names as llmb passes them on.
 SLURM_NAME_PUNCT = "_.-"
+MAX_SLURM_NAME = 256  # characters of an account or partition name
+MAX_SLURM_NAMES = 1024  # of several (comma separated): what fits an #SBATCH line
 # The most of anything a person may count with (steps, GPUs, ...): no 23-digit step counts.
 TIME_RE = re.compile(r"^(?:([0-9]{1,3})-)?([0-9]{1,3}):([0-5][0-9]):([0-5][0-9])$")
 # An image reference as pyxis/enroot or Docker take it: [USER@][REGISTRY#|REGISTRY/]PATH[:TAG]
@@ -102,7 +104,12 @@ def mount_path(name: str, value: str, label: bool = False) -> str:
 
 
 def slurm_name(name: str, value: str, what: str, lists: bool = False) -> str:
-    """A Slurm account or partition name: letters, digits and _ . - (',' between several)."""
+    """A Slurm account or partition name: letters, digits and _ . - (',' between several),
+    at most MAX_SLURM_NAME characters (MAX_SLURM_NAMES for several)."""
+    limit = MAX_SLURM_NAMES if lists else MAX_SLURM_NAME
+    if len(value) > limit:
+        raise BadValue(f"{name}={values.brief(value)} is longer than the {limit} characters a "
+                       f"Slurm {what} name{'s' if lists else ''} can be here")
     printable(name, value)
     allowed = SLURM_NAME_PUNCT + ("," if lists else "")
     bad = [c for c in value if not ((c.isascii() and c.isalnum()) or c in allowed)]
