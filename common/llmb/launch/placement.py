@@ -36,6 +36,7 @@ from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, TypedDict
 
+from llmb.launch import hostlist
 from llmb.shared import values
 from llmb.shared.errors import UsageError
 from llmb.shared.records import Bound
@@ -196,8 +197,8 @@ class Placement:
                       ) -> tuple[Placement, tuple[str, ...]]:
         """This placement with `nodes` added to --exclude, and the nodes that were new;
         PlacementError (naming `label`) when one of them is in --nodelist."""
-        already = set(expand_hostlist("--exclude", self.exclude)) if self.exclude else set()
-        new = tuple(n for n in dict.fromkeys(nodes) if n not in already)
+        already = expand_hostlist("--exclude", self.exclude) if self.exclude else []
+        new = tuple(n for n in dict.fromkeys(nodes) if n not in set(already))
         if not new:
             return self, ()
         if self.nodelist:
@@ -207,7 +208,8 @@ class Placement:
                 raise PlacementError(f"{label}: node {clash[0]} is to be left out but "
                                      f"--nodelist={self.nodelist} requires it; give "
                                      "--nodelist without it")
-        exclude = ",".join([*([self.exclude] if self.exclude else []), *new])
+        # written as Slurm folds a node list (gpu[0000-0199]): 200 suspects fit an #SBATCH line
+        exclude = hostlist.compressed([*already, *new])
         return build(**{**dataclasses.asdict(self), "exclude": exclude}), new
 
     def merged(self, other: Placement) -> Placement:
