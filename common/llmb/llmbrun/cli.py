@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from llmb import layout
-from llmb.launch import placement
+from llmb.launch import hostlist, placement
 from llmb.launch.placement import Placement, PlacementError
 from llmb.llmbrun import preflight, screen, status
 from llmb.llmbrun.clusterconfig import ClusterConfig, find_config
@@ -308,9 +308,9 @@ def exclude_suspects(cfg: ClusterConfig, place: Placement) -> Placement:
               file=sys.stderr)
     else:
         already = [n for n in nodes if n not in new]
-        print(f"{PROG}: --exclude-suspect: leaving out {','.join(nodes)} (named by {where})"
-              + (f"; {','.join(already)} already excluded" if already else ""),
-              file=sys.stderr)
+        print(f"{PROG}: --exclude-suspect: leaving out {hostlist.compressed(nodes)} (named by "
+              f"{where})" + (f"; {hostlist.compressed(already)} already excluded" if already
+                             else ""), file=sys.stderr)
     return widened
 
 

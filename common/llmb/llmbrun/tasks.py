@@ -36,6 +36,10 @@ BOOL_ENV = ("SMOKE_TEST", "ENABLE_GPU_METRICS", "ENABLE_NCCLTRACE", "ENABLE_CHEC
 LAUNCH_KNOBS = (*BOOL_ENV, "MAX_STEPS", "TIME_LIMIT", "PROFILE_START_STEP",
                 "PROFILE_STOP_STEP", "LOAD_CHECKPOINT_PATH", "RUN_CONF_IMAGE")
 MAX_SCALE = 1 << 20  # GPUs; more than any cluster has
+# Runs one bulk file may ask for: each is validated, launched (a dry run too: ~1 s of launch.sh
+# and nemo-run each) and recorded; a sweep of thousands is a mistake (100 sizes x 100 dtypes x
+# 100 scales x 10 repeats is ten million), counted before anything is expanded.
+MAX_BULK_RUNS = 1000
 
 
 @dataclass(frozen=True)
@@ -226,6 +230,12 @@ def tasks_from_bulk(data: Any, source: str,
         entries = data
     if not isinstance(entries, list) or not entries:
         return [], [*errors, f"{source}: no tasks (a list of tasks, or a mapping with 'tasks')"]
+    counts = [_runs(defaults, raw) for raw in entries if isinstance(raw, dict)]
+    if sum(counts) > MAX_BULK_RUNS:
+        most = max(range(len(counts)), key=counts.__getitem__)
+        return [], [f"{source} asks for {sum(counts)} runs (task {most + 1} alone "
+                    f"{counts[most]}: its sizes x dtypes x scales x repeats); a bulk file runs "
+                    f"at most {MAX_BULK_RUNS}: split the sweep into files of fewer runs"]
     tasks: list[Task] = []
     for i, raw in enumerate(entries, 1):
         where = f"{source}: task {i}"
@@ -237,6 +247,20 @@ def tasks_from_bulk(data: Any, source: str,
         except RunError as exc:
             errors.append(str(exc))
     return tasks, errors
+
+
+def _runs(defaults: Mapping[str, Any], raw: Mapping[str, Any]) -> int:
+    """How many runs a task asks for (its sizes x dtypes x scales x repeats), counted without
+    expanding it or checking it (a value that is not a list counts as one)."""
+    entry = {**defaults, **raw}
+    count = 1
+    for one, many in PLURALS:
+        value = raw.get(many, raw.get(one)) if one in raw or many in raw else \
+            entry.get(many, entry.get(one))
+        count *= len(value) if isinstance(value, list) and value else 1
+    repeats = entry.get("repeats", 1)
+    valid = isinstance(repeats, int) and 1 < repeats <= 1000  # else: _expand says why
+    return count * (repeats if valid else 1)
 
 
 def _expand(where: str, defaults: Mapping[str, Any], raw: Mapping[str, Any],
