@@ -17,6 +17,7 @@ from pathlib import Path
 import fakeinstall
 import pytest
 import runinstall
+from llmb.llmbrun.archive import unpack as unpacking
 from llmb.llmbrun.archive.format import INDEX, ROOT, list_files
 
 
@@ -219,3 +220,26 @@ def test_an_integer_of_thousands_of_digits_is_a_problem_not_a_traceback(made, tm
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) <= 1
     assert where in proc.stdout + proc.stderr
+
+
+def test_a_member_of_another_size_or_unlisted_is_never_written(made, tmp_path):
+    """A member within the bomb bound (twice the index's size, and a megabyte) but not of the
+    size the index declares, or one the index does not list, was unpacked whole before its
+    size and sha256 were compared: it is named without a byte of it written."""
+    tree = unpack(made, tmp_path / "u")
+    log = next((tree / "runs").rglob("log-*.out"))
+    rel = log.relative_to(tree).as_posix()
+    log.write_bytes(log.read_bytes() * 3)  # within the bound, not the listed size
+    (tree / "runs" / "extra.out").write_bytes(b"y" * (3 << 20))
+    path = repack(tree, tmp_path / "t.tar.gz", rehash=False)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    with tarfile.open(path) as tar:
+        members, listed = unpacking.safe_members(tar)
+        held = unpacking.extract(tar, members, dest, listed)
+    assert set(held) == {rel, "runs/extra.out"}
+    assert not (dest / ROOT / rel).exists() and not (dest / ROOT / "runs" / "extra.out").exists()
+    proc = verify(path)
+    assert proc.returncode == 1
+    assert f"{rel} was changed after the archive was made (its size (" in proc.stdout
+    assert "runs/extra.out is in the archive but not in ARCHIVE.json (not unpacked)" in proc.stdout

@@ -80,12 +80,19 @@ def compare_analysis(stored: Mapping[str, Any], fresh: Mapping[str, Any]) -> lis
     return problems
 
 
-def check_files(root: Path, listed: dict[str, Any]) -> tuple[list[str], set[str]]:
-    problems = []
+def check_files(root: Path, listed: dict[str, Any], held: Mapping[str, str] | None = None
+                ) -> tuple[list[str], set[str]]:
+    """Every listed file present at its size and sha256, nothing else; `held`: the members not
+    unpacked (llmb.llmbrun.archive.unpack.extract), with why."""
+    held = held or {}
+    problems = [f"{values.shown(name)} was changed after the archive was made ({why}; it was "
+                "not unpacked)" if name in listed else
+                f"{values.shown(name)} is in the archive but not in {INDEX} (not unpacked)"
+                for name, why in sorted(held.items())]
     present = {Path(d, n).relative_to(root).as_posix() for d, _, names in files.walk(root)
                for n in names if Path(d, n).is_file()}
     present.discard(INDEX)
-    for name in sorted(listed):
+    for name in sorted(set(listed) - set(held)):
         info = listed[name] if isinstance(listed[name], dict) else {}
         path = root / name
         if name not in present:
@@ -201,8 +208,10 @@ def check_secrets(root: Path, names: set[str]) -> list[str]:
     return problems
 
 
-def verify_tree(root: Path) -> tuple[list[str], dict[str, Any]]:
-    """Problems of an unpacked archive (root = .../llmb-archive), and its index."""
+def verify_tree(root: Path, held: Mapping[str, str] | None = None
+                ) -> tuple[list[str], dict[str, Any]]:
+    """Problems of an unpacked archive (root = .../llmb-archive), and its index; `held`: the
+    members extract did not write, with why."""
     try:
         index = read_json(root / INDEX)
         if not isinstance(index, dict) or not isinstance(index.get("files"), dict):
@@ -213,7 +222,7 @@ def verify_tree(root: Path) -> tuple[list[str], dict[str, Any]]:
         records.check(ArchiveIndex, index)
     except records.BadRecord as exc:
         return [f"{INDEX}: {exc.problem}; it is not the index llmb-run archive writes"], {}
-    problems, present = check_files(root, index["files"])
+    problems, present = check_files(root, index["files"], held)
     if "system.json" not in present:
         problems.append("system.json (the system description) is missing")
     problems += check_runs(root, index, present)
@@ -316,11 +325,11 @@ def _unpack_and_verify(path: Path) -> tuple[list[str], dict[str, Any]]:
     index: nothing else is unpacked) and check the tree."""
     with tarfile.open(path, "r:*") as tar, \
             tempfile.TemporaryDirectory(prefix="llmb-verify-") as tmp:
-        members, indexed = safe_members(tar)
-        if not indexed:
+        members, listed = safe_members(tar)
+        if listed is None:
             return [NO_INDEX], {}
-        extract(tar, members, Path(tmp))
-        return verify_tree(Path(tmp) / ROOT)
+        held = extract(tar, members, Path(tmp), listed)
+        return verify_tree(Path(tmp) / ROOT, held)
 
 
 def cmd_verify(path: Path, out: TextIO | None = None) -> int:
