@@ -207,11 +207,11 @@ def discover(user: str, out=None) -> dict[str, Any]:
     try:
         found["partitions"] = slurmquery.partitions()
     except slurmquery.SlurmUnavailable as exc:
-        print(f"  (cannot list partitions: {exc}; type it)", file=out)
+        print(f"  (cannot list partitions: {shown(str(exc))}; type it)", file=out)
     try:
         found["accounts"] = slurmquery.accounts(user)
     except slurmquery.SlurmUnavailable as exc:
-        print(f"  (cannot list accounts: {exc}; type it)", file=out)
+        print(f"  (cannot list accounts: {shown(str(exc))}; type it)", file=out)
     return found
 
 

@@ -132,7 +132,8 @@ def choose(input_fn: Ask, question: str, choices: Sequence[Choice], default: str
     print(f"{question}:", file=out)
     width = max(len(c.name) for c in choices)
     for i, c in enumerate(choices, 1):
-        print(f"  {i:>2}) {c.name.ljust(width)}  {c.description}".rstrip(), file=out)
+        print(shown(f"  {i:>2}) {c.name.ljust(width)}  {c.description}".rstrip()),
+              file=out)  # what sinfo and sacctmgr said, escaped
 
     def valid(answer: str) -> str | None:
         found = picked(answer, choices, many)

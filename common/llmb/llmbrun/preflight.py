@@ -460,7 +460,7 @@ def cmd_preflight(cfg: ClusterConfig, nodes: int, fmt: str, place: Placement,
     else:
         width = max(len(c.name) for c in checks)
         for c in checks:
-            print(f"{c.name:<{width}}  {c.status:<4}  {c.detail}")
+            print(f"{c.name:<{width}}  {c.status:<4}  {values.shown(c.detail)}")  # a job's words
     failed = [c.name for c in checks if c.status == "fail"]
     if failed:
         print(f"{PROG}: preflight: {len(failed)} check(s) failed: {', '.join(failed)}",

@@ -101,7 +101,7 @@ def table(doc: Mapping[str, Any]) -> str:
     if doc["named"]:
         lines += ["named:", *(f"  {line}" for line in named_lines(doc))]
     lines.append(f"suspects: {','.join(doc['suspects']) or 'none'}")
-    return "\n".join(lines)
+    return "\n".join(values.shown(line) for line in lines)  # names and words from the job
 
 
 # --- the plot ---------------------------------------------------------------------------------
