@@ -192,3 +192,15 @@ def test_a_hand_edited_preflight_report_is_left_out_of_the_archive_and_named(
     assert code == 0 and "Traceback" not in err, err
     assert (f"llmb-run: archive: warning: the preflight report is left out: preflight report "
             f"{latest}: {message}") in err
+
+
+def test_a_screen_that_names_200_nodes_is_left_out_in_hostlist_form(base, tmp_path):
+    """--exclude-suspect refused a legitimate screen of 200 suspects ('at most 1024 fit on an
+    #SBATCH line'): the nodes are written as scontrol show hostlist writes them."""
+    root = install_from(base, tmp_path)
+    edit(next(root.glob("screens/*/screen.json")),
+         lambda d: d.update(suspects=[f"gpu{i:04d}" for i in range(200)]))
+    code, out, err = run(root, tmp_path, EXCLUDE_SUSPECT)
+    assert code == 0 and "Traceback" not in err, err
+    assert "#SBATCH --exclude='gpu[0000-0199]'" in out  # nemo-run quotes it; sbatch reads it
+    assert "--exclude-suspect: leaving out gpu[0000-0199] (named by " in err

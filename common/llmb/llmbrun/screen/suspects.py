@@ -63,8 +63,9 @@ def _document(path: Path, raw: bytes) -> results.ScreenDocument:
 def _suspects(path: Path, names: list[str]) -> tuple[str, ...]:
     if not names:
         return ()
-    try:  # node names, as a Slurm node list would hold them
-        return tuple(placement.expand_hostlist("suspects", ",".join(names)))
+    try:  # node names (each as a Slurm node list would hold it; together they may be long)
+        return tuple(dict.fromkeys(node for name in names
+                                   for node in placement.expand_hostlist("suspects", name)))
     except placement.PlacementError as exc:
         raise RunError(f"screen results {values.shown(path)}: {exc}") from None
 
