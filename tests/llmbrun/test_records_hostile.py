@@ -204,3 +204,19 @@ def test_a_screen_that_names_200_nodes_is_left_out_in_hostlist_form(base, tmp_pa
     assert code == 0 and "Traceback" not in err, err
     assert "#SBATCH --exclude='gpu[0000-0199]'" in out  # nemo-run quotes it; sbatch reads it
     assert "--exclude-suspect: leaving out gpu[0000-0199] (named by " in err
+
+
+def test_what_slurm_says_is_printed_escaped(base, tmp_path):
+    """A reason or node list from squeue is shown with its control characters escaped: an OSC
+    sequence in it would retitle the terminal, a newline forge a line."""
+    root = install_from(base, tmp_path)
+    with (root / "llmb_run_history.jsonl").open("a") as history:
+        history.write(json.dumps({**fakeinstall.submit_record("77", root), "experiment": None,
+                                  "experiment_dir": None}) + "\n")
+    shims = Slurm(tmp_path / "slurm-bin")
+    shims.set(squeue={"77": ["PENDING", "acct.x", "", "\x1b]0;owned\x07(Resources)"]},
+              sacct="disabled")
+    proc = runinstall.run(["status", "--all"], root, path=f"{shims.dir}:/usr/bin:/bin")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "\x1b" not in proc.stdout + proc.stderr and "\x07" not in proc.stdout
+    assert "Slurm: \\x1b]0;owned\\x07(Resources)" in proc.stdout
