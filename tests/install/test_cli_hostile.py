@@ -164,3 +164,18 @@ def test_record_into_a_folder_that_cannot_be_written_is_refused_before_the_first
     proc = install(tmp_path, "--record", "/proc/llmb-answers.yaml")
     refused(proc, "--record /proc/llmb-answers.yaml: its folder cannot be written")
     assert proc.stdout == "" and not os.path.exists("/proc/llmb-answers.yaml")
+
+
+def test_what_sinfo_says_of_a_partition_is_shown_escaped():
+    """A partition name sinfo prints with ANSI or OSC sequences (a retitled terminal, a forged
+    line) is listed with its control characters escaped."""
+    from llmb.shared import slurmquery
+
+    out = io.StringIO()
+    parts = [slurmquery.Partition("gpu\x1b]0;owned\x07", True, "gpu:h100:8"),
+             slurmquery.Partition("cpu\nllmb-install: ok", False, "", True)]
+    chosen = prompts.choose(lambda _q: "1", "GPU partition", prompts.partition_choices(parts),
+                            None, out=out)
+    assert chosen == ["gpu\x1b]0;owned\x07"]  # refused later by the Slurm name check
+    assert "\x1b" not in out.getvalue() and "\x07" not in out.getvalue()
+    assert "gpu\\x1b]0;owned\\x07" in out.getvalue() and "cpu\\nllmb-install: ok" in out.getvalue()
