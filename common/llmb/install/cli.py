@@ -143,8 +143,8 @@ def _validate_venv(plan: Plan) -> None:
     if reuse is not None:
         reuse = v["reuse"] = str(Path(os.path.expanduser(check.string("venv.reuse", reuse)))
                                  .absolute())
-        if not (Path(reuse) / "bin" / "python").exists():
-            raise InstallError(f"venv.reuse={reuse} is not a venv (no bin/python)")
+        if not os.path.exists(Path(reuse) / "bin" / "python"):  # never raises: a long name
+            raise InstallError(f"venv.reuse={shown(reuse)} is not a venv (no bin/python)")
     elif kind == "conda" and shutil.which("conda") is None:
         raise InstallError("venv.kind=conda but conda is not on PATH; use venv.kind=venv or "
                            "install conda")

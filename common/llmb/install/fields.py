@@ -44,7 +44,10 @@ def string(name: str, value: object, example: str = "") -> str:
         hint = f", e.g. {example}" if example else ""
         raise BadValue(f"{name} must be a string{hint}; got {_type(value)} "
                        f"{values.brief(value)}")
-    text = value.strip() if isinstance(value, str) else values.brief(value)
+    try:
+        text = str(value).strip()
+    except ValueError:  # an integer of more digits than Python converts to text
+        raise BadValue(f"{name} is a number of more digits than a field can hold") from None
     if not text:
         raise BadValue(f"{name} is empty")
     if len(text) > MAX_FIELD:
