@@ -150,15 +150,16 @@ def _plot_png(doc: Mapping[str, Any]) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    names = [n["node"] for n in doc["nodes"]]
+    names = [values.shown(n["node"]) for n in doc["nodes"]]  # drawn escaped, as printed
     figures = gpu_figures(doc)
     width = max(6.0, min(24.0, 0.3 * len(names) + 4))
     fig = Figure(figsize=(width, 2.6 * (len(figures) + 1)), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(figures) + 1, 1, sharex=True, squeeze=False)[:, 0]
-    bad = set(doc["suspects"])
-    fig.suptitle(f"llmb screen {doc.get('stamp', '')}: suspects "
-                 f"{', '.join(doc['suspects']) or 'none'}", fontsize=11, fontweight="bold")
+    bad = {values.shown(name) for name in doc["suspects"]}
+    fig.suptitle(values.shown(f"llmb screen {doc.get('stamp', '')}: suspects "
+                              f"{', '.join(doc['suspects']) or 'none'}"), fontsize=11,
+                 fontweight="bold")
     for ax, figure in zip(axes, figures, strict=False):
         xs, ys, colours = [], [], []
         for i, node in enumerate(doc["nodes"]):
@@ -170,7 +171,7 @@ def _plot_png(doc: Mapping[str, Any]) -> bytes:
                                    else COLOURS["gpu"])
         ax.scatter(xs, ys, s=14, c=colours, zorder=3, label="each GPU")
         _floor_lines(ax, doc, figure, ys)
-        ax.set_ylabel(figure, fontsize=8)
+        ax.set_ylabel(values.shown(figure), fontsize=8)
     ax = axes[-1]
     pairs = [(i, p["busbw_gbps"]) for i, n in enumerate(doc["nodes"]) for p in n["pairs"]
              if p.get("busbw_gbps") is not None]

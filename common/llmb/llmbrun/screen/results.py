@@ -74,11 +74,25 @@ class Allreduce(TypedDict, total=False):
     algbw_gbps: float | None
     error: str | None
     verdict: Name | None
-    nodes: Names
-    round: int
     link: bool
     floor: float | None
     peers_median: float | None
+
+
+class _NodesKeys(TypedDict):
+    nodes: Names
+
+
+class Group(_NodesKeys, Allreduce, total=False):
+    """A group's all-reduce as a task reports it, and all nodes' in screen.json."""
+
+
+class _PairKeys(_NodesKeys):
+    round: int
+
+
+class Pair(_PairKeys, Allreduce, total=False):
+    """A pair of nodes and its all-reduce (screen.json's `pairs`)."""
 
 
 # A node's pair: {"round", "with" (its partner), "busbw_gbps"}
@@ -129,7 +143,7 @@ class _ScreenKeys(TypedDict):
     backend: Name | None  # nccl | gloo
     measured_by: Name | None  # torch.distributed | nccl-tests all_reduce_perf
     nodes: Annotated[list[dict[str, Any]], Shape(ScreenNode), Bound(items=MAX_NODES)]
-    pairs: Annotated[list[dict[str, Any]], Shape(Allreduce), Bound(items=MAX_NODES * 8)]
+    pairs: Annotated[list[dict[str, Any]], Shape(Pair), Bound(items=MAX_NODES * 8)]
     rounds: Annotated[list[dict[str, Any]], Shape(Round)]
     named: Annotated[list[dict[str, Any]], Shape(Named)]
     suspects: Names
@@ -146,7 +160,7 @@ class ScreenDocument(_ScreenKeys, total=False):
     nccl: Name | None
     tasks: int | None
     params: dict[str, Any] | None
-    all_nodes: Annotated[dict[str, Any], Shape(Allreduce)] | None
+    all_nodes: Annotated[dict[str, Any], Shape(Group)] | None
     expectations: dict[Name, Annotated[dict[str, Any], Shape(Expectation)]]
     peers: dict[str, Any]
     stamp: Name  # llmb.shared.clock.stamp(): the screen's folder
@@ -188,7 +202,7 @@ class RankRecord(_RankKeys, total=False):
     device: dict[str, Any] | None
     figures: Annotated[dict[Name, Any], Bound(items=MAX_GPUS)]
     errors: list[str]
-    groups: Annotated[list[dict[str, Any]], Shape(Allreduce)]
+    groups: Annotated[list[dict[str, Any]], Shape(Group)]
     run: Annotated[dict[str, Any], Shape(RunInfo)]
 
 

@@ -65,6 +65,7 @@ PENDING_STATES = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"}
 STATES = ("done", "running", "pending", "held", "failed", "unknown")
 QUEUED = ("pending", "running", "unknown")  # what counts against --max-jobs
 NAME_LEN = 256  # characters of a name, an id or a time in the record
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")  # a workload, size or dtype
 MAX_CONFIGS = 10_000  # every published configuration of every recipe is some hundreds
 MAX_RUNS = 100_000
 
@@ -225,6 +226,11 @@ def parse(suite_id: str, path: Path, data: Any) -> Suite:
     if record["schema"] != SCHEMA or record["id"] != suite_id:
         raise ValueError(f"schema {record['schema']} of suite {values.brief(record['id'])}, "
                          f"not schema {SCHEMA} of suite {suite_id}")
+    for i, c in enumerate(record["configurations"]):
+        for key in ("workload", "size", "dtype"):
+            if not NAME_RE.fullmatch(c[key]):
+                raise ValueError(f"configurations[{i}].{key} is {values.brief(c[key])}, not a "
+                                 "name (letters, digits and _ . + -)")
     configs = [SuiteConfig(c["workload"], c["size"], c["dtype"], c["scaling"],
                            _whole(f"configurations[{i}].scale", c["scale"]), c["reference"],
                            _whole(f"configurations[{i}].time_limit_s", c["time_limit_s"]))
