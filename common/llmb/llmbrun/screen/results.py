@@ -222,7 +222,7 @@ def read_ranks(folder: Path) -> list[dict[str, Any]]:
     for path in sorted((folder / screenrun.RANKS_DIR).glob("rank-*.json")):
         try:
             data = json.loads(files.read_bounded(path, MAX_RANK_BYTES))
-        except (files.FileRefused, ValueError):
+        except (files.FileRefused, ValueError, RecursionError):  # RecursionError: nested deep
             continue
         if records.problem(RankRecord, data) is None:
             out.append(data)
