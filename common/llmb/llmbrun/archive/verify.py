@@ -30,7 +30,7 @@ import sys
 import tarfile
 import tempfile
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
@@ -51,14 +51,19 @@ ANALYZER_OUTPUT = ("analysis.json", "report/")
 NO_INDEX = f"no readable {INDEX}: not an llmb archive, or its index was removed"
 
 
-def compare_analysis(stored: Mapping[str, Any], fresh: Mapping[str, Any]) -> list[str]:
-    """Differences between the archived analysis and one computed from the archived logs."""
+def compare_analysis(stored: Mapping[str, Any], fresh: Mapping[str, Any],
+                     withheld: Iterable[str] = ()) -> list[str]:
+    """Differences between the archived analysis and one computed from the archived logs
+    (`withheld`: logs not unpacked, already named as changed: not missing logs too)."""
     problems = []
+    skipped = {name.removeprefix("runs/") for name in withheld}
     old = {r.get("filename"): r for r in stored.get("results") or [] if isinstance(r, dict)}
     new = {r.get("filename"): r for r in fresh.get("results") or [] if isinstance(r, dict)}
     for name in sorted(set(old) | set(new), key=str):
         if name not in new:
-            problems.append(f"analysis.json has a result for {name}, but there is no such log")
+            if name not in skipped:
+                problems.append(f"analysis.json has a result for {name}, but there is no such "
+                                "log")
         elif name not in old:
             problems.append(f"{name} is not in analysis.json")
         else:
@@ -177,7 +182,7 @@ def read_analysis(root: Path) -> analysis_record.AnalyzerJson:
         raise ValueError(f"analysis.json is not the analyzer's JSON: {exc.problem}") from None
 
 
-def check_analysis(root: Path, index: dict[str, Any]) -> list[str]:
+def check_analysis(root: Path, index: dict[str, Any], held: Iterable[str] = ()) -> list[str]:
     if index.get("analysis_error") is not None:
         if (root / "analysis.json").exists():
             return [f"{INDEX} says the archive has no analysis, but analysis.json is there: "
@@ -191,7 +196,7 @@ def check_analysis(root: Path, index: dict[str, Any]) -> list[str]:
         fresh = analyzer.analyze_json("runs", cwd=root)
     except analyzer.AnalyzerError as exc:
         return [f"the archived logs cannot be analyzed: {exc}"]
-    return compare_analysis(stored, fresh)
+    return compare_analysis(stored, fresh, held)
 
 
 def check_secrets(root: Path, names: set[str]) -> list[str]:
@@ -226,7 +231,7 @@ def verify_tree(root: Path, held: Mapping[str, str] | None = None
     if "system.json" not in present:
         problems.append("system.json (the system description) is missing")
     problems += check_runs(root, index, present)
-    problems += check_analysis(root, index)
+    problems += check_analysis(root, index, held or {})
     problems += check_report(root, index)
     problems += check_secrets(root, present)
     return problems, index
