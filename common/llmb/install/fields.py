@@ -229,11 +229,11 @@ def unknown_keys(name: str, data: Mapping[str, Any], allowed: set[str]) -> None:
         raise BadValue(f"{name} is not an installer config: none of its {len(data)} key(s) is "
                        f"a setting (its content is not shown); allowed: "
                        f"{', '.join(sorted(allowed))}")
-    shown_names = ", ".join(values.brief(k) for k in named[:5])
-    more = f" and {hidden + max(0, len(named) - 5)} more (not shown)" \
-        if hidden or len(named) > 5 else ""
-    raise BadValue(f"{name} has unknown key(s) {shown_names}{more}; allowed: "
-                   f"{', '.join(sorted(allowed))}")
+    rest = hidden + max(0, len(named) - 5)
+    listed = ", ".join(values.brief(k) for k in named[:5])
+    what = (f"unknown key(s) {listed}" + (f" and {rest} more (not shown)" if rest else "")
+            if named else f"{hidden} unknown key(s) (not shown: not the name of a setting)")
+    raise BadValue(f"{name} has {what}; allowed: {', '.join(sorted(allowed))}")
 
 
 def token_file(name: str, value: object) -> tuple[str, str]:
