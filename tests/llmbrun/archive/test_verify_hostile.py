@@ -311,3 +311,15 @@ def test_a_changed_screen_is_named_not_blamed_on_the_analysis(tmp_path_factory, 
     assert proc.returncode == 1
     assert "report/index.html does not say what screen/screen.json says" in proc.stdout
     assert "does not say what analysis.json says" not in proc.stdout
+
+
+def test_a_relabelled_run_in_the_analysis_is_caught(made, tmp_path):
+    """An analysis.json whose run was given another experiment (or configuration) passed as
+    consistent: those fields are compared with the analysis of the archived logs too."""
+    tree = unpack(made, tmp_path / "u")
+    data = json.loads((tree / "analysis.json").read_text())
+    data["results"][0]["experiment"] = "someone_elses_run"
+    (tree / "analysis.json").write_text(json.dumps(data))
+    proc = verify(repack(tree, tmp_path / "t.tar.gz"))
+    assert proc.returncode == 1
+    assert "analysis.json says experiment=someone_elses_run, its log gives " in proc.stdout

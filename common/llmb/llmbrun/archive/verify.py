@@ -44,7 +44,7 @@ from llmb.shared import files, records, redact, values
 
 MAX_JSON_BYTES = 256 << 20  # analysis.json of the largest install: a few MB
 COMPARED = ("status", "max_iteration", "time_mean", "time_std_dev", "tflops_per_gpu_mean",
-            "reason", "suspect_nodes", "pct_of_reference")
+            "reason", "suspect_nodes", "pct_of_reference", "experiment", "config_key")
 # Made by the analyzer from the redacted runs, never redacted themselves (a "config_key" is
 # no secret): not scanned for secrets in clear.
 ANALYZER_OUTPUT = ("analysis.json", "report/")
