@@ -3,8 +3,10 @@
 Directory links are followed once: a link whose target lies inside a tree already walked (a
 DIR, or an earlier link's target) is a loop or a second path to the same logs and is not
 followed, nor is a link onto /proc, /sys or /dev or to a directory that holds the DIR (a link
-to /: the whole file system), which is named instead (llmb.shared.files.LinkGuard); a DIR
-given twice, or inside another DIR, is read once. What is remembered for
+to /: the whole file system), which is named instead (llmb.shared.files.LinkGuard); /proc,
+/sys and /dev are not entered either when a DIR holds them (DIR /: they hold no log, and
+/proc every process's view of the whole tree); a DIR given twice, or inside another DIR, is
+read once. What is remembered for
 that is the real path of each DIR and each link followed, never one entry per directory, so
 a tree of 200,000 runs costs no more memory than one of ten.
 """
@@ -17,7 +19,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from llmb.analysis.identify import display
-from llmb.shared.files import LinkGuard
+from llmb.shared.files import VIRTUAL_ROOTS, LinkGuard
+
+VIRTUAL_DIR = "/proc, /sys or /dev: no log lives there, not walked"
 
 
 class Found(NamedTuple):
@@ -99,6 +103,9 @@ def _walk_root(root: str, state: _Walk, guard: LinkGuard) -> Iterator[Found]:
     """Depth first, names in order; what waits is the names of the directories still to walk,
     not their entries (os.scandir: no stat per file, one per directory link)."""
     pending: list[tuple[str, list[str]]] = [("", [root])]
+    # /proc, /sys and /dev as the DIR's own subdirectories (DIR /): named, never entered
+    virtual = {os.path.join(root, os.path.basename(v)) for v in VIRTUAL_ROOTS} \
+        if os.path.realpath(root) == os.sep else set()
     while pending:
         parent, names = pending[-1]
         if not names:
@@ -114,7 +121,7 @@ def _walk_root(root: str, state: _Walk, guard: LinkGuard) -> Iterator[Found]:
         subdirs = []
         for entry in entries:
             if _is_dir(entry):
-                why = _refused(entry, guard)
+                why = _refused(entry, guard) or (VIRTUAL_DIR if entry.path in virtual else None)
                 if why is not None:
                     yield Found(root, entry.path, why)
                 elif state.keep(top, entry.name, entry.is_symlink()):

@@ -115,7 +115,7 @@ def read_plan(path: Path) -> dict[str, Any]:
         plan = json.loads(files.read_bounded(path, MAX_PLAN_BYTES))
     except files.FileRefused as exc:
         raise ScreenError(f"plan {exc}") from None
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ScreenError(f"plan {path} is not JSON") from None
     if not isinstance(plan, dict) or not all(isinstance(plan.get(m), dict) and
                                              set(plan[m]) >= MODE_KEYS for m in ("gpu", "cpu")):

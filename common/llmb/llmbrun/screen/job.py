@@ -70,6 +70,9 @@ def node_count(nodes: int | None, place: Placement, rounds: int | None) -> int:
     count = nodes if nodes is not None else len(listed)
     if not count:
         raise UsageError("screen needs --nodes N or --nodelist NODES (the nodes to screen)")
+    if count > results.MAX_NODES:
+        raise UsageError(f"--nodelist names {count} nodes; a screen takes at most "
+                         f"{results.MAX_NODES}: screen the cluster in parts")
     slurmjob.check_placement(place, count)
     most = screenrun.max_rounds(count)
     if rounds is not None and rounds > most:

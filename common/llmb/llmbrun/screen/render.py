@@ -14,14 +14,13 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from llmb import layout
-from llmb.llmbrun.screen.suspects import MAX_SCREEN_BYTES, newest_screen
-from llmb.shared import files, values
+from llmb.llmbrun.screen.suspects import newest_screen
+from llmb.shared import values
 from llmb.shared.files import atomic_write
 
 PLOT_FILE = "screen.png"
@@ -163,17 +162,24 @@ def table(doc: Mapping[str, Any]) -> str:
     if doc["named"]:
         lines += ["named:", *(f"  {line}" for line in named_lines(doc))]
     lines.append(f"suspects: {','.join(doc['suspects']) or 'none'}")
-    return "\n".join(lines)
+    return "\n".join(values.shown(line) for line in lines)  # names and words from the job
 
 
 # --- the plot ---------------------------------------------------------------------------------
+
+# Beyond this many nodes only the suspects get a name under the axis (thousands of labels
+# cannot be read, and cost matplotlib minutes).
+LABELLED_NODES = 128
+
 
 def _mark_suspects(ax: Any, names: Sequence[str], suspects: set[str]) -> None:
     for i, name in enumerate(names):
         if name in suspects:
             ax.axvspan(i - 0.45, i + 0.45, color=COLOURS["band"], zorder=0)
-    ax.set_xticks(range(len(names)), names, rotation=90 if len(names) > 8 else 0,
-                  fontsize=8 if len(names) <= 64 else 5)
+    shown = [(i, n) for i, n in enumerate(names)
+             if len(names) <= LABELLED_NODES or n in suspects][:LABELLED_NODES]
+    ax.set_xticks([i for i, _ in shown], [n for _, n in shown],
+                  rotation=90 if len(names) > 8 else 0, fontsize=8 if len(names) <= 64 else 5)
     for label in ax.get_xticklabels():
         if label.get_text() in suspects:
             label.set_color(COLOURS["suspect"])
@@ -193,19 +199,28 @@ def _floor_lines(ax: Any, doc: Mapping[str, Any], figure: str, points: Sequence[
 
 
 def plot_png(doc: Mapping[str, Any]) -> bytes:
-    """The per-node figure as PNG bytes."""
+    """The per-node figure as PNG bytes. Text from the record (a node's name, the stamp, a
+    figure's name) is drawn as written: never read as matplotlib's $...$ math."""
+    import matplotlib
+
+    with matplotlib.rc_context({"text.parse_math": False}):
+        return _plot_png(doc)
+
+
+def _plot_png(doc: Mapping[str, Any]) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    names = [n["node"] for n in doc["nodes"]]
+    names = [values.shown(n["node"]) for n in doc["nodes"]]  # drawn escaped, as printed
     figures = gpu_figures(doc)
     width = max(6.0, min(24.0, 0.3 * len(names) + 4))
     fig = Figure(figsize=(width, 2.6 * (len(figures) + 1)), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(figures) + 1, 1, sharex=True, squeeze=False)[:, 0]
-    bad = set(doc["suspects"])
-    fig.suptitle(f"llmb screen {doc.get('stamp', '')}: suspects "
-                 f"{', '.join(doc['suspects']) or 'none'}", fontsize=11, fontweight="bold")
+    bad = {values.shown(name) for name in doc["suspects"]}
+    fig.suptitle(values.shown(f"llmb screen {doc.get('stamp', '')}: suspects "
+                              f"{', '.join(doc['suspects']) or 'none'}"), fontsize=11,
+                 fontweight="bold")
     for ax, figure in zip(axes, figures, strict=False):
         xs, ys, colours = [], [], []
         for i, node in enumerate(doc["nodes"]):
@@ -217,7 +232,7 @@ def plot_png(doc: Mapping[str, Any]) -> bytes:
                                    else COLOURS["gpu"])
         ax.scatter(xs, ys, s=14, c=colours, zorder=3, label="each GPU")
         _floor_lines(ax, doc, figure, ys)
-        ax.set_ylabel(figure, fontsize=8)
+        ax.set_ylabel(values.shown(figure), fontsize=8)
     ax = axes[-1]
     pairs = [(i, p["busbw_gbps"]) for i, n in enumerate(doc["nodes"]) for p in n["pairs"]
              if p.get("busbw_gbps") is not None]
@@ -244,16 +259,9 @@ def plot_png(doc: Mapping[str, Any]) -> bytes:
 # --- in the report ----------------------------------------------------------------------------
 
 def load_newest(tree: layout.Install) -> tuple[Path, dict[str, Any]] | None:
-    """The newest complete screen of the install and its results, or None."""
+    """The newest complete screen of the install and its results (checked), or None."""
     screen = newest_screen(tree)
-    if screen is None:
-        return None
-    try:
-        doc = json.loads(files.read_bounded(screen.path, MAX_SCREEN_BYTES))
-    except (files.FileRefused, ValueError):
-        return None
-    return (screen.path, doc) if isinstance(doc, dict) and isinstance(doc.get("nodes"),
-                                                                      list) else None
+    return None if screen is None else (screen.path, dict(screen.doc))
 
 
 def html_section(doc: Mapping[str, Any], png: bytes | None) -> str:

@@ -19,51 +19,203 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 from llmb.container import probe, screenrun
 from llmb.llmbrun.screen import health, judge, precision, transport
 from llmb.recipes import catalog, screenfacts
-from llmb.shared import files
+from llmb.shared import files, records
+from llmb.shared.records import Bound, Shape
 
 SCHEMA = 1
 
 
-class ScreenDocument(TypedDict, total=False):
+# --- what screen.json and the tasks' files hold: every reader holds them to it first --------
+
+MAX_NODES = 16_384  # nodes of one screen (the largest clusters have some thousands)
+MAX_GPUS = 64  # tasks (GPUs) of one node
+NAME = Bound(text=256)  # a node's name, a figure's, a verdict, a stamp
+Name = Annotated[str, NAME]
+Names = Annotated[list[Name], Bound(items=MAX_NODES)]
+
+
+class _GpuKeys(TypedDict):
+    figures: Annotated[dict[Name, float], Bound(items=MAX_GPUS)]
+
+
+class ScreenGpu(_GpuKeys, total=False):
+    """One GPU (task) of a node in screen.json."""
+
+    rank: int
+    local_rank: int | None
+    verdict: Name | None
+    error: str | None
+    notes: list[str]
+    reasons: list[str]
+
+
+class Size(TypedDict):
+    """One size of an all-reduce sweep."""
+
+    bytes: int
+    busbw_gbps: float
+    algbw_gbps: float
+
+
+class Allreduce(TypedDict, total=False):
+    """A group's all-reduce (`summary`), as a node's own, a pair's or all nodes'; as a task
+    reports it, with its phase."""
+
+    phase: Name
+    sizes: Annotated[list[dict[str, Any]], Shape(Size), Bound(items=64)]
+    ranks: int | None
+    bytes: int | None
+    busbw_gbps: float | None
+    algbw_gbps: float | None
+    error: str | None
+    verdict: Name | None
+    link: bool
+    floor: float | None
+    peers_median: float | None
+
+
+class _NodesKeys(TypedDict):
+    nodes: Names
+
+
+class Group(_NodesKeys, Allreduce, total=False):
+    """A group's all-reduce as a task reports it, and all nodes' in screen.json."""
+
+
+class _PairKeys(_NodesKeys):
+    round: int
+
+
+class Pair(_PairKeys, Allreduce, total=False):
+    """A pair of nodes and its all-reduce (screen.json's `pairs`)."""
+
+
+# A node's pair: {"round", "with" (its partner), "busbw_gbps"}
+NodePair = TypedDict("NodePair", {"round": int, "with": Name, "busbw_gbps": float | None})
+
+
+class _NodeKeys(TypedDict):
+    node: Name
+    gpus: Annotated[list[dict[str, Any]], Shape(ScreenGpu), Bound(items=MAX_GPUS)]
+    pairs: Annotated[list[dict[str, Any]], Shape(NodePair), Bound(items=MAX_NODES)]
+    reasons: list[str]
+
+
+class ScreenNode(_NodeKeys, total=False):
+    """One node of screen.json (its partner in each pair under `with`)."""
+
+    verdict: Name | None
+    error: str | None
+    allreduce: Annotated[dict[str, Any], Shape(Allreduce)] | None
+
+
+class Named(TypedDict, total=False):
+    kind: Name
+    name: Name
+    figure: Name | None
+    value: float | None
+    floor: float | None
+    expected: float | None
+    peers_median: float | None
+    why: str
+
+
+class Round(TypedDict):
+    name: Name
+    wall_s: float
+
+
+class Expectation(TypedDict, total=False):
+    expected: float
+    tolerance: float
+    floor: float
+    source: str
+
+
+class _ScreenKeys(TypedDict):
+    mode: Name  # gpu | cpu
+    gpus_per_node: int
+    backend: Name | None  # nccl | gloo
+    measured_by: Name | None  # torch.distributed | nccl-tests all_reduce_perf
+    nodes: Annotated[list[dict[str, Any]], Shape(ScreenNode), Bound(items=MAX_NODES)]
+    pairs: Annotated[list[dict[str, Any]], Shape(Pair), Bound(items=MAX_NODES * 8)]
+    rounds: Annotated[list[dict[str, Any]], Shape(Round)]
+    named: Annotated[list[dict[str, Any]], Shape(Named)]
+    suspects: Names
+
+
+class ScreenDocument(_ScreenKeys, total=False):
     """screen.json: what `document` makes of the job's files, with what `llmb-run screen` adds
-    (stamp .. output). report, archive, verify-archive and --exclude-suspect read it back."""
+    (stamp .. output). report, archive, verify-archive and --exclude-suspect read it back,
+    each through `checked`."""
 
     schema: int
-    gpu_type: str
-    mode: str  # gpu | cpu
-    backend: str | None  # nccl | gloo
-    measured_by: str | None  # torch.distributed | nccl-tests all_reduce_perf
-    torch: str | None
-    nccl: str | None
+    gpu_type: Name
+    torch: Name | None
+    nccl: Name | None
     tasks: int | None
-    gpus_per_node: int
     params: dict[str, Any] | None
-    nodes: list[dict[str, Any]]  # node, verdict, reasons, gpus (figures, repeats, health),
-    #                              allreduce, error
-    pairs: list[dict[str, Any]]  # nodes, busbw_gbps, repeats, verdict, link
-    all_nodes: dict[str, Any] | None
-    rounds: list[dict[str, Any]]  # name, wall_s
-    expectations: dict[str, dict[str, Any]]
-    peers: dict[str, Any]  # the rule for figures without repeats
-    resolution: list[dict[str, Any]]  # precision.Resolution per figure measured in repeats
-    transport: dict[str, dict[str, Any]] | None  # per node: NCCL's network between nodes (GPU)
-    named: list[dict[str, Any]]  # kind, name, figure, value, floor, expected, ...
-    suspects: list[str]  # node names
-    stamp: str  # llmb.shared.clock.stamp(): the screen's folder
-    created: str  # llmb.shared.clock.iso()
-    job_id: str
-    job_state: str
+    all_nodes: Annotated[dict[str, Any], Shape(Group)] | None
+    expectations: dict[Name, Annotated[dict[str, Any], Shape(Expectation)]]
+    peers: dict[str, Any]
+    stamp: Name  # llmb.shared.clock.stamp(): the screen's folder
+    created: Name  # llmb.shared.clock.iso()
+    job_id: Name
+    job_state: Name
     smoke: bool
     image: str | None
     output: str  # the job's output file
-    driver: str | None  # the GPU driver (nvidia-smi), None on the CPU
+    resolution: list[dict[str, Any]]  # precision.Resolution per figure measured in repeats
+    transport: dict[Name, dict[str, Any]] | None  # per node: NCCL's network between nodes (GPU)
+    driver: Name | None  # the GPU driver (nvidia-smi), None on the CPU
     baseline: dict[str, Any]  # llmb.llmbrun.screen.baseline.compare: held to which, and how
     saved_baseline: str  # --save-baseline: where this screen was kept as the baseline
+
+
+class RunInfo(TypedDict, total=False):
+    """What task 0 says of the run (llmb.container.screenrun's description)."""
+
+    mode: Name
+    backend: Name | None
+    tool: Name | None
+    torch: Name | None
+    nccl: Name | None
+    tasks: int
+    nodes: Names
+    ranks: Annotated[dict[Name, list[int]], Bound(items=MAX_NODES)]
+    unmeasured: Annotated[dict[Name, str], Bound(items=MAX_NODES)]
+    rounds: int
+    params: dict[str, Any]
+    phases: Annotated[list[dict[str, Any]], Shape(Round)]
+
+
+class _RankKeys(TypedDict):
+    rank: int
+    node: Name
+
+
+class RankRecord(_RankKeys, total=False):
+    """What one task writes (llmb.container.screenrun.Record); a file that is not one is
+    skipped, as a task that wrote nothing."""
+
+    local_rank: int | None
+    device: dict[str, Any] | None
+    figures: Annotated[dict[Name, Any], Bound(items=MAX_GPUS)]
+    errors: list[str]
+    groups: Annotated[list[dict[str, Any]], Shape(Group)]
+    run: Annotated[dict[str, Any], Shape(RunInfo)]
+
+
+def checked(data: Any) -> ScreenDocument:
+    """data held to ScreenDocument; records.BadRecord (naming the field) when it is not one."""
+    return records.check(ScreenDocument, data)
+
+
 MAX_RANK_BYTES = 1 << 20
 MAX_NCCL_OUTPUT = 16 << 20
 BUSBW, ALGBW = "busbw_gbps", "algbw_gbps"
@@ -75,10 +227,9 @@ def read_ranks(folder: Path) -> list[dict[str, Any]]:
     for path in sorted((folder / screenrun.RANKS_DIR).glob("rank-*.json")):
         try:
             data = json.loads(files.read_bounded(path, MAX_RANK_BYTES))
-        except (files.FileRefused, ValueError):
+        except (files.FileRefused, ValueError, RecursionError):  # RecursionError: nested deep
             continue
-        if isinstance(data, dict) and isinstance(data.get("rank"), int) and \
-                isinstance(data.get("node"), str):
+        if records.problem(RankRecord, data) is None:
             out.append(data)
     return out
 
