@@ -149,7 +149,7 @@ def safe_members(tar: tarfile.TarFile) -> tuple[list[tarfile.TarInfo], dict[str,
         name = member.name.rstrip("/")
         why = unsafe(member) or _clash(name, member.isdir(), seen)
         if why:
-            problems.append(f"{values.shown(member.name)}: {why}")
+            problems.append(f"{values.brief(member.name)}: {why}")
         seen.setdefault(name, member.isdir())
         members.append(member)
         if why or not member.isfile():
