@@ -55,7 +55,8 @@ def nemo_log(draw: st.DrawFn) -> bytes:
         line = nemo_step(g % draw(st.sampled_from([60, 20])), draw(st.sampled_from([49, 59])),
                          draw(st.sampled_from([9.31, 9.4, 2e-7, 12.0])),
                          draw(st.sampled_from([610.2, 1134.4, None])),
-                         draw(st.sampled_from([128, 128, 64])), global_step=g)
+                         draw(st.sampled_from([128, 128, 64])), global_step=g,
+                         loss=draw(st.sampled_from([11.96] * 8 + ["1e400", "1e-400"])))
         if draw(st.integers(0, 9)) == 0:
             line = line.replace("9.31", draw(st.sampled_from(VALUES)))
         if draw(st.integers(0, 9)) == 0:

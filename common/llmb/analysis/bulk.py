@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from llmb.analysis import megatron_steps
 
-_NUM = rb"-?\d{1,18}(?:\.\d{1,18})?(?:[eE][-+]?\d{1,3})?"  # plain and finite
+_NUM = rb"-?\d{1,18}(?:\.\d{1,18})?(?:[eE][-+]?\d{1,2})?"  # plain and finite (< 1e118)
 # Each starts with literal text (the regular expression engine skips to it at memory speed);
 # what comes before it on its line is the line's prefix.
 _NEMO = re.compile(
