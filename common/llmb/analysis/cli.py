@@ -16,6 +16,7 @@ is a log to identify, matplotlib only for --report.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 import os
@@ -213,20 +214,20 @@ def _tasks(roots: list[str], base: str, skips: deque[tuple[str, str]]) -> Iterat
 
     manifests = Manifests()
     traced_roots = {r for r in roots if NCCL_TAG in os.path.basename(os.path.abspath(r))}
-    for found in discover.walk(roots):
-        if found.problem is not None:
-            skips.append((found.path, found.problem))
+    task = functools.partial(tuple.__new__, Task)  # (Task's, made in C: one per log)
+    for root, path, problem in discover.walk(roots):
+        if problem is not None:
+            skips.append((path, problem))
             continue
-        path = found.path
-        if os.path.basename(path).startswith("sbatch_"):
+        if path.rpartition(os.sep)[2].startswith("sbatch_"):
             skips.append((path, "sbatch output"))
             continue
         manifest = manifests.near(path)
-        if nccl_traced(manifest[1] if manifest else None) or found.root in traced_roots \
+        if (manifest and nccl_traced(manifest[1])) or root in traced_roots \
                 or (NCCL_TAG in path and NCCL_TAG in discover.relative(path, base)):
             skips.append((path, "NCCL trace"))
             continue
-        yield Task(found.root, path, manifest)
+        yield task((root, path, manifest))
 
 
 def analyze_tree(roots: str | list[str], gpu_type: str | None = None,

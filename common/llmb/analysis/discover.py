@@ -11,6 +11,7 @@ a tree of 200,000 runs costs no more memory than one of ten.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ class Found(NamedTuple):
     problem: str | None = None
 
 
+_found = functools.partial(tuple.__new__, Found)
 def check_roots(roots: list[str]) -> None:
     """FileNotFoundError (one line) for a DIR that is missing or not a directory."""
     for root in roots:
@@ -113,7 +115,11 @@ def _walk_root(root: str, state: _Walk, guard: LinkGuard) -> Iterator[Found]:
             continue
         subdirs = []
         for entry in entries:
-            if _is_dir(entry):
+            try:
+                is_dir = entry.is_dir()  # a link to a directory too
+            except OSError:
+                is_dir = False
+            if is_dir:
                 why = _refused(entry, guard)
                 if why is not None:
                     yield Found(root, entry.path, why)
@@ -122,7 +128,7 @@ def _walk_root(root: str, state: _Walk, guard: LinkGuard) -> Iterator[Found]:
                     if entry.name.endswith(".out"):
                         yield Found(root, entry.path, "directory")
             elif entry.name.endswith(".out"):
-                yield Found(root, entry.path)
+                yield _found((root, entry.path, None))  # (Found's, made in C: one per log)
         pending.append((top, subdirs[::-1]))
 
 
@@ -134,13 +140,6 @@ def _refused(entry: os.DirEntry[str], guard: LinkGuard) -> str | None:
         return guard.refused(entry.stat())
     except OSError:
         return None
-
-
-def _is_dir(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir()  # a link to a directory too
-    except OSError:
-        return False
 
 
 def relative(path: str, base: str) -> str:

@@ -36,6 +36,8 @@ SCALINGS = ("weak", "strong")
 
 def display(path: str) -> str:
     """A path as text that any encoder accepts (undecodable bytes become U+FFFD)."""
+    if path.isascii():  # (most paths: as they are, without a round trip through bytes)
+        return path
     return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 

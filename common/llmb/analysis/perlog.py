@@ -71,7 +71,8 @@ class LogAnalyzer:
         self.base, self.gpu_type, self.window = base, gpu_type, window
         self.identifier: Identifier | None = None
         self._empties: dict[tuple[str, str, str, str | None], _Empty] = {}
-        self._batch_jobs: dict[str, set[str]] = {}  # folder -> jobs with a batch output
+        # folder -> (jobs with a batch output, the folder as an absolute path shown)
+        self._folders: dict[str, tuple[set[str], str]] = {}
 
     def prepare(self) -> None:
         """Import what analyzing a log needs and load the catalog now: worker processes forked
@@ -135,21 +136,29 @@ class LogAnalyzer:
         job = _JOB.match(name)
         if job is None or not os.access(path, os.R_OK):
             return None
-        jobs = self._batch_jobs.get(folder)
-        if jobs is None:
-            jobs = self._batch_jobs[folder] = batch_jobs(folder)
-        if job.group(2) in jobs:
+        known = self._folders.get(folder)
+        if known is None:
+            if len(self._folders) >= FOLDERS_KEPT:
+                self._folders.clear()
+            where = display(os.path.abspath(folder or "."))
+            known = self._folders[folder] = (batch_jobs(folder),
+                                             where if where == os.sep else where + os.sep)
+        if job.group(2) in known[0]:
             return None
         key = (folder, job.group(1), task.root, task.manifest[0] if task.manifest else None)
         kept = self._empties.get(key)
-        rel = discover.relative(path, self.base)
         if kept is None:
             outcome = self.analyze(task)
+            rel = discover.relative(path, self.base)
             if outcome.result is None or outcome.result["filename"] != display(rel):
                 return outcome.packed()
-            self._empties[key] = kept = _Empty(outcome)
+            if len(self._empties) >= FOLDERS_KEPT:
+                self._empties.clear()
+            self._empties[key] = _Empty(outcome)
             return outcome.packed()
-        return kept.like(path, display(rel), display(os.path.abspath(path)))
+        # the path shown as os.path.abspath shows it: the folder's, then the name
+        return kept.like(path, display(discover.relative(path, self.base)),
+                         known[1] + display(name))
 
     def _done(self, task: Task, result: dict[str, Any], rel: str, warning: str | None = None
               ) -> Outcome:
@@ -179,6 +188,7 @@ class LogAnalyzer:
 _string = json.encoder.encode_basestring_ascii
 _JOB = re.compile(r"(.*)_(\d+)_\d+\.out$")  # nemo-run's log-<name>_<job>_<n>.out
 _MARK = ("\x00filename\x00", "\x00path\x00")  # stand-ins a result's JSON holds once each
+FOLDERS_KEPT = 4096  # folders (and empty-log templates) remembered: forgotten all at once
 
 
 class _Empty:
@@ -197,6 +207,7 @@ class _Empty:
         """The outcome of the log at raw, shown as filename (relative) and path."""
         head, middle, tail = self.parts
         line = "".join((head, _string(filename), middle, _string(path), tail))
-        assert self.outcome.brief is not None
-        return self.outcome._replace(path=raw, line=line,
-                                     brief={**self.outcome.brief, "filename": filename})
+        kept = self.outcome
+        assert kept.brief is not None
+        return Outcome(raw, None, None, kept.warning, kept.manifest, kept.catalog_error, line,
+                       {**kept.brief, "filename": filename})
