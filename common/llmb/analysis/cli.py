@@ -304,7 +304,8 @@ def _validate(opts: Options) -> int | None:
     """Checks that need the environment; an exit status when one fails, before any work."""
     if opts.gpu_type is not None:
         try:
-            from llmb.recipes import catalog
+            from llmb.recipes import catalog, catalogcache
+            catalogcache.prime()  # gpus.yaml as an earlier run loaded it, when unchanged
             known: list[str] | None = list(catalog.gpu_types())
         except ModuleNotFoundError:
             known = None  # reported later, with the fix
