@@ -215,16 +215,20 @@ def _tasks(roots: list[str], base: str, skips: deque[tuple[str, str]]) -> Iterat
     manifests = Manifests()
     traced_roots = {r for r in roots if NCCL_TAG in os.path.basename(os.path.abspath(r))}
     task = functools.partial(tuple.__new__, Task)  # (Task's, made in C: one per log)
+    place: tuple[str, str] | None = None  # the folder (and DIR) of the logs that come now
+    manifest, traced = None, False  # its manifest, and whether it says NCCL trace
     for root, path, problem in discover.walk(roots):
         if problem is not None:
             skips.append((path, problem))
             continue
-        if path.rpartition(os.sep)[2].startswith("sbatch_"):
+        folder, _, name = path.rpartition(os.sep)
+        if name.startswith("sbatch_"):
             skips.append((path, "sbatch output"))
             continue
-        manifest = manifests.near(path)
-        if (manifest and nccl_traced(manifest[1])) or root in traced_roots \
-                or (NCCL_TAG in path and NCCL_TAG in discover.relative(path, base)):
+        if (folder, root) != place:  # worked out once per folder: its logs come together
+            place, manifest = (folder, root), manifests.near(path)
+            traced = bool(manifest and nccl_traced(manifest[1])) or root in traced_roots
+        if traced or (NCCL_TAG in path and NCCL_TAG in discover.relative(path, base)):
             skips.append((path, "NCCL trace"))
             continue
         yield task((root, path, manifest))

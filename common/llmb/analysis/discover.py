@@ -11,8 +11,10 @@ a tree of 200,000 runs costs no more memory than one of ten.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -108,28 +110,71 @@ def _walk_root(root: str, state: _Walk, guard: LinkGuard) -> Iterator[Found]:
             continue
         top = os.path.join(parent, names.pop()) if parent else names.pop()
         try:
-            with os.scandir(top) as listing:
-                entries = sorted(listing, key=lambda e: e.name)
+            dirs, logs = _listed(top)
         except OSError as exc:
             yield Found(root, str(exc.filename or top), f"cannot list: {exc.strerror}")
             continue
-        subdirs = []
-        for entry in entries:
+        subdirs: list[str] = []
+        prefix, d = os.path.join(top, ""), 0  # (a log's path: as its os.DirEntry's)
+        for name in logs:
+            while d < len(dirs) and dirs[d].name < name:  # the directories among them first
+                yield from _directory(root, top, dirs[d], state, guard, subdirs)
+                d += 1
+            yield _found((root, prefix + name, None))  # (Found's, made in C: one per log)
+        for entry in dirs[d:]:
+            yield from _directory(root, top, entry, state, guard, subdirs)
+        pending.append((top, subdirs[::-1]))
+
+
+def _listed(top: str) -> tuple[list[os.DirEntry[str]], list[str]]:
+    """The directories of a folder (entries) and its *.out files (names), each in name order;
+    a file is kept as its name only (thousands of entries held would be thousands of objects
+    for the garbage collector to go through, again and again)."""
+    dirs, logs = [], []
+    with os.scandir(top) as listing:
+        for entry in listing:
             try:
                 is_dir = entry.is_dir()  # a link to a directory too
             except OSError:
                 is_dir = False
             if is_dir:
-                why = _refused(entry, guard)
-                if why is not None:
-                    yield Found(root, entry.path, why)
-                elif state.keep(top, entry.name, entry.is_symlink()):
-                    subdirs.append(entry.name)
-                    if entry.name.endswith(".out"):
-                        yield Found(root, entry.path, "directory")
+                dirs.append(entry)
             elif entry.name.endswith(".out"):
-                yield _found((root, entry.path, None))  # (Found's, made in C: one per log)
-        pending.append((top, subdirs[::-1]))
+                logs.append(entry.name)
+    dirs.sort(key=lambda e: e.name)
+    logs.sort()
+    # the jobs that left a batch output here: the names from `sbatch_` on (they sort together)
+    batches = logs[bisect.bisect_left(logs, "sbatch_"):bisect.bisect_left(logs, "sbatch`")]
+    batches += [e.name for e in dirs if e.name.startswith("sbatch_")]
+    if len(_batch_jobs) >= FOLDERS_KEPT:
+        _batch_jobs.clear()
+    _batch_jobs[os.path.dirname(os.path.join(top, ""))] = {
+        m.group(1) for name in batches if (m := BATCH.match(name))}
+    return dirs, logs
+
+
+BATCH = re.compile(r"^sbatch_.*_(\d+)\.out$")  # a job's batch output, sbatch_<name>_<job>.out
+FOLDERS_KEPT = 4096
+_batch_jobs: dict[str, set[str]] = {}  # folder -> the jobs with a batch output in it, as walked
+
+
+def batch_jobs(folder: str) -> set[str] | None:
+    """The jobs that left a batch output in folder (as a log's os.path.dirname names it) when
+    the walk listed it; None when it did not (or forgot it: FOLDERS_KEPT are kept)."""
+    return _batch_jobs.get(folder)
+
+
+def _directory(root: str, top: str, entry: os.DirEntry[str], state: _Walk, guard: LinkGuard,
+               subdirs: list[str]) -> Iterator[Found]:
+    """A directory of the folder top: walked later (its name added to subdirs), or said why
+    not; one named *.out is said too."""
+    why = _refused(entry, guard)
+    if why is not None:
+        yield Found(root, entry.path, why)
+    elif state.keep(top, entry.name, entry.is_symlink()):
+        subdirs.append(entry.name)
+        if entry.name.endswith(".out"):
+            yield Found(root, entry.path, "directory")
 
 
 def _refused(entry: os.DirEntry[str], guard: LinkGuard) -> str | None:

@@ -74,7 +74,13 @@ def outcomes(analyzer: LogAnalyzer, tasks: Iterable[Task]) -> Iterator[Outcome]:
                                    and size >= len(head) * POOL_MIN_AVERAGE_BYTES))
     rest = itertools.chain(head, tasks)
     if not pooled:
-        yield from map(analyzer, rest)
+        if len(head) >= POOL_MIN_LOGS:  # many logs: what exists now (the catalog, the code)
+            analyzer.prepare()  # is left out of every garbage collection to come
+            gc.freeze()
+        try:
+            yield from map(analyzer, rest)
+        finally:
+            gc.unfreeze()
         return
     # Small logs go to a worker many at a time (handing one over costs as much as reading
     # it); large ones one by one, so that no worker is left with the last few.

@@ -8,6 +8,7 @@ skipped) that a worker sends back to the process assembling the analysis.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -71,8 +72,9 @@ class LogAnalyzer:
         self.base, self.gpu_type, self.window = base, gpu_type, window
         self.identifier: Identifier | None = None
         self._empties: dict[tuple[str, str, str, str | None], _Empty] = {}
-        # folder -> (jobs with a batch output, the folder as an absolute path shown)
-        self._folders: dict[str, tuple[set[str], str]] = {}
+        # folder -> (jobs with a batch output, what a log's path and file name show before
+        # its name)
+        self._folders: dict[str, tuple[set[str], str, str]] = {}
 
     def prepare(self) -> None:
         """Import what analyzing a log needs and load the catalog now: worker processes forked
@@ -140,9 +142,9 @@ class LogAnalyzer:
         if known is None:
             if len(self._folders) >= FOLDERS_KEPT:
                 self._folders.clear()
-            where = display(os.path.abspath(folder or "."))
-            known = self._folders[folder] = (batch_jobs(folder),
-                                             where if where == os.sep else where + os.sep)
+            jobs = discover.batch_jobs(folder)  # as the walk found them, else listed now
+            known = self._folders[folder] = (batch_jobs(folder) if jobs is None else jobs,
+                                             *self._prefixes(folder))
         if job.group(2) in known[0]:
             return None
         key = (folder, job.group(1), task.root, task.manifest[0] if task.manifest else None)
@@ -156,9 +158,16 @@ class LogAnalyzer:
                 self._empties.clear()
             self._empties[key] = _Empty(outcome)
             return outcome.packed()
-        # the path shown as os.path.abspath shows it: the folder's, then the name
-        return kept.like(path, display(discover.relative(path, self.base)),
-                         known[1] + display(name))
+        shown = display(name)  # shown as relative() and os.path.abspath show it: folder, name
+        return kept.like(path, known[2] + shown, known[1] + shown)
+
+    def _prefixes(self, folder: str) -> tuple[str, str]:
+        """What a log's path shows before its name in a result: as os.path.abspath shows it,
+        and as discover.relative (the file name) does."""
+        where = display(os.path.abspath(folder or "."))
+        rel = display(discover.relative(folder or ".", self.base))
+        return (where if where == os.sep else where + os.sep,
+                "" if rel == os.curdir else rel + os.sep)
 
     def _done(self, task: Task, result: dict[str, Any], rel: str, warning: str | None = None
               ) -> Outcome:
@@ -188,6 +197,7 @@ class LogAnalyzer:
 _string = json.encoder.encode_basestring_ascii
 _JOB = re.compile(r"(.*)_(\d+)_\d+\.out$")  # nemo-run's log-<name>_<job>_<n>.out
 _MARK = ("\x00filename\x00", "\x00path\x00")  # stand-ins a result's JSON holds once each
+outcome_of = functools.partial(tuple.__new__, Outcome)  # Outcome's, made in C (a log each)
 FOLDERS_KEPT = 4096  # folders (and empty-log templates) remembered: forgotten all at once
 
 
@@ -209,5 +219,5 @@ class _Empty:
         line = "".join((head, _string(filename), middle, _string(path), tail))
         kept = self.outcome
         assert kept.brief is not None
-        return Outcome(raw, None, None, kept.warning, kept.manifest, kept.catalog_error, line,
-                       {**kept.brief, "filename": filename})
+        return outcome_of((raw, None, None, kept.warning, kept.manifest, kept.catalog_error, line,
+                         {**kept.brief, "filename": filename}))

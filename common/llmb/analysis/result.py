@@ -19,7 +19,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from llmb.analysis import crosscheck, failures, timing
+from llmb.analysis import crosscheck, discover, failures, timing
 from llmb.analysis.formats import RESULT_FIELDS
 from llmb.analysis.identify import display
 from llmb.recipes import perf
@@ -261,7 +261,7 @@ def _skipped(scan: timing.LogScan) -> str:
 
 
 _JOB_LOG = re.compile(r"_(\d+)_\d+\.out$")  # nemo-run's log-<name>_<job>_<n>.out
-_BATCH = re.compile(r"^sbatch_.*_(\d+)\.out$")  # and its batch output, sbatch_<name>_<job>.out
+_BATCH = discover.BATCH  # and its batch output, sbatch_<name>_<job>.out
 BATCH_FOLDERS_KEPT = 8
 # folder -> (its mtime, job id -> the batch output names of that job): a folder is listed once,
 # not once per failed log (a folder of 20,000 logs was listed 20,000 times: quadratic)
