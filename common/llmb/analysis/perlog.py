@@ -38,6 +38,10 @@ BRIEF_FIELDS = ("recipe", "model_size", "dtype", "gpu_type", "num_gpus", "scalin
                 "final_iteration", "time_mean", "time_std_dev", "mfu", "tokens_per_second")
 
 
+# json.dumps(value, ensure_ascii=True, allow_nan=False), its encoder made once (not per log)
+encode = json.JSONEncoder(ensure_ascii=True, allow_nan=False).encode
+
+
 class Outcome(NamedTuple):
     """A log's result (with a warning about its manifest, if any), or why it is skipped. A
     worker sends the result packed (`packed`): as its JSON line and its brief."""
@@ -56,8 +60,7 @@ class Outcome(NamedTuple):
         fraction of the time the whole result takes, and what the output is written from."""
         if self.result is None:
             return self
-        return self._replace(result=None, line=json.dumps(self.result, ensure_ascii=True,
-                                                          allow_nan=False),
+        return self._replace(result=None, line=encode(self.result),
                              brief={k: self.result[k] for k in BRIEF_FIELDS})
 
     def full(self) -> dict[str, Any] | None:

@@ -46,10 +46,12 @@ def finite(value: float | None) -> float | None:
 def _round(value: float | None, places: int) -> float | None:
     """Rounded to `places` decimals, but never below 9 significant digits (0.0004402 stays);
     None for None and for anything not finite."""
-    value = finite(value)
-    if value is None:
+    if value is None or not math.isfinite(value):
         return None
-    return round(value, places) if abs(value) >= 10 ** (9 - places) else float(f"{value:.9g}")
+    return round(value, places) if abs(value) >= _FLOOR[places] else float(f"{value:.9g}")
+
+
+_FLOOR = [10 ** (9 - places) for places in range(16)]  # _round's, by places
 
 
 # A run's figure needs a step line with a plausible time for this share of the window's
@@ -103,7 +105,7 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any]
     complete = scan.complete(final_hint)
     span = window_span(scan, window, final)
     idx = timing.window_values(scan.steps, span.iterations) if span.iterations else []
-    times = timing.stats(scan.steps[i].time for i in idx)
+    times = timing.stats([scan.steps[i].time for i in idx])
     result.update(
         max_iteration=scan.max_iteration, final_iteration=final,
         window_steps=times.count, time_mean=_round(times.mean, 6),
@@ -180,7 +182,7 @@ def _tflops(result: dict[str, Any], scan: timing.LogScan, ident: dict[str, Any] 
                               for i in idx)
         result["tflops_source"] = "computed"
     else:
-        tflops = timing.stats(t for t in log_tflops if t is not None)
+        tflops = timing.stats([t for t in log_tflops if t is not None])
         result["tflops_source"] = "log" if tflops.count else None
     result.update(tflops_per_gpu_mean=_round(tflops.mean, 4),
                   tflops_per_gpu_std_dev=_round(tflops.std_dev, 4))

@@ -262,7 +262,7 @@ def _startup(scan: LogScan, buf: Buffer, begin: int, end: int) -> None:
     """What the lines before the first step line say: the world size (the first line of each
     kind: every rank prints one) and the configuration's facts."""
     for kind, needle in enumerate(WORLD_NEEDLES):
-        if kind in scan._world_kinds:
+        if kind in scan._world_kinds or buf.find(needle, begin, end) < 0:  # (most: not there)
             continue
         for start, stop, _ in _lines_with(buf, needle, begin, end):
             if scan.world_line(kind, buf[start:stop]):
@@ -270,6 +270,8 @@ def _startup(scan: LogScan, buf: Buffer, begin: int, end: int) -> None:
     for needle in FACT_NEEDLES:
         if scan.seq_length is not None and scan.data_parallel is not None:
             break
+        if buf.find(needle, begin, end) < 0:
+            continue
         for start, stop, _ in _lines_with(buf, needle, begin, end):
             scan.fact_line(buf[start:stop])
             if (scan.seq_length if needle == b"seq_length" else scan.data_parallel) is not None:
@@ -461,16 +463,18 @@ def stats(values: Iterable[float]) -> WindowStats:
     and inventing one from warm-up steps would be misleading. Values that are not finite are
     left out.
     """
-    data = [v for v in values if math.isfinite(v)]
+    data = values if isinstance(values, list) else list(values)
+    if not all(map(math.isfinite, data)):
+        data = [v for v in data if math.isfinite(v)]
     if not data:
         return WindowStats(0, None, None)
     n = len(data)
     # values far from 1 are scaled down (or up) first, so that their squares stay floats
-    scale = max(abs(v) for v in data)
+    scale = max(max(data), -min(data))  # the largest magnitude
     scale = scale if scale and not 1e-100 < scale < 1e100 else 1.0
     scaled = [v / scale for v in data] if scale != 1.0 else data
     mean = math.fsum(scaled) / n
-    spread = math.sqrt(math.fsum((v - mean) ** 2 for v in scaled) / n)
+    spread = math.sqrt(math.fsum([(v - mean) ** 2 for v in scaled]) / n)
     return WindowStats(n, mean * scale, spread * scale)
 
 
