@@ -6,8 +6,8 @@ PY := $(VENV)/bin/python
 BIN := $(abspath $(VENV))/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help venv lock lint test test-py test-unit test-e2e test-bats bench bench-many test-nemo \
-	slurm-up slurm-down demo clean
+.PHONY: help venv lock lint test test-py test-unit test-e2e test-bats bench bench-many \
+	bench-screen test-nemo slurm-up slurm-down demo clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
@@ -48,6 +48,9 @@ bench: venv ## speed and memory targets (analyzer, launch start-up)
 
 bench-many: venv ## the analyzer's memory over 200,000 small logs (writes them once: minutes)
 	.venv/bin/python tests/bench/many_logs.py
+
+bench-screen: venv ## the screen's detection rate and false suspects on synthetic screens (2-1024 nodes)
+	$(PY) tests/bench/bench_screen.py
 
 test-nemo: ## every NeMo recipe with the image's nemo-toolkit 2.3.1 (.venv-nemo, 3 GB; CI runs it)
 	bash tests/nemo/run.sh

@@ -24,13 +24,18 @@ llmb_warn() {
 
 # llmb_check_printable NAME...: each named variable that is set must hold no control character
 # (a newline in a value would add lines to the job script or to this error output). The value
-# is shown quoted ($'a\nb') so that the error stays one line.
+# is shown quoted ($'a\nb') so that the error stays one line, and at most its first 60
+# characters (with its length) so that it stays short.
 llmb_check_printable() {
-    local name value
+    local name value shown
     for name in "$@"; do
         value="${!name-}"
         if [[ "$value" == *[[:cntrl:]]* ]]; then
-            llmb_die "${name}=$(printf '%q' "$value") contains control character(s), which would end or garble a line of the job script; remove them"
+            shown="$(printf '%q' "${value:0:60}")"
+            if ((${#value} > 60)); then
+                shown="${shown}... (${#value} characters)"
+            fi
+            llmb_die "${name}=${shown} contains control character(s), which would end or garble a line of the job script; remove them"
         fi
     done
 }

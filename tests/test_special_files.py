@@ -190,6 +190,7 @@ def test_installer_own_files_planted_over(tmp_path, kind, name):
     wants, so the step is redone (the name is replaced) or fails in one line; never a wait."""
     token = tmp_path / "token"
     token.write_text("hf_" + "a" * 34 + "\n")
+    token.chmod(0o600)
     config = installer_config(tmp_path, hf_token_file=str(token))
     root = tmp_path / "install"
     root.mkdir()

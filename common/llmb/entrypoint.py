@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
+from llmb.shared import redact
+
 USAGE = """usage: {prog} [train --manifest PATH [--print-config]]
 
 With no arguments: launch the {recipe} benchmark described by the environment
@@ -31,7 +33,7 @@ train --manifest PATH --print-config: print the NeMo recipe that job trains (nem
 
 
 def _error(message: str, code: int = 2) -> int:
-    print(f"llmb: {message}", file=sys.stderr)
+    print(f"llmb: {redact.for_people(message)}", file=sys.stderr)
     return code
 
 

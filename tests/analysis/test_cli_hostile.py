@@ -161,3 +161,52 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path) -> None:
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130
     assert err == "parse_train_timing.sh: interrupted\n" and out == ""
+
+
+@pytest.mark.parametrize("name", ["=HYPERLINK(\"http://x\",\"y\")", "+1+1", "-2+3", "@SUM(1)",
+                                  "\tx"])
+def test_a_csv_cell_that_would_open_as_a_formula_is_text(tmp_path: Path, name: str) -> None:
+    """OWASP's CSV injection guidance: a text cell that begins with = + - @, a tab or a carriage
+    return is prefixed with a single quote, which a spreadsheet reads as text."""
+    first = sorted(GOOD.iterdir())[0]
+    (tmp_path / "runs" / name).mkdir(parents=True)
+    (tmp_path / "runs" / name / "run").symlink_to(first)
+    proc = cli(["--format=csv", str(tmp_path / "runs")], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    assert rows and all(not str(cell).startswith(("=", "+", "-", "@", "\t", "\r"))
+                        for row in rows for cell in row.values())
+    assert any(cell.startswith("'") for row in rows for cell in row.values())
+
+
+@pytest.mark.parametrize(("field", "value"), [("num_gpus", "1" + "0" * 400),
+                                              ("seq_length", "1" + "0" * 400),
+                                              ("num_gpus", "1e400")])
+def test_a_manifest_count_beyond_any_machine_names_the_manifest(tmp_path: Path, field: str,
+                                                                value: str) -> None:
+    """10^400 GPUs made the run 'Failed: cannot analyze: OverflowError'."""
+    first = sorted(GOOD.iterdir())[0]
+    run = tmp_path / "runs" / "custom" / "custom_1"
+    (run / "custom").mkdir(parents=True)
+    (run / "custom" / "log-custom_1_0.out").write_text(next(first.rglob("log-*.out")).read_text())
+    text = json.dumps({"workload": "pretrain_llama3.1", "model_size": "8b", "dtype": "fp8",
+                       "num_gpus": 8, "seq_length": 8192, "parallelism": {"gbs": 128}})
+    (run / "llmb_manifest.json").write_text(text.replace(f'"{field}": 8192' if field ==
+                                                         "seq_length" else f'"{field}": 8',
+                                                         f'"{field}": {value}'))
+    data = json.loads(cli(["--format=json", str(tmp_path / "runs")], tmp_path).stdout)
+    [result] = data["results"]
+    assert "cannot analyze" not in str(result["reason"])
+    [warning] = data["warnings"]
+    assert str(warning).count("llmb_manifest.json") == 1
+    assert warning["warning"].startswith(f"{field} is ")
+    assert "not a positive whole number up to 16777216" in warning["warning"]
+
+
+def test_a_token_in_an_option_is_never_printed_back(workdir: Path) -> None:
+    token = "hf_" + "Z" * 34
+    proc = cli([f"--gpu-type={token}", str(workdir / "runs")], workdir)
+    assert proc.returncode == 2 and token not in proc.stderr and "********" in proc.stderr

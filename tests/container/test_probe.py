@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import statistics
 import subprocess
 import sys
 
@@ -80,6 +81,41 @@ def test_timed_window_runs_at_least_the_window():
     assert seconds >= 0.05 and count == len(calls) - 3 > 0
 
 
+def test_value_of_repeats_leaves_out_the_extremes_from_five_on():
+    assert probe.value_of([5.0, 1.0, 3.0, 3.0, 3.0]) == 3.0
+    assert probe.value_of([1.0, 2.0, 3.0, 6.0]) == 3.0
+
+
+WINDOW = """
+import json, os, sys, time
+from llmb.container import probe
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # every process on the same core
+import torch
+torch.set_num_threads(1)
+a = torch.randn(64, 64)
+cpu = probe.Device("cpu")
+start = time.perf_counter()
+calls, seconds = probe.timed_window(lambda: a @ a, cpu, 1.0)
+print(json.dumps({"rate": calls / seconds, "wall_rate": calls / (time.perf_counter() - start)}))
+"""
+
+
+def window_rates(count: int) -> list[dict[str, float]]:
+    procs = [subprocess.Popen([sys.executable, "-c", WINDOW], env={"PYTHONPATH": str(COMMON)},
+                              stdout=subprocess.PIPE, text=True) for _ in range(count)]
+    return [json.loads(p.communicate(timeout=120)[0]) for p in procs]
+
+
+def test_timed_window_on_the_cpu_leaves_out_waiting_for_a_core():
+    assert probe.Device("cuda", 0).waited() == 0.0  # asks the kernel only on the CPU
+    cpu = probe.Device("cpu")
+    assert 0.0 <= cpu.waited() <= cpu.waited()
+    alone = statistics.median(r["rate"] for r in window_rates(1) + window_rates(1))
+    shared = window_rates(3)  # three busy processes on one core: each runs a third of the time
+    assert all(r["wall_rate"] < 0.6 * alone for r in shared)  # the sharing was real
+    assert all(r["rate"] > 0.7 * alone for r in shared)  # and it is not counted
+
+
 SWEEP = """
 import datetime, json, sys, torch.distributed as dist
 from llmb.container import probe
@@ -88,7 +124,10 @@ store = dist.TCPStore("127.0.0.1", port, 2, is_master=rank == 0,
                       timeout=datetime.timedelta(seconds=60))
 dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
 rows = probe.allreduce_sweep(probe.Device("cpu"), None, 2, [4096, 65536], 4, 1)
-print(json.dumps(rows))
+largest = rows[-1]
+repeats, count = probe.allreduce_repeats(probe.Device("cpu"), None, 2, largest["bytes"],
+                                         largest["time_us"] / 1e6, 0.05, 4, 3)
+print(json.dumps({"rows": rows, "repeats": repeats, "count": count}))
 dist.barrier()
 dist.destroy_process_group()
 """
@@ -103,8 +142,13 @@ def test_allreduce_sweep_two_gloo_processes():
                               stdout=subprocess.PIPE, text=True) for r in (0, 1)]
     outs = [p.communicate(timeout=120)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0]
-    rows = [json.loads(o) for o in outs]
+    got = [json.loads(o) for o in outs]
+    rows = [g["rows"] for g in got]
     assert rows[0] == rows[1]  # the time is the ranks' mean: both report the same
+    # the repeats: the same count of all-reduces on both ranks, enough to fill the window
+    assert got[0]["repeats"] == got[1]["repeats"] and len(got[0]["repeats"]) == 3
+    assert got[0]["count"] >= max(4, 0.05 / (rows[0][-1]["time_us"] / 1e6)) - 1
+    assert all(r > 0 for r in got[0]["repeats"])
     for row in rows[0]:
         assert row["busbw_gbps"] == pytest.approx(row["algbw_gbps"])  # n = 2: factor 1
         assert row["algbw_gbps"] == pytest.approx(row["bytes"] / 1e9 / (row["time_us"] / 1e6))

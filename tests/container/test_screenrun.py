@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from llmb.container import screenrun
+from llmb.container import devices, screenrun
 from paths import COMMON
 
 
@@ -122,11 +122,11 @@ def test_nccl_tests_used_only_when_built_with_mpi(tmp_path, monkeypatch):
     binary.write_bytes(b"\x7fELF...libnccl.so.2\0libcudart.so.12\0")
     binary.chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert screenrun.nccl_tests_binary() is None
+    assert devices.nccl_tests_binary() is None
     binary.write_bytes(b"\x7fELF...libnccl.so.2\0libmpi.so.40\0")
-    assert screenrun.nccl_tests_binary() == str(binary)
+    assert devices.nccl_tests_binary() == str(binary)
     monkeypatch.setenv("PATH", str(tmp_path / "none"))
-    assert screenrun.nccl_tests_binary() is None
+    assert devices.nccl_tests_binary() is None
 
 
 PLAN = {"schema": 1, "force_cpu": True, "rounds": None, "timeout_s": 120,
@@ -136,8 +136,9 @@ PLAN = {"schema": 1, "force_cpu": True, "rounds": None, "timeout_s": 120,
                 "matmul_n": 32, "memory_bytes": 1 << 20, "dtypes": ["fp32"]}}
 
 
-def run_tasks(folder: Path, count: int, per_node: int) -> list[subprocess.CompletedProcess]:
-    (folder / "plan.json").write_text(json.dumps(PLAN))
+def run_tasks(folder: Path, count: int, per_node: int, plan: dict | None = None
+              ) -> list[subprocess.CompletedProcess]:
+    (folder / "plan.json").write_text(json.dumps(plan or PLAN))
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
     procs = []
     for rank in range(count):
@@ -175,6 +176,27 @@ def test_four_tasks_on_two_nodes_measure_every_phase(tmp_path):
     # the rendezvous was a file with task 0's address
     (rendezvous,) = (tmp_path / "rendezvous").iterdir()
     assert rendezvous.name == "7.0.r0" and len(rendezvous.read_text().split()) == 2
+
+
+SERIAL = {**PLAN, "cpu": {**PLAN["cpu"], "window_s": 0.05, "repeats": 3,
+                          "allreduce_repeats": 2, "allreduce_window_s": 0.02, "serial": True}}
+
+
+def test_on_the_cpu_one_task_and_one_group_measure_at_a_time_in_repeats(tmp_path):
+    procs = run_tasks(tmp_path, 4, 2, SERIAL)
+    assert [p.returncode for p in procs] == [0, 0, 0, 0]
+    ranks = [json.loads(p.read_text()) for p in sorted((tmp_path / "ranks").glob("*.json"))]
+    for rank in ranks:
+        assert {f: len(r) for f, r in rank["repeats"].items()} == {
+            "matmul_fp32_tflops": 3, "memory_gbps": 3}
+        assert rank["figures"]["memory_gbps"] == pytest.approx(
+            sum(rank["repeats"]["memory_gbps"]) / 3)  # under 5 repeats: their mean
+    groups = [g for r in ranks for g in r["groups"]]
+    assert len(groups) == 3 and all(len(g["repeats"]) == 2 and g["repeat_iters"] >= 3
+                                    for g in groups)
+    # one task at a time: the phase lasts at least every task's windows end to end
+    gpus = next(p for p in ranks[0]["run"]["phases"] if p["name"] == "gpus")
+    assert gpus["wall_s"] >= 4 * 3 * 2 * 0.05
 
 
 def test_a_task_without_srun_says_so_in_one_line(tmp_path):

@@ -50,6 +50,7 @@ def site(tmp_path_factory, slurm_cluster) -> tuple[Path, dict[str, str]]:
     token = root / ".hf_token"
     token.write_text("hf_e2e_not_a_real_token\n")
     token.chmod(0o600)
+    token.chmod(0o600)
     write_config(root)
     env = runinstall.llmb_run_env(**slurm_cluster)
     env.update(PATH=f"{E2E_BIN}:{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}")

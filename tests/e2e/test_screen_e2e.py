@@ -1,12 +1,17 @@
 """llmb-run screen end to end on a real 4-node test Slurm cluster (tests/slurm, a second
 cluster beside the 2-node one: the conftest's slurm_cluster4), on the CPU path (--smoke: gloo,
-small sizes, one task per GPU of a gb200 install, 4 per node):
+small sizes, one task per GPU of a gb200 install, 4 per node, one task or group measuring at a
+time, every figure in repeats):
 
 1. a healthy cluster: every node and two pairing rounds are measured, nothing is named, exit 0;
-2. node3 made slow from outside the product, once the tasks have met: its task processes,
-   found through their environment (SLURMD_NODENAME), paused 85 % of every 0.2 s
+2. node3 made twice as slow from outside the product, once the tasks have met: its task
+   processes, found through their environment (SLURMD_NODENAME), paused half of every 0.2 s
    (tests/helpers/nodeslowdown.py); the screen names node3 alone and exits 3;
 3. `single ... --exclude-suspect --dry-run` then leaves node3 out: `#SBATCH --exclude=node3`.
+
+On an install of its own: a healthy screen saved as the cluster's baseline (--save-baseline),
+then every node made twice as slow (all paused together, in step): the peers see nothing, the
+baseline names the cluster and no node (exit 3, no suspect).
 
 And Ctrl-C while waiting cancels the job (it holds its nodes exclusively).
 """
@@ -33,8 +38,7 @@ SCREEN = ["screen", "--nodes", "4", "--smoke", "--format=json"]
 TIMEOUT_S = 600
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory, slurm_cluster4) -> tuple[Path, dict[str, str]]:
+def make_site(tmp_path_factory, slurm_cluster4) -> tuple[Path, dict[str, str]]:
     root = tmp_path_factory.mktemp("llmb-screen") / "llmb"
     image = root / "images" / "nvidia+nemo+25.04.01.sqsh"
     image.parent.mkdir(parents=True)
@@ -45,6 +49,11 @@ def site(tmp_path_factory, slurm_cluster4) -> tuple[Path, dict[str, str]]:
     # the tasks run on this host: `python` is this venv's (torch for the CPU path)
     env["PATH"] = f"{E2E_BIN}:{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"
     return root, env
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, slurm_cluster4) -> tuple[Path, dict[str, str]]:
+    return make_site(tmp_path_factory, slurm_cluster4)
 
 
 def default_sigint() -> None:
@@ -68,6 +77,19 @@ def newest_screen(root: Path, before: set[Path]) -> Path | None:
     new = sorted(set((root / "screens").glob("*")) - before) if (root / "screens").is_dir() \
         else []
     return new[-1] if new else None
+
+
+def wait_until_met(root: Path, proc: subprocess.Popen[str], before: set[Path]) -> None:
+    """Until every task of the newest screen has written its record (its imports, the
+    meeting, are not what the slowdown is about)."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while True:
+        folder = newest_screen(root, before)
+        if folder is not None and len(list((folder / "ranks").glob("rank-*.json"))) == 16:
+            return
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the screen's tasks never met"
+        time.sleep(0.5)
 
 
 def test_screen_measures_then_names_a_node_slowed_from_outside(site):
@@ -98,15 +120,8 @@ def test_screen_measures_then_names_a_node_slowed_from_outside(site):
     # 2. node3 slowed from outside, once every task has met (its imports are not the point)
     before = set((root / "screens").glob("*"))
     proc = llmb_run(site, *SCREEN)
-    deadline = time.monotonic() + TIMEOUT_S
-    while True:
-        folder = newest_screen(root, before)
-        if folder is not None and len(list((folder / "ranks").glob("rank-*.json"))) == 16:
-            break
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the screen's tasks never met"
-        time.sleep(0.5)
-    with NodeSlowdown(env["SLURM_CONF"], "node3", "llmb-screen", stopped=0.17) as slow:
+    wait_until_met(root, proc, before)
+    with NodeSlowdown(env["SLURM_CONF"], "node3", "llmb-screen", stopped=0.1) as slow:
         rc, out, err = finish(proc)
     assert len(slow.seen) == 4, slow.seen  # node3's four tasks, and nothing else
     assert rc == 3, out + err
@@ -124,6 +139,31 @@ def test_screen_measures_then_names_a_node_slowed_from_outside(site):
     assert rc == 0, err
     assert "#SBATCH --exclude=node3" in out
     assert f"--exclude-suspect: leaving out node3 (named by {root}/screens/" in err
+
+
+def test_a_cluster_slow_all_over_is_named_against_its_baseline(tmp_path_factory,
+                                                                slurm_cluster4):
+    own = make_site(tmp_path_factory, slurm_cluster4)
+    root, env = own
+    rc, out, err = finish(llmb_run(own, *SCREEN, "--save-baseline"))
+    assert rc == 0, out + err
+    assert f"saved as the cluster's baseline: {root}/screens/baseline.json" in err
+    kept = json.loads((root / "screens" / "baseline.json").read_text())
+    assert kept["screen"] == json.loads(out)["stamp"]
+
+    before = set((root / "screens").glob("*"))
+    proc = llmb_run(own, *SCREEN)
+    wait_until_met(root, proc, before)
+    with NodeSlowdown(env["SLURM_CONF"], NODES, "llmb-screen", stopped=0.1) as slow:
+        rc, out, err = finish(proc)
+    assert len(slow.seen) == 16, slow.seen
+    assert rc == 3, out + err
+    doc = json.loads(out)
+    assert doc["baseline"]["comparable"] and doc["baseline"]["screen"] == kept["screen"]
+    assert doc["named"] and {n["kind"] for n in doc["named"]} == {"cluster"}, \
+        json.dumps(doc["named"], indent=1)
+    assert doc["suspects"] == [] and {n["verdict"] for n in doc["nodes"]} == {"pass"}
+    assert "suspects: none" in err
 
 
 def test_ctrl_c_cancels_the_screen_job(site):

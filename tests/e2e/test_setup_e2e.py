@@ -42,6 +42,7 @@ def test_headless_install_then_bulk_sweep_succeeds(slurm_cluster, tmp_path):
     install = tmp_path / "install"
     token = tmp_path / "hf_token"
     token.write_text("hf_e2e_not_a_real_token\n")
+    token.chmod(0o600)
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({
         "install_path": str(install), "gpu_type": "h100", "workloads": ["pretrain_llama3.1"],

@@ -24,12 +24,28 @@ def sweep(busbw: float, ranks: int) -> list[dict[str, float]]:
              "busbw_gbps": busbw * f} for b, f in ((65536, 0.5), (1 << 20, 1.0))]
 
 
+def jitter(value: float, count: int, seed: int) -> list[float]:
+    """`count` repeats of `value`, a few percent apart (a fixed pattern, no randomness)."""
+    return [value * (1 + 0.02 * (((seed + k) * 7) % 5 - 2)) for k in range(count)]
+
+
+# A GPU screen's healthy figures (an H100's, above gpus.yaml's floors): per GPU, per group
+GPU_FIGURES = {"matmul_bf16_tflops": 700.0, "memory_gbps": 3000.0}
+GPU_BUSBW = {"nodes": 360.0, "pairs": 45.0, "all": 44.0}
+
+
+def host_of(node: str) -> str:
+    """The host name a node's tasks see (NCCL's log lines carry it)."""
+    return f"host-{node}"
+
+
 def write_screen(folder: Path, nodes: list[str] = NODES, tool: str = screenrun.TORCH_TOOL,
                  slow: dict[str, float] | None = None, skip_groups: tuple[str, ...] = (),
-                 silent: tuple[str, ...] = ()) -> None:
+                 silent: tuple[str, ...] = (), repeats: int = 0, mode: str = "cpu") -> None:
     """Rank files as a CPU screen of `nodes` x PER_NODE tasks leaves them; `slow` sets a
     group's busbw ("pairs-1:node2,node3"), `skip_groups` drops results, `silent` nodes
-    wrote nothing."""
+    wrote nothing; `repeats`: each figure measured that many times (0: as a screen before
+    repeats wrote them, the figures alone); `mode` "gpu": a GPU screen's figures (NCCL)."""
     slow = slow or {}
     ranks = {n: [i * PER_NODE + k for k in range(PER_NODE)] for i, n in enumerate(nodes)}
     phases = screenrun.phases(nodes, screenrun.default_rounds(len(nodes)))
@@ -39,26 +55,32 @@ def write_screen(folder: Path, nodes: list[str] = NODES, tool: str = screenrun.T
         for local, rank in enumerate(mine):
             task = screenrun.Task(rank, len(nodes) * PER_NODE, local, node, "9", "0", "0")
             record = screenrun.Record(folder, task)
+            record.data["host"] = host_of(node)
             record.data["figures"] = {"matmul_fp32_tflops": 0.01 + 0.0001 * rank,
-                                      "memory_gbps": 3.0}
+                                      "memory_gbps": 3.0} if mode == "cpu" else dict(GPU_FIGURES)
+            if repeats:
+                record.data["repeats"] = {f: jitter(v, repeats, rank)
+                                          for f, v in record.data["figures"].items()}
             for phase in phases if tool == screenrun.TORCH_TOOL else []:
                 for group in phase.groups:
                     key = f"{phase.name}:{','.join(group)}"
                     members = [r for n in group for r in ranks[n]]
                     if members[0] == rank and key not in skip_groups:
+                        busbw = slow.get(key, 0.1 if mode == "cpu" else
+                                         GPU_BUSBW[phase.name.split("-")[0]])
                         record.data["groups"].append({
                             "phase": phase.name, "nodes": list(group), "ranks": len(members),
-                            "sizes": sweep(slow.get(key, 0.1), len(members)), "error": None})
+                            "sizes": sweep(busbw, len(members)), "error": None,
+                            **({"repeats": jitter(busbw, repeats, rank)} if repeats else {})})
             if rank == 0:
                 record.data["run"] = {
-                    "mode": "cpu", "backend": "gloo", "tool": tool, "torch": "2.13.0",
-                    "nccl": None, "tasks": len(nodes) * PER_NODE, "nodes": nodes,
+                    "mode": mode, "backend": "gloo" if mode == "cpu" else "nccl", "tool": tool,
+                    "torch": "2.13.0", "nccl": None if mode == "cpu" else "2.26.3",
+                    "tasks": len(nodes) * PER_NODE, "nodes": nodes,
                     "ranks": ranks, "unmeasured": {}, "rounds": 2, "params": {},
                     "phases": [{"name": p, "wall_s": 1.5} for p in
                                ("gpus", *(ph.name for ph in phases))]}
             record.write()
-
-
 
 
 def nccl_tests_row(nbytes: int, *cols: tuple[float, float, float, str]) -> str:

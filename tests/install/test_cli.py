@@ -127,6 +127,7 @@ def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path):
     cfg = write_config(tmp_path, image={"method": "srun"}, workloads="all",
                        hf_token_file=str(tmp_path / "tok"))
     (tmp_path / "tok").write_text("hf_secret_value\n")
+    (tmp_path / "tok").chmod(0o600)
     proc = run_install(tmp_path, "--config", str(cfg), "--dry-run")
     assert proc.returncode == 0, proc.stderr
     assert "Dry run: nothing will be changed" in proc.stdout
@@ -141,6 +142,7 @@ def test_dry_run_prints_the_plan_and_changes_nothing(tmp_path):
 def test_headless_install_then_rerun(tmp_path):
     tok = tmp_path / "tok"
     tok.write_text("hf_secret_value\n")
+    tok.chmod(0o600)
     cfg = write_config(tmp_path, workloads=["pretrain_nemotron4", "pretrain_llama3.1"],
                        hf_token_file=str(tok), env={"NCCL_DEBUG": "WARN"})
     proc = run_install(tmp_path, "--config", str(cfg))
@@ -353,6 +355,7 @@ def test_rerun_follows_the_disk_not_a_record(tmp_path):
     are made again; a changed requirement reruns setup; the rest is kept."""
     tok = tmp_path / "tok"
     tok.write_text("hf_first_token_value\n")
+    tok.chmod(0o600)
     req = empty_requirements(tmp_path)
     cfg = write_config(tmp_path, workloads=["pretrain_llama3.1"], hf_token_file=str(tok),
                        venv={"reuse": str(DEV_VENV), "requirements": [req]})
@@ -505,7 +508,8 @@ BAD_FIELDS = [
     ({"workloads": "pretrain_nemotron4"}, "workloads must be a list, e.g. [pretrain_nemotron4] "
      "or all; got a string"),
     ({"gpu_type": ["h100"]}, "gpu_type must be a string; got a list"),
-    ({"slurm": "acct"}, "slurm must be a mapping, got a string acct"),
+    ({"slurm": "acct"}, "slurm must be a mapping of settings; it holds text of 4 characters "
+     "(not shown)"),
 ]
 
 

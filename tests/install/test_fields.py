@@ -194,8 +194,9 @@ def test_sections_and_their_keys() -> None:
     assert fields.check_map("venv", None) == {}
     section = {"account": "a"}
     assert fields.check_map("slurm", section) is section
-    assert refused(fields.check_map, "venv", [1]) == "venv must be a mapping, got a list [1]"
+    assert refused(fields.check_map, "venv", [1]) == (
+        "venv must be a mapping of settings; it holds a list of 1 item(s) (not shown)")
     fields.unknown_keys("slurm", {"account": 1}, {"account", "partition"})
     assert refused(fields.unknown_keys, "slurm", {"qos": 1, "b\n": 2, "account": 3},
                    {"partition", "account"}) == (
-        "slurm has unknown key(s) b\\n, qos; allowed: account, partition")
+        "slurm has unknown key(s) qos and 1 more (not shown); allowed: account, partition")

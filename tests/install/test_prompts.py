@@ -92,10 +92,13 @@ def test_descriptions_come_from_the_data():
 def test_the_token_file_record_asks_for_is_checked_never_shown(tmp_path):
     good = tmp_path / "tok"
     good.write_text("hf_AbcdefghijklmnopQRST\n")
+    good.chmod(0o600)
     assert prompts.token_file_check(str(good)) is None
     (tmp_path / "short").write_text("hf_x\n")
+    (tmp_path / "short").chmod(0o600)
     problem = prompts.token_file_check(str(tmp_path / "short"))
     assert problem and "hf_x" not in problem
     assert prompts.token_file_check(str(tmp_path / "none")) == (
-        f"{tmp_path / 'none'} cannot be read (No such file or directory)")
+        f"{tmp_path / 'none'} cannot be read (No such file or directory); it must be a file "
+        "holding the token only")
     assert "cannot be read" in str(prompts.token_file_check(str(tmp_path)))

@@ -94,6 +94,7 @@ def plan_block(text: str, header: str) -> list[str]:
 def test_recorded_answers_replay_to_the_same_plan_without_the_token(tmp_path):
     token_file = tmp_path / "hf-token"
     token_file.write_text(TOKEN + "\n")
+    token_file.chmod(0o600)
     recorded = tmp_path / "cluster-a.yaml"
     env = environ(tmp_path)
     term = Terminal(["bash", str(INSTALL_SH), "--record", str(recorded)], env)

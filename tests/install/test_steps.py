@@ -273,3 +273,15 @@ def test_the_plans_own_file_steps_run_once(plan: steps.Plan) -> None:
     again = io.StringIO()
     steps.execute(mine, again)
     assert again.getvalue().count("already done, kept") == 4
+
+
+@pytest.mark.parametrize("text", ['{"schema": 2, "setup": ["pretrain_nemotron4"]}',
+                                  '{"schema": 2, "setup": {"w": 5}}', '[2]',
+                                  '{"schema": 2, "setup": {"w": "' + "x" * 70000 + '"}}'])
+def test_a_state_file_not_of_its_type_is_no_state(tmp_path, text):
+    """The state is a cache the disk overrules: a hand-edited one is read as none (every setup
+    is checked again), never a traceback."""
+    (tmp_path / ".llmb_install_state.json").write_text(text)
+    assert steps.load_state(tmp_path) == {}
+    steps.record_setup(tmp_path, "w", "fp")
+    assert steps.load_state(tmp_path) == {"schema": steps.STATE_SCHEMA, "setup": {"w": "fp"}}

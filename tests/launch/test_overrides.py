@@ -44,6 +44,11 @@ CHECKS = [
     ("X", [1], "must be a text or number value"),
     pytest.param("X", 10 ** 5000, "more digits than a value can hold", id="huge-int"),
     (7, "x", "is not a variable name"),
+    ("SLURM_TASK_PROLOG", "/tmp/x.sh", "SLURM_TASK_PROLOG cannot be set for a run: srun runs"),
+    ("NCCL_NET_PLUGIN", "/tmp/libx.so", "NCCL_NET_PLUGIN cannot be a path"),
+    ("CUDA_INJECTION64_PATH", "/tmp/x.so", "CUDA_INJECTION64_PATH cannot be set for a run"),
+    pytest.param("NCCL_DEBUG", "W" * 300_000, "NCCL_DEBUG=" + "W" * 80 + "... (300000 "
+                 "characters) is longer than the 4096 characters", id="300-KB"),
 ]
 
 
@@ -56,7 +61,8 @@ def test_refused_in_one_line(name, value, message) -> None:
 
 @pytest.mark.parametrize(("name", "value", "text"), [
     ("NCCL_DEBUG", "WARN", "WARN"), ("MAX_STEPS", 100, "100"), ("SMOKE_TEST", True, "true"),
-    ("PYTHONUNBUFFERED", "1", "1"), ("TOKENIZERS_PARALLELISM", False, "false")])
+    ("PYTHONUNBUFFERED", "1", "1"), ("TOKENIZERS_PARALLELISM", False, "false"),
+    ("NCCL_NET_PLUGIN", "aws-ofi", "aws-ofi"), ("X", "x" * 4096, "x" * 4096)])
 def test_settings_pass(name, value, text) -> None:
     assert overrides.check("--env", name, value) == text
 
@@ -75,10 +81,10 @@ def planted(tmp_path: Path) -> dict[str, str]:
     (site / "sitecustomize.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
     return {"BASH_ENV": str(script), "ENV": str(script), "PYTHONPATH": str(site),
             "PYTHONSTARTUP": str(site / "sitecustomize.py"), "SHELLOPTS": "xtrace",
-            "marker": str(marker)}
+            "SLURM_TASK_PROLOG": str(script), "marker": str(marker)}
 
 
-HOSTILE = ("BASH_ENV", "PYTHONPATH", "SHELLOPTS")
+HOSTILE = ("BASH_ENV", "PYTHONPATH", "SHELLOPTS", "SLURM_TASK_PROLOG")
 SINGLE = ["single", "-w", "pretrain_nemotron4", "-s", "15b", "--dtype", "fp8", "--scale",
           "16", "--dry-run"]
 

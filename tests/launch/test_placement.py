@@ -175,7 +175,7 @@ def test_sbatch_argv_and_the_default_segment():
 def test_with_excluded_adds_only_new_nodes_and_refuses_a_required_one():
     place = placement.build(exclude="node[1-2]", qos="q")
     wider, new = place.with_excluded(["node2", "node5", "node5"])
-    assert (wider.exclude, new, wider.qos) == ("node[1-2],node5", ("node5",), "q")
+    assert (wider.exclude, new, wider.qos) == ("node[1-2,5]", ("node5",), "q")
     assert place.with_excluded(["node1"]) == (place, ())
     with pytest.raises(placement.PlacementError, match=r"^--exclude-suspect: node node4 is to "
                        r"be left out but --nodelist=node\[3-4\] requires it"):

@@ -118,7 +118,9 @@ def test_submissions_and_the_last_final_state_of_each_job(tmp_path: Path) -> Non
     assert [r["job_id"] for r in history.submissions()] == ["101", "102"]
     states = history.final_states()
     assert list(states) == ["101"] and states["101"]["state"] == "COMPLETED"
-    assert len(history.records()) == 7
+    scan = history.scan()  # the two state records that are not of their type are skipped
+    assert len(scan.records) == 5 and scan.mistyped_count == 2
+    assert scan.mistyped[0] == "line 5: state is null, not text"
 
 
 # --- the locks ---------------------------------------------------------------------------------

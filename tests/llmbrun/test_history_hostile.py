@@ -99,3 +99,29 @@ def test_every_crafted_record_at_once(base, tmp_path, command):
     assert code in (0, 1), output
     if code:
         assert len(errors) == 1, output
+
+
+TYPED = [
+    ("env-list", json.dumps({**SUBMIT, "job_id": "42", "env": ["BASH_ENV"]}),
+     "env is a list of 1 item(s), not a mapping"),
+    ("scale-text", json.dumps({**SUBMIT, "job_id": "42", "scale": "8"}),
+     "scale is '8' (text), not a whole number"),
+    ("env-value-5000", json.dumps({**SUBMIT, "job_id": "42", "env": {"A": "v" * 5000}}),
+     "env.A is 'vvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvvv...' (text of 5000 characters), longer "
+     "than the 4096 characters it can be"),
+    ("placement-exclude-number", json.dumps({**SUBMIT, "job_id": "42",
+                                             "placement": {"exclude": 5}}),
+     "placement.exclude is 5 (a whole number), not text"),
+]
+
+
+@pytest.mark.parametrize(("line", "problem"), [(ln, p) for _, ln, p in TYPED],
+                         ids=[k for k, _, _ in TYPED])
+def test_a_record_not_of_its_type_is_skipped_and_named(base, tmp_path, line, problem):
+    """Each record is held to SubmitRecord or StateRecord as it is read: one of the wrong type
+    is skipped, and the warning names its line and field."""
+    root, lines = base
+    code, output, _ = run_with(root, tmp_path, [*lines, line], "status")
+    assert code == 0 and "Traceback" not in output, output
+    assert (f"llmb-run: warning: {root / 'llmb_run_history.jsonl'}: skipped 1 record(s) not of "
+            f"their type (line 3: {problem})") in output

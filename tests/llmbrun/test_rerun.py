@@ -83,7 +83,7 @@ def test_exclude_suspect_adds_the_analyzers_nodes_to_the_recorded_exclude():
     analyzed = found(**{"1": ("Failed", ["node02", "node07", "node09"])})
     (r,) = plan([rec], infos(**{"1": "FAILED"}), analyzed, suspect=True)
     assert r.excluded == ("node07", "node09")
-    assert r.task.placement.exclude == "node[01-02],node07,node09"
+    assert r.task.placement.exclude == "node[01-02,07,09]"
     (r,) = plan([rec], infos(**{"1": "FAILED"}), found(**{"1": ("Failed", [])}), suspect=True)
     assert r.excluded == () and r.task.placement.exclude == "node[01-02]"
 

@@ -6,6 +6,7 @@ and tests/shims/sbatch; the real cluster runs these jobs in tests/e2e."""
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
@@ -104,6 +105,26 @@ def test_ctrl_c_cancels_the_job_and_goes_on_as_an_interrupt(slurm, capsys):
         signal.signal(signal.SIGALRM, previous)
     assert "scancel 12345" in slurm.calls()
     assert capsys.readouterr().err.endswith("llmb-run: test job 12345 cancelled\n")
+
+
+def test_ctrl_c_prompted_by_the_announcement_cancels_the_job(slurm, monkeypatch):
+    slurm.set(squeue={"12345": ["PENDING", "llmb-x", "", "Resources"]})
+
+    class Person(io.StringIO):  # reads the line, presses Ctrl-C
+        def write(self, text: str) -> int:
+            written = super().write(text)
+            if "submitted" in text:
+                os.kill(os.getpid(), signal.SIGINT)
+            return written
+
+    person = Person()
+    monkeypatch.setattr(sys, "stderr", person)
+    with pytest.raises(KeyboardInterrupt):
+        slurmjob.wait("12345", 60, "test job", poll_s=0.05,
+                      announce="llmb-run: test job 12345 submitted")
+    assert "scancel 12345" in slurm.calls()
+    assert person.getvalue().startswith("llmb-run: test job 12345 submitted\n")
+    assert person.getvalue().endswith("llmb-run: test job 12345 cancelled\n")
 
 
 # --- the commands that run a job: one behaviour ----------------------------------------------

@@ -129,8 +129,9 @@ def test_history_damage_is_one_warning_never_a_traceback(install, shims, capsys)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.splitlines() == [
         f"llmb-run: warning: {hist}: skipped 2 line(s) that are not JSON records (line 4, 6) "
-        "and 2 submit record(s) without a usable job_id (line 2, 3)"]
-    assert [line.split()[0] for line in proc.stdout.splitlines()] == ["JOB", OK_JOB, "77"]
+        "and 2 submit record(s) without a usable job_id (line 2, 3) and 1 record(s) not of "
+        "their type (line 5: experiment_dir is a list of 1 item(s), not text or null)"]
+    assert [line.split()[0] for line in proc.stdout.splitlines()] == ["JOB", OK_JOB]
 
 
 def test_unreadable_history_is_one_line(install, shims, capsys):

@@ -135,3 +135,53 @@ def test_what_a_smoke_run_still_refuses(install, args, message):
                        "fp8", *args, "--dry-run")
     assert proc.returncode == 1
     assert message in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+LAUGHS = "l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 8))
+BULK_HOSTILE = [
+    ("laughs-workload", LAUGHS + "tasks:\n  - {workload: *l7, size: 15b, dtype: fp8, scale: 16}\n",
+     "expands, its aliases followed, to more than 1000000 values"),
+    ("laughs-repeats", LAUGHS + "tasks:\n  - {workload: pretrain_nemotron4, size: 15b, dtype: "
+     "fp8, scale: 16, repeats: *l7}\n", "expands, its aliases followed, to more than 1000000"),
+    ("ten-million-runs", yaml.safe_dump({"tasks": [{
+        "workload": "pretrain_nemotron4", "sizes": [f"s{i}" for i in range(100)],
+        "dtypes": [f"d{i}" for i in range(100)], "scales": list(range(1, 101)),
+        "repeats": 10}]}),
+     "asks for 10000000 runs (task 1 alone 10000000: its sizes x dtypes x scales x repeats); "
+     "a bulk file runs at most 1000"),
+    ("task-prolog", yaml.safe_dump({"tasks": [{**TASK, "env": {"SLURM_TASK_PROLOG": "/t/x"}}]}),
+     "env SLURM_TASK_PROLOG cannot be set for a run: srun runs the program it names before "
+     "every task"),
+    ("value-300KB", yaml.safe_dump({"tasks": [{**TASK, "env": {"NCCL_DEBUG": "W" * 300_000}}]}),
+     "(300000 characters) is longer than the 4096 characters a run's setting can hold"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), [(t, m) for _, t, m in BULK_HOSTILE],
+                         ids=[k for k, _, _ in BULK_HOSTILE])
+def test_a_hostile_bulk_file_is_one_line_before_anything_is_expanded(install, tmp_path, text,
+                                                                     message):
+    bulk = tmp_path / "sweep.yaml"
+    bulk.write_text(text)
+    proc, log = llmb_run(install, "bulk", str(bulk), "--dry-run")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[:500]
+    assert len(proc.stderr.splitlines()) == 1 and len(proc.stderr) < 600, proc.stderr[:600]
+    assert message in proc.stderr
+    assert not log.exists()
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ("SLURM_TASK_PROLOG=/tmp/x.sh", "--env SLURM_TASK_PROLOG cannot be set for a run"),
+    ("SLURM_EPILOG=/tmp/x.sh", "--env SLURM_EPILOG cannot be set for a run"),
+    ("NCCL_NET_PLUGIN=/tmp/libx.so", "--env NCCL_NET_PLUGIN cannot be a path"),
+    ("CUDA_INJECTION64_PATH=/tmp/x.so", "--env CUDA_INJECTION64_PATH cannot be set for a run"),
+    ("_SLURM_SPANK_OPTION_pyxis_container_image=x", "a SPANK plugin (pyxis"),
+    ("NCCL_DEBUG=" + "W" * 100_000, "(100000 characters) is longer than the 4096 characters"),
+])
+def test_a_hook_or_huge_setting_on_the_command_line_is_one_line(install, env, message):
+    proc, log = llmb_run(install, "single", "-w", "pretrain_nemotron4", "-s", "15b", "--dtype",
+                         "fp8", "--scale", "16", "--dry-run", "--env", env)
+    assert proc.returncode in (1, 2) and "Traceback" not in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and message in proc.stderr
+    assert not log.exists()

@@ -249,3 +249,21 @@ def test_a_bulk_tasks_env_is_checked_like_env_overrides() -> None:
         tasks.normalize_env("t: env", {"SMOKE_TEST": 2})
     assert tasks.normalize_env("t: env", {"ENABLE_GPU_METRICS": True, "MAX_STEPS": 5}) == {
         "ENABLE_GPU_METRICS": "true", "MAX_STEPS": "5"}
+
+
+@pytest.mark.parametrize(("data", "runs"), [
+    ({"tasks": [{**NEMOTRON, "sizes": [f"s{i}" for i in range(100)],
+                 "dtypes": [f"d{i}" for i in range(100)], "scales": list(range(1, 101)),
+                 "repeats": 10}]}, 10_000_000),
+    ({"defaults": {"repeats": 1000}, "tasks": [NEMOTRON, {**NEMOTRON, "scales": [8, 16]}]},
+     3000),
+    ([{**NEMOTRON, "repeats": 1000}, NEMOTRON], 1001),
+])
+def test_a_sweep_is_counted_before_it_is_expanded(data: Any, runs: int) -> None:
+    """100 sizes x 100 dtypes x 100 scales x 10 repeats expanded to ten million runs and 3 GB
+    before anything was checked; the file is refused with its count, at once."""
+    found, errors = tasks.tasks_from_bulk(data, "sweep.yaml")
+    assert found == [] and len(errors) == 1
+    assert errors[0].startswith(f"sweep.yaml asks for {runs} runs (task ")
+    assert errors[0].endswith(f"a bulk file runs at most {tasks.MAX_BULK_RUNS}: split the "
+                              "sweep into files of fewer runs")

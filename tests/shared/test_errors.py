@@ -10,8 +10,9 @@ import llmb
 import pytest
 from llmb.shared.errors import EXIT_FAILED, EXIT_USAGE, LlmbError, UsageError
 
-# A local run's stop signal: Ctrl-C and SIGTERM handling, not an error for people.
-NOT_ERRORS = {"llmb.launch.local.Interrupted"}
+# A local run's stop signal: Ctrl-C and SIGTERM handling, not an error for people; a record
+# check's signal on its way out of the record, turned into a BadRecord at the top.
+NOT_ERRORS = {"llmb.launch.local.Interrupted", "llmb.shared.records._Bad"}
 
 
 def test_status_defaults_and_overrides():

@@ -175,6 +175,14 @@ HOSTILE_YAML = [
     ("deep-block", "".join(" " * i + "k:\n" for i in range(2500)), "nests deeper"),
     ("huge-int", "scale: " + "9" * 5000, "holds a value llmb cannot read"),
     ("not-yaml", "a: [1, 2\n", "is not valid YAML"),
+    ("laughs", "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+        f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n"
+        for p, n in zip("abcdefgh", "bcdefghi", strict=True)),
+     "expands, its aliases followed, to more than 1000000 values"),
+    ("laughs-in-env", "l0: &l0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 7))
+     + "env: {A: *l6}\n", "(an alias of aliases: the 'billion laughs')"),
+    ("self-alias", "a: &a [1, *a]\n", "holds an alias inside its own anchor"),
 ]
 
 
@@ -230,3 +238,16 @@ def test_flow_nesting_is_refused_before_any_parser(tmp_path, monkeypatch) -> Non
     path.write_text("a: {b: " + "[" * 100_000)
     with pytest.raises(LlmbError, match=r"^deep.yaml nests deeper than a file llmb reads can$"):
         files.read_yaml(path, "deep.yaml")
+
+
+def test_numbers_and_booleans_are_only_what_they_look_like(tmp_path) -> None:
+    """YAML 1.1 read 0x10 as 16, 010 as 8, 1:30:00 as 5400 and no as false: an account named
+    0x10 became 16, a time limit became minutes. Decimal numbers and true/false only."""
+    path = tmp_path / "c.yaml"
+    path.write_text("account: 0x10\noctal: 010\nunder: 1_000\ntime: 1:30:00\npart: no\n"
+                    "on: yes\ndate: 2025-01-01\neq: =\nn: 16\nneg: -3\nf: 1.5\ne: 1.5e-05\n"
+                    "t: true\nnull: ~\n")
+    assert files.read_yaml(path, "c.yaml") == {
+        "account": "0x10", "octal": "010", "under": "1_000", "time": "1:30:00", "part": "no",
+        "on": "yes", "date": "2025-01-01", "eq": "=", "n": 16, "neg": -3, "f": 1.5, "e": 1.5e-05,
+        "t": True, None: None}

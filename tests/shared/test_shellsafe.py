@@ -137,3 +137,15 @@ def test_cli_for_setup_sh() -> None:
     bad = cli("job-path", "LLMB_INSTALL", "/x y")
     assert bad.returncode == 1 and bad.stderr.startswith("llmb: LLMB_INSTALL=/x y contains a ")
     assert cli("nope").returncode == 2
+
+
+@pytest.mark.parametrize("check", [lambda v: shellsafe.job_path("LLMB_INSTALL", v),
+                                   lambda v: shellsafe.mount_path("CUSTOM_MOUNT", v),
+                                   lambda v: shellsafe.container_image("RUN_CONF_IMAGE", v)])
+def test_a_path_or_image_of_100_KB_is_refused_short(check) -> None:
+    """A 100 KB RUN_CONF_IMAGE or CUSTOM_MOUNT reached the job script whole."""
+    with pytest.raises(shellsafe.BadValue) as err:
+        check("q" * 100_000)
+    assert "=" + "q" * 60 + "... (100000 characters) is longer than the 4096 characters" in \
+        str(err.value)
+    assert len(str(err.value)) < 200

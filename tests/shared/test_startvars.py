@@ -51,10 +51,50 @@ REFUSED = [
     ("PYTHONPYCACHEPREFIX", "compiled code"),
     ("PYTHONVERBOSE", "Python reads it when it starts"),
     ("PYTHON_PRESITE", "Python reads it when it starts"),
+    ("SLURM_TASK_PROLOG", "before every task (--task-prolog)"),
+    ("SLURM_TASK_EPILOG", "after every task (--task-epilog)"),
+    ("SLURM_PROLOG", "before the step starts (--prolog)"),
+    ("SLURM_EPILOG", "after the step ends (--epilog)"),
+    ("SLURM_BCAST", "(--bcast)"),
+    ("SLURM_BCAST_EXCLUDE", "copies with the program"),
+    ("SLURM_SEND_LIBS", "(--send-libs)"),
+    ("SLURM_TEST_EXEC", "looks for the program"),
+    ("SLURM_EXPORT_ENV", "(--export)"),
+    ("SLURM_MPI_TYPE", "(--mpi)"),
+    ("SRUN_INPUT", "(--input)"),
+    ("SRUN_OUTPUT", "(--output)"),
+    ("SRUN_ERROR", "(--error)"),
+    ("SLURM_CONF", "slurm.conf"),
+    ("SBATCH_CONTAINER", "OCI bundle"),
+    ("SALLOC_CONTAINER", "OCI bundle"),
+    ("SALLOC_CONTAINER_ID", "OCI container"),
+    ("_SLURM_SPANK_OPTION_pyxis_container_image", "SPANK plugin"),
+    ("SPANK__SLURM_SPANK_OPTION_pyxis_container_mounts", "SPANK plugin"),
+    ("NCCL_CONF_FILE", "NCCL reads its settings"),
+    ("CUDA_INJECTION64_PATH", "CUDA driver loads"),
+    ("CUDA_INJECTION32_PATH", "CUDA driver loads"),
+    ("NVTX_INJECTION64_PATH", "NVTX loads"),
+    ("NVTX_INJECTION32_PATH", "NVTX loads"),
 ]
 ALLOWED = ["NCCL_DEBUG", "MAX_STEPS", "TIME_LIMIT", "SMOKE_TEST", "PYTHONUNBUFFERED",
            "PYTHONIOENCODING", "PYTHONFAULTHANDLER", "PYTHONHASHSEED", "TOKENIZERS_PARALLELISM",
-           "HOME", "LANG", "CUDA_VISIBLE_DEVICES", "BASHFUL", "LDX", "ENVIRONMENT"]
+           "HOME", "LANG", "CUDA_VISIBLE_DEVICES", "BASHFUL", "LDX", "ENVIRONMENT",
+           "SLURM_CPU_BIND", "NCCL_IB_HCA", "NCCL_SOCKET_IFNAME", "NCCL_NET"]
+PLUGINS = ["NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN", "NCCL_ENV_PLUGIN",
+           "NCCL_GIN_PLUGIN", "NCCL_RMA_PLUGIN"]
+
+
+@pytest.mark.parametrize("name", PLUGINS)
+def test_an_nccl_plugin_is_named_never_given_by_path(name: str) -> None:
+    """NCCL dlopens the value as given, then libnccl-<kind>-<value>.so: a name is looked up in
+    the site's library path, a path loads the caller's file into every rank."""
+    for value in ("aws-ofi", "libnccl-net.so", "STATIC_PLUGIN", "none", "ofi,ib"):
+        assert startvars.problem(name, value) is None
+    for value in ("/tmp/x.so", "./x.so", "../lib/x.so", "a b", "x;id"):
+        line = startvars.refusal(name, "bulk.yaml: task 1: env", value)
+        assert line == (f"bulk.yaml: task 1: env {name} cannot be a path: NCCL loads the shared "
+                        "object it names into every rank: give the plugin's name (e.g. aws-ofi, "
+                        "loaded from the system's library path), not a path")
 
 
 @pytest.mark.parametrize(("name", "why"), REFUSED)

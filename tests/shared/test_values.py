@@ -63,3 +63,11 @@ def test_shown_keeps_printable_text_and_non_ascii() -> None:
     assert values.shown("naïve ok") == "naïve ok"
     assert values.shown("a\rb\x00") == "a\\rb\\x00"
     assert values.shown("\udcff") == "\\udcff"
+
+
+def test_a_long_value_is_shown_as_its_prefix_and_its_length() -> None:
+    huge = "h" * 3_000_000
+    assert values.shown(huge) == "h" * values.SHOWN_MAX + "... (3000000 characters)"
+    assert values.brief(huge) == "h" * values.BRIEF + "... (3000000 characters)"
+    assert values.brief("a\nb") == "a\\nb"
+    assert values.brief(10**5000) == "<a whole number of about 5001 digits>"

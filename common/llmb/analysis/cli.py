@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmb.analysis.identify import DEFAULT_GPU, Manifests, display, nccl_traced
-from llmb.shared import front
+from llmb.shared import front, redact
 from llmb.shared.errors import UsageError
 from llmb.shared.files import path_problem
 from llmb.shared.values import BadValue, require_printable, shown
@@ -300,7 +300,7 @@ def with_baseline(result: dict[str, Any], baseline_dir: str, gpu_type: str | Non
 
 def _fail(message: str, code: int) -> int:
     """One line on stderr, whatever the names in it hold (a newline in a path is shown as \\n)."""
-    print(f"{PROG}: {shown(message)}", file=sys.stderr)
+    print(f"{PROG}: {redact.for_people(shown(message))}", file=sys.stderr)
     return code
 
 

@@ -3,8 +3,10 @@
 Directory links are followed once: a link whose target lies inside a tree already walked (a
 DIR, or an earlier link's target) is a loop or a second path to the same logs and is not
 followed, nor is a link onto /proc, /sys or /dev or to a directory that holds the DIR (a link
-to /: the whole file system), which is named instead (llmb.shared.files.LinkGuard); a DIR
-given twice, or inside another DIR, is read once. What is remembered for
+to /: the whole file system), which is named instead (llmb.shared.files.LinkGuard); /proc,
+/sys and /dev are not entered either when a DIR holds them (DIR /: they hold no log, and
+/proc every process's view of the whole tree); a DIR given twice, or inside another DIR, is
+read once. What is remembered for
 that is the real path of each DIR and each link followed, never one entry per directory, so
 a tree of 200,000 runs costs no more memory than one of ten.
 """
@@ -20,7 +22,9 @@ from pathlib import Path
 from typing import NamedTuple
 
 from llmb.analysis.identify import display
-from llmb.shared.files import LinkGuard
+from llmb.shared.files import VIRTUAL_ROOTS, LinkGuard
+
+VIRTUAL_DIR = "/proc, /sys or /dev: no log lives there, not walked"
 
 
 class Found(NamedTuple):
@@ -103,6 +107,9 @@ def _walk_root(root: str, state: _Walk, guard: LinkGuard) -> Iterator[Found]:
     """Depth first, names in order; what waits is the names of the directories still to walk,
     not their entries (os.scandir: no stat per file, one per directory link)."""
     pending: list[tuple[str, list[str]]] = [("", [root])]
+    # /proc, /sys and /dev as the DIR's own subdirectories (DIR /): named, never entered
+    virtual = {os.path.join(root, os.path.basename(v)) for v in VIRTUAL_ROOTS} \
+        if os.path.realpath(root) == os.sep else set()
     while pending:
         parent, names = pending[-1]
         if not names:
@@ -118,11 +125,11 @@ def _walk_root(root: str, state: _Walk, guard: LinkGuard) -> Iterator[Found]:
         prefix, d = os.path.join(top, ""), 0  # (a log's path: as its os.DirEntry's)
         for name in logs:
             while d < len(dirs) and dirs[d].name < name:  # the directories among them first
-                yield from _directory(root, top, dirs[d], state, guard, subdirs)
+                yield from _directory(root, top, dirs[d], state, guard, subdirs, virtual)
                 d += 1
             yield _found((root, prefix + name, None))  # (Found's, made in C: one per log)
         for entry in dirs[d:]:
-            yield from _directory(root, top, entry, state, guard, subdirs)
+            yield from _directory(root, top, entry, state, guard, subdirs, virtual)
         pending.append((top, subdirs[::-1]))
 
 
@@ -165,10 +172,10 @@ def batch_jobs(folder: str) -> set[str] | None:
 
 
 def _directory(root: str, top: str, entry: os.DirEntry[str], state: _Walk, guard: LinkGuard,
-               subdirs: list[str]) -> Iterator[Found]:
+               subdirs: list[str], virtual: set[str]) -> Iterator[Found]:
     """A directory of the folder top: walked later (its name added to subdirs), or said why
-    not; one named *.out is said too."""
-    why = _refused(entry, guard)
+    not (`virtual`: /proc, /sys and /dev when DIR is /); one named *.out is said too."""
+    why = _refused(entry, guard) or (VIRTUAL_DIR if entry.path in virtual else None)
     if why is not None:
         yield Found(root, entry.path, why)
     elif state.keep(top, entry.name, entry.is_symlink()):

@@ -4,9 +4,10 @@ An analysis is a plain mapping {"analysis": {...}, "results": [...], "configurat
 "comparison": [...] or null, "skipped": [...], "warnings": [...], "summary": {...}} built by
 llmb.analysis.cli; every result carries every field in RESULT_FIELDS (null where unknown). JSON and
 CSV are written with the json and csv modules, so any file name (spaces, quotes, newlines,
-non-ASCII, undecodable bytes) stays valid. The table adds, after the per-run sections, one
-line per configuration with its verdict, the runs that failed or need a look with their
-reason, the comparison with a baseline, and the summary.
+non-ASCII, undecodable bytes) stays valid; a CSV text cell that a spreadsheet would read as a
+formula (= + - @, a tab or a carriage return first) is prefixed with a single quote. The table
+adds, after the per-run sections, one line per configuration with its verdict, the runs that
+failed or need a look with their reason, the comparison with a baseline, and the summary.
 """
 
 from __future__ import annotations
@@ -193,10 +194,20 @@ def to_csv(results: Iterable[Mapping[str, Any]]) -> str:
     return out.getvalue()
 
 
+# A text cell that begins with one of these opens as a formula in a spreadsheet (an
+# experiment directory named =HYPERLINK(...)): OWASP's CSV injection guidance is to prefix such a
+# cell with a single quote, which spreadsheets read as "text".
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
 def _cell(value: Any) -> Any:
     if value is None:
         return ""
-    return " ".join(map(str, value)) if isinstance(value, list) else value
+    if isinstance(value, list):
+        value = " ".join(map(str, value))
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
 
 
 # --- table --------------------------------------------------------------------------------

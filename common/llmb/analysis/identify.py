@@ -23,7 +23,7 @@ from typing import Any
 
 from llmb import manifest
 from llmb.manifest import ManifestError
-from llmb.shared.values import shown
+from llmb.shared.values import brief, shown
 
 DEFAULT_GPU = "h100"
 # Megatron-Bridge's FP8 recipes (current, delayed, MX, sub-channel scaling) run at the FP8 peak.
@@ -190,19 +190,31 @@ def name_candidates(rel: str, root: str) -> list[str]:
 
 # --- manifest fields --------------------------------------------------------------------------
 
+# A GPU count, batch size or sequence length of a manifest is at most this: the math on them
+# (tokens/s, MFU, model FLOPs) stays far inside a float's range (10^400 GPUs overflowed it).
+MAX_COUNT = 1 << 24
+
+
 def _count(data: dict[str, Any], key: str, where: str = "", required: bool = True) -> int | None:
-    """A positive whole number (JSON integer, or a string of digits); None when absent and
-    not required."""
+    """A positive whole number up to MAX_COUNT (JSON integer, or a string of digits); None
+    when absent and not required."""
     value = data.get(key)
     if value is None and not required:
         return None
     if isinstance(value, str) and value.strip().isascii() and value.strip().isdigit() \
             and len(value.strip()) <= 18:
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ManifestError(f"{where}{key} is {shown(json.dumps(value))[:60]}, "
-                            "not a positive whole number")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+        raise ManifestError(f"{where}{key} is {brief(_json(value))}, not a positive whole "
+                            f"number up to {MAX_COUNT}")
     return value
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value)
+    except ValueError:  # an integer of more digits than Python converts to text
+        return brief(value)
 
 
 def _text(data: dict[str, Any], key: str) -> str:

@@ -17,20 +17,39 @@ memory bandwidth of a copy between two buffers, counted as bytes read plus bytes
 (2 x the buffer per copy, as STREAM's Copy counts it). Both run back to back for a fixed wall
 time (`window_s`): every task measures over the same stretch of time.
 
+Repeats: every figure is measured several times in the same job; `value_of` makes one figure
+of them (llmb.llmbrun.screen.precision judges by the noise they show). An all-reduce's repeats
+(`allreduce_repeats`) run at the sweep's largest size, each timing as many all-reduces as fill
+`window_s` by the sweep's own time for that size (the same count on every rank, so that they
+stay in step), and never fewer than the sweep's `iters`.
+
 The CPU and the GPU share every line but the device and the process-group backend, both held
 by `Device`. torch is imported inside the functions.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 GB = 1e9
 TERA = 1e12
+SCHEDSTAT = "/proc/thread-self/schedstat"
+WAIT_LIMIT = 10
+TRIM_FROM = 5  # repeats from which the lowest and the highest are left out
+
+
+def value_of(repeats: Sequence[float]) -> float:
+    """One figure from its repeats: their mean less the lowest and the highest (from TRIM_FROM
+    repeats on; the plain mean below that): a disturbed repeat does not move it."""
+    data = sorted(float(r) for r in repeats)
+    kept = data[1:-1] if len(data) >= TRIM_FROM else data
+    return math.fsum(kept) / len(kept)
 
 
 @dataclass(frozen=True)
@@ -56,6 +75,17 @@ class Device:
 
             torch.cuda.synchronize(self.index)
 
+    def waited(self) -> float:
+        """On the CPU, the seconds this thread has spent runnable but waiting for a core
+        (the kernel's run-queue delay, /proc/thread-self/schedstat's second field); 0 on a GPU
+        and where the kernel does not say."""
+        if self.kind == "cuda":
+            return 0.0
+        try:
+            return int(Path(SCHEDSTAT).read_text().split()[1]) / 1e9
+        except (OSError, ValueError, IndexError):
+            return 0.0
+
 
 def bus_factor(ranks: int) -> float:
     """nccl-tests' all-reduce correction: 2 (n - 1) / n."""
@@ -71,17 +101,22 @@ def bandwidths(nbytes: int, seconds: float, ranks: int) -> tuple[float, float]:
 def timed_window(step: Callable[[], object], device: Device, window_s: float,
                  warmup: int = 2) -> tuple[int, float]:
     """Run `step` until `window_s` seconds have passed (after `warmup` untimed calls):
-    (calls, seconds)."""
+    (calls, seconds). On the CPU the seconds leave out the time the kernel kept this thread
+    waiting for a core (Device.waited): processes sharing the cores, the screen's own or
+    anyone's, are the scheduler's doing, not the node's; time the thread was stopped, or ran
+    slowly, still counts. The window then runs until that many such seconds have passed
+    (WAIT_LIMIT windows of wall time at most)."""
     for _ in range(warmup):
         step()
     device.sync()
-    calls, start = 0, time.perf_counter()
+    calls, start, waited = 0, time.perf_counter(), device.waited()
     while True:
         step()
         device.sync()
         calls += 1
-        elapsed = time.perf_counter() - start
-        if elapsed >= window_s:
+        wall = time.perf_counter() - start
+        elapsed = wall - (device.waited() - waited)
+        if elapsed >= window_s or wall >= WAIT_LIMIT * window_s:
             return calls, elapsed
 
 
@@ -142,6 +177,31 @@ def allreduce_sweep(device: Device, group: Any, ranks: int, sizes: Sequence[int]
         rows.append({"bytes": nbytes, "time_us": seconds * 1e6, "algbw_gbps": algbw,
                      "busbw_gbps": busbw})
     return rows
+
+
+def allreduce_repeats(device: Device, group: Any, ranks: int, nbytes: int, seconds_each: float,
+                      window_s: float, iters: int, repeats: int) -> tuple[list[float], int]:
+    """`repeats` measurements of busbw (GB/s) at `nbytes`, each over at least `window_s`
+    seconds by `seconds_each` (the sweep's time per all-reduce of that size, the ranks'
+    mean: the same on every rank) and at least `iters` all-reduces: (busbw per repeat, the
+    all-reduces each timed)."""
+    import torch
+    import torch.distributed as dist
+
+    count = max(iters, math.ceil(window_s / seconds_each)) if seconds_each > 0 else iters
+    buf = torch.zeros(nbytes // 4, dtype=torch.float32, device=device.torch())
+    out = []
+    for _ in range(repeats):
+        device.sync()
+        start = time.perf_counter()
+        for _ in range(count):
+            dist.all_reduce(buf, group=group)
+        device.sync()
+        mine = torch.tensor([(time.perf_counter() - start) / count], dtype=torch.float64,
+                            device=device.torch())
+        dist.all_reduce(mine, group=group)
+        out.append(bandwidths(nbytes, float(mine.item()) / ranks, ranks)[1])
+    return out, count
 
 
 # nccl-tests' table: size count type redop root | time algbw busbw #wrong (out of place)

@@ -11,13 +11,25 @@ measured and how, then go through the phases together, a barrier between two pha
               an all-reduce over the GPUs of both nodes; a new partner for every node each round
     all       one all-reduce over every node screened
 
+Every figure is measured in repeats (the plan's `repeats`, `allreduce_repeats`; llmb.container.
+probe). On the CPU (`serial` in the plan) one task measures at a time in the `gpus` phase, and
+one group at a time in each all-reduce phase: a CPU screen's processes share cores (on the test
+cluster every "node" shares the same two), so figures measured side by side would measure how
+the scheduler shared them, not the node; one at a time, they compare.
+
 The mode: `gpu` (NCCL for the all-reduces) when every task sees a CUDA device and the plan
 does not force the CPU (--smoke); otherwise `cpu` (gloo, the plan's small sizes). Where only
 some nodes have CUDA, the others are not measured and say why. The all-reduces are measured
 with nccl-tests' all_reduce_perf when the image has one built with MPI (then this program only
 writes the groups, `nccl-tests/groups.txt`, and the job script runs them), with
-torch.distributed otherwise. Control (meeting, barriers, gathering) always goes over gloo.
+torch.distributed otherwise (all_reduce_perf's cycles, -N, are its repeats where the build
+has the option: `nccl-tests/cycles.txt`). Control (meeting, barriers, gathering) always goes
+over gloo.
 
+On a GPU, each task has NCCL write its INFO lines (the job sets NCCL_DEBUG=INFO and
+NCCL_DEBUG_SUBSYS=INIT,NET) to nccl-logs/rank-NNNNN.log: which network it used between nodes.
+On a GPU, each task also asks nvidia-smi how its GPU is, while it works (llmb.container.
+gpuhealth: ECC errors, pending remaps, throttling, power and clock limits, the PCIe link).
 Each task writes what it knows to ranks/rank-NNNNN.json in the screen's folder after every
 phase (task 0 also the plan as resolved and each phase's wall time), so a job that dies half
 way still leaves what it measured. torch is imported inside the functions.
@@ -28,19 +40,24 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import json
 import os
-import shutil
 import socket
-import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llmb.container import probe
+from llmb.container import devices, gpuhealth, probe
+from llmb.container.devices import NCCL_TESTS_BINARY as NCCL_TESTS_BINARY
+from llmb.container.pairing import Phase as Phase
+from llmb.container.pairing import default_rounds as default_rounds
+from llmb.container.pairing import max_rounds as max_rounds
+from llmb.container.pairing import pair_rounds as pair_rounds
+from llmb.container.pairing import phases as phases
 from llmb.shared import files
 from llmb.shared.errors import LlmbError
 
@@ -49,7 +66,8 @@ RANKS_DIR = "ranks"
 RENDEZVOUS_DIR = "rendezvous"
 NCCL_TESTS_DIR = "nccl-tests"
 GROUPS_FILE = "groups.txt"
-NCCL_TESTS_BINARY = "all_reduce_perf"
+NCCL_LOGS_DIR = "nccl-logs"  # NCCL's INFO lines, per task (llmb.llmbrun.screen.transport)
+CYCLES_FILE = "cycles.txt"
 TORCH_TOOL = "torch.distributed"
 NCCL_TESTS_TOOL = "nccl-tests all_reduce_perf"
 MAX_PLAN_BYTES = 1 << 20
@@ -59,51 +77,6 @@ MODE_KEYS = {"sizes", "iters", "warmup", "window_s", "matmul_n", "memory_bytes",
 
 class ScreenError(LlmbError):
     """Something this task cannot work with; its message is the one line printed."""
-
-
-# --- who meets whom ---------------------------------------------------------------------------
-
-def max_rounds(nodes: int) -> int:
-    """How many rounds give every node a new partner each time (an odd count sits one out)."""
-    return 0 if nodes < 2 else nodes - 1 if nodes % 2 == 0 else nodes
-
-
-def default_rounds(nodes: int) -> int:
-    """Rounds enough for every node to meet two partners: 2 for an even count, 3 for an odd
-    one (each node sits out at most once), fewer where there are not that many partners."""
-    return min(max_rounds(nodes), 2 if nodes % 2 == 0 else 3)
-
-
-def pair_rounds(nodes: Sequence[str], rounds: int) -> list[list[tuple[str, str]]]:
-    """Disjoint pairs, round by round, by the circle method of a round-robin tournament: the
-    first node stays, the others turn one place per round, and place i meets place m-1-i. With
-    an odd count an empty place joins, and whoever meets it sits the round out."""
-    places: list[str | None] = [*nodes, *([None] if len(nodes) % 2 else [])]
-    m = len(places)
-    out = []
-    for _ in range(min(rounds, max_rounds(len(nodes)))):
-        pairs = [(a, b) for i in range(m // 2)
-                 if (a := places[i]) is not None and (b := places[m - 1 - i]) is not None]
-        out.append(pairs)
-        places = [places[0], places[-1], *places[1:-1]]
-    return out
-
-
-@dataclass(frozen=True)
-class Phase:
-    name: str
-    groups: tuple[tuple[str, ...], ...]
-
-
-def phases(nodes: Sequence[str], rounds: int) -> list[Phase]:
-    """The all-reduce phases over these nodes: each node, the pair rounds, then all nodes
-    (left out where it would repeat a group: one or two nodes)."""
-    out = [Phase("nodes", tuple((n,) for n in nodes))] if nodes else []
-    for number, pairs in enumerate(pair_rounds(nodes, rounds), 1):
-        out.append(Phase(f"pairs-{number}", tuple(pairs)))
-    if len(nodes) >= 3:
-        out.append(Phase("all", (tuple(nodes),)))
-    return out
 
 
 # --- this task --------------------------------------------------------------------------------
@@ -142,65 +115,13 @@ def read_plan(path: Path) -> dict[str, Any]:
         plan = json.loads(files.read_bounded(path, MAX_PLAN_BYTES))
     except files.FileRefused as exc:
         raise ScreenError(f"plan {exc}") from None
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ScreenError(f"plan {path} is not JSON") from None
     if not isinstance(plan, dict) or not all(isinstance(plan.get(m), dict) and
                                              set(plan[m]) >= MODE_KEYS for m in ("gpu", "cpu")):
         raise ScreenError(f"plan {path} lacks gpu/cpu settings ({', '.join(sorted(MODE_KEYS))})"
                           "; run llmb-run screen again")
     return plan
-
-
-def has_cuda() -> bool:
-    import torch
-
-    return bool(torch.cuda.is_available() and torch.cuda.device_count() > 0)
-
-
-def gpu_identity(index: int) -> dict[str, Any]:
-    """Name, UUID, PCI bus id and serial of CUDA device `index`, so that a bad one can be
-    found in the machine: PyTorch's device properties, completed from nvidia-smi."""
-    import torch
-
-    props = torch.cuda.get_device_properties(index)
-    uuid = getattr(props, "uuid", None)
-    ident: dict[str, Any] = {"index": index, "name": props.name,
-                             "uuid": f"GPU-{uuid}" if uuid is not None else None,
-                             "pci_bus_id": None, "serial": None}
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
-    mine = visible[index].strip() if index < len(visible) else str(index)
-    for row in nvidia_smi_rows():
-        if row["uuid"] == ident["uuid"] or (ident["uuid"] is None and mine in (row["index"],
-                                                                               row["uuid"])):
-            ident.update(uuid=row["uuid"], pci_bus_id=row["pci_bus_id"], serial=row["serial"])
-    return ident
-
-
-def nvidia_smi_rows() -> list[dict[str, str]]:
-    """nvidia-smi's index, UUID, PCI bus id and serial of every GPU ([] without it)."""
-    if shutil.which("nvidia-smi") is None:
-        return []
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,uuid,pci.bus_id,serial",
-                              "--format=csv,noheader"], capture_output=True, text=True,
-                             timeout=60, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    rows = [[c.strip() for c in line.split(",")] for line in out.splitlines() if line.strip()]
-    return [dict(zip(("index", "uuid", "pci_bus_id", "serial"), r, strict=True))
-            for r in rows if len(r) == 4]
-
-
-def nccl_tests_binary() -> str | None:
-    """all_reduce_perf on PATH, when it was built with MPI (without MPI each process would
-    run an all-reduce of its own, one rank each); None otherwise."""
-    path = shutil.which(NCCL_TESTS_BINARY)
-    if path is None:
-        return None
-    try:
-        return path if b"libmpi" in Path(path).read_bytes() else None
-    except OSError:
-        return None
 
 
 # --- what the tasks agree on ------------------------------------------------------------------
@@ -249,7 +170,8 @@ class Record:
         self.path = folder / RANKS_DIR / f"rank-{task.rank:05d}.json"
         self.data: dict[str, Any] = {"rank": task.rank, "node": task.node,
                                      "local_rank": task.local_rank, "device": None,
-                                     "figures": {}, "errors": [], "groups": []}
+                                     "host": socket.gethostname(), "figures": {},
+                                     "repeats": {}, "errors": [], "groups": []}
 
     def error(self, where: str, exc: BaseException) -> None:
         text = " ".join(str(exc).split())[:400] or type(exc).__name__
@@ -301,8 +223,8 @@ class Run:
         dist.init_process_group("gloo", store=store, rank=self.task.rank,
                                 world_size=self.task.world,
                                 timeout=datetime.timedelta(seconds=float(self.plan["timeout_s"])))
-        cuda = not self.plan.get("force_cpu") and has_cuda()
-        binary = nccl_tests_binary() if cuda else None
+        cuda = not self.plan.get("force_cpu") and devices.has_cuda()
+        binary = devices.nccl_tests_binary() if cuda else None
         everyone: list[Any] = [None] * self.task.world
         dist.all_gather_object(everyone, {"rank": self.task.rank, "node": self.task.node,
                                           "cuda": cuda, "nccl_tests": binary})
@@ -316,9 +238,14 @@ class Run:
         elif self.measured:
             self.device = probe.Device("cuda", self.task.local_rank % torch.cuda.device_count())
             torch.cuda.set_device(self.device.index)
-            self.record.data["device"] = gpu_identity(self.device.index)
+            self.record.data["device"] = devices.gpu_identity(self.device.index)
+        if self.layout.mode == "gpu":  # before NCCL's first communicator reads its settings
+            logs = self.folder / NCCL_LOGS_DIR
+            logs.mkdir(parents=True, exist_ok=True)
+            os.environ["NCCL_DEBUG_FILE"] = str(logs / f"rank-{self.task.rank:05d}.log")
         self.tool = self.layout.tool(everyone)
         binary = binary if self.tool == NCCL_TESTS_TOOL else None
+        self.binary = binary
         if self.task.rank == 0:
             self.record.data["run"] = self.description(binary)
         self.record.write()
@@ -333,7 +260,8 @@ class Run:
         rounds = self.plan.get("rounds") or default_rounds(len(self.layout.nodes))
         return {"mode": self.layout.mode, "backend": self.backend,
                 "tool": self.tool, "nccl_tests_binary": binary, "torch": torch.__version__,
-                "nccl": nccl, "tasks": self.task.world, "nodes": self.layout.nodes,
+                "nccl": nccl, "driver": (self.record.data["device"] or {}).get("driver"),
+                "tasks": self.task.world, "nodes": self.layout.nodes,
                 "ranks": self.layout.ranks, "unmeasured": self.layout.unmeasured,
                 "rounds": rounds, "params": dict(self.params), "phases": [],
                 "host": socket.gethostname()}
@@ -352,20 +280,56 @@ class Run:
                 {"name": name, "wall_s": round(time.perf_counter() - start, 3)})
         self.record.write()
 
-    def gpu_figures(self) -> None:
+    def measures(self) -> list[tuple[str, Callable[[], float]]]:
+        """This task's figures, each a measurement of one window."""
         p = self.params
-        figures = self.record.data["figures"]
-        for dtype in p["dtypes"]:
-            try:
-                figures[f"matmul_{dtype}_tflops"] = probe.matmul_tflops(
-                    self.device, dtype, int(p["matmul_n"]), float(p["window_s"]))
-            except Exception as exc:  # fp8 where GPU or PyTorch lack it; a broken GPU
-                self.record.error(f"matmul {dtype}", exc)
-        try:
-            figures["memory_gbps"] = probe.memory_gbps(self.device, int(p["memory_bytes"]),
-                                                       float(p["window_s"]))
-        except Exception as exc:
-            self.record.error("memory", exc)
+        window, device = float(p["window_s"]), self.device
+        out: list[tuple[str, Callable[[], float]]] = [
+            (f"matmul_{dtype}_tflops", functools.partial(
+                probe.matmul_tflops, device, dtype, int(p["matmul_n"]), window))
+            for dtype in p["dtypes"]]
+        out.append(("memory_gbps", functools.partial(
+            probe.memory_gbps, device, int(p["memory_bytes"]), window)))
+        return out
+
+    def turns(self) -> Iterator[bool]:
+        """Whether this task measures now, once per turn: every task at once; or, where the
+        plan says `serial` (the CPU: processes share cores), one task after the other, a
+        barrier between two turns (every task takes part in every turn)."""
+        import torch.distributed as dist
+
+        if not self.params.get("serial"):
+            yield True
+            return
+        for turn in range(self.task.world):
+            yield turn == self.task.rank
+            dist.barrier()
+
+    def gpu_figures(self) -> None:
+        """Every figure in repeats, the repeats of all figures taken in turn (a passing
+        disturbance hits one repeat of several figures, not every repeat of one)."""
+        series: dict[str, list[float]] = {}
+        failed: set[str] = set()
+        measures = self.measures() if self.measured else []
+        sampler = None
+        for _ in range(max(1, int(self.params.get("repeats") or 1))):
+            for mine in self.turns():
+                for name, measure in measures if mine else []:
+                    if name in failed:
+                        continue
+                    if sampler is None and self.device.kind == "cuda":  # the GPU is busy
+                        sampler = gpuhealth.Sampler((self.record.data["device"] or {}).get(
+                            "uuid"))
+                    try:
+                        series.setdefault(name, []).append(measure())
+                    except Exception as exc:  # fp8 where GPU or PyTorch lack it; a broken GPU
+                        self.record.error(name, exc)
+                        failed.add(name)
+                        series.pop(name, None)
+        self.record.data["figures"] = {n: probe.value_of(r) for n, r in series.items()}
+        self.record.data["repeats"] = series
+        if sampler is not None:
+            self.record.data["health"] = sampler.facts()
 
     def make_groups(self, phase: Phase) -> list[tuple[list[int], Any]]:
         """The process groups of a phase, each group's ranks with it. Every task creates every
@@ -382,27 +346,65 @@ class Run:
         return out
 
     def allreduce(self, phase: Phase) -> None:
-        for nodes, (ranks, group) in zip(phase.groups, self.make_groups(phase), strict=True):
-            if self.task.rank not in ranks:
-                continue
-            result: dict[str, Any] = {"phase": phase.name, "nodes": list(nodes),
-                                      "ranks": len(ranks), "sizes": [], "error": None}
-            try:
-                p = self.params
+        """Each group's sweep, then its repeats at the largest size: every group at once; or,
+        where the plan says `serial`, one group after the other (a barrier between two), the
+        repeats taken in turn (every group's first, then every group's second, ...): a
+        passing disturbance hits one repeat of several groups, not every repeat of one."""
+        import torch.distributed as dist
+
+        serial = bool(self.params.get("serial"))
+        repeats = int(self.params.get("allreduce_repeats") or 0)
+        groups = list(zip(phase.groups, self.make_groups(phase), strict=True))
+        led: dict[tuple[str, ...], dict[str, Any]] = {}
+        for turn in [None, *range(repeats if serial else 0)]:
+            for nodes, (ranks, group) in groups:
+                if self.task.rank in ranks:
+                    result = led.setdefault(nodes, {
+                        "phase": phase.name, "nodes": list(nodes), "ranks": len(ranks),
+                        "sizes": [], "error": None})
+                    self.measure_group(result, ranks, group, turn is not None,
+                                       1 if serial else repeats)
+                if serial:
+                    dist.barrier()
+        for nodes, (ranks, _) in groups:
+            if self.task.rank == ranks[0]:
+                self.record.data["groups"].append(led[nodes])
+
+    def measure_group(self, result: dict[str, Any], ranks: list[int], group: Any,
+                      repeat: bool, count: int) -> None:
+        """The group's sweep (repeat False), or `count` more repeats at its largest size."""
+        p = self.params
+        if result["error"] or (repeat and not result["sizes"]):
+            return
+        try:
+            if not repeat:
                 result["sizes"] = probe.allreduce_sweep(
                     self.device, group, len(ranks), p["sizes"], int(p["iters"]),
                     int(p["warmup"]))
-            except Exception as exc:
-                result["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"
-            if self.task.rank == ranks[0]:
-                self.record.data["groups"].append(result)
+                result["repeats"] = []
+                if p.get("serial"):
+                    return
+            largest = result["sizes"][-1]
+            more, result["repeat_iters"] = probe.allreduce_repeats(
+                self.device, group, len(ranks), int(largest["bytes"]),
+                float(largest["time_us"]) / 1e6, float(p.get("allreduce_window_s") or 0),
+                int(p["iters"]), count)
+            result["repeats"] += more
+        except Exception as exc:
+            result["error"] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"
 
-    def write_nccl_tests_groups(self, plan_phases: Sequence[Phase]) -> None:
+    def write_nccl_tests_groups(self, plan_phases: Sequence[Phase], binary: str | None
+                                ) -> None:
+        """The groups the job script runs all_reduce_perf for, and how many cycles each
+        (its -N: the repeats, where this build of nccl-tests has the option)."""
         lines = [f"{ph.name} {i} {len(g)} {','.join(g)}\n"
                  for ph in plan_phases for i, g in enumerate(ph.groups)]
-        path = self.folder / NCCL_TESTS_DIR / GROUPS_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
-        files.atomic_write(path, "".join(lines))
+        where = self.folder / NCCL_TESTS_DIR
+        where.mkdir(parents=True, exist_ok=True)
+        cycles = int(self.params.get("allreduce_repeats") or 0)
+        files.atomic_write(where / CYCLES_FILE,
+                           f"{cycles}\n" if binary and devices.nccl_tests_cycles(binary) else "")
+        files.atomic_write(where / GROUPS_FILE, "".join(lines))
 
     def run(self) -> None:
         import torch.distributed as dist
@@ -415,7 +417,7 @@ class Run:
         plan_phases = phases(self.layout.nodes, int(rounds))
         if self.tool == NCCL_TESTS_TOOL:
             if self.task.rank == 0:
-                self.write_nccl_tests_groups(plan_phases)
+                self.write_nccl_tests_groups(plan_phases, self.binary)
         else:
             for ph in plan_phases:
                 with self.phase(ph.name):

@@ -43,7 +43,9 @@ from llmb.container.smokemodel import (
     TINY_SEQ_LENGTH,
     TINY_SHAPES,
     AdamW,
+    average_gradients,
     build_model,
+    same_weights,
     synthetic_batch,
 )
 from llmb.manifest import ManifestError
@@ -386,7 +388,7 @@ def _loop(log: _Log, model: Any, optimizer: Any, family: str, ranks: Ranks, step
     gbs = MICRO_BATCH_SIZE * ranks.world_size
     flops = perf.model_flops(family, shape, seq)
     if distributed:
-        _same_weights(model)
+        same_weights(model)
     generator = torch.Generator().manual_seed(SEED + 1 + ranks.rank + 7919 * step0)
     total_steps = step0 + max_steps
     for i in range(max_steps):
@@ -401,7 +403,7 @@ def _loop(log: _Log, model: Any, optimizer: Any, family: str, ranks: Ranks, step
         loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
         loss.backward()
         if distributed:
-            _average_gradients(model, ranks.world_size)
+            average_gradients(model, ranks.world_size)
         optimizer.step()
         reduced = loss.detach().clone()
         if distributed:
@@ -415,32 +417,6 @@ def _loop(log: _Log, model: Any, optimizer: Any, family: str, ranks: Ranks, step
             tflops_per_gpu=perf.tflops_per_gpu(gbs, flops, elapsed, ranks.world_size),
             consumed_samples=consumed))
     return consumed
-
-
-def _same_weights(model: Any) -> None:
-    """Rank 0's weights on every rank, as DistributedDataParallel starts (every rank seeds
-    alike, so this only makes sure)."""
-    import torch.distributed as dist
-
-    for p in model.parameters():
-        dist.broadcast(p.data, 0)
-
-
-def _average_gradients(model: Any, world_size: int) -> None:
-    """Data parallel as DistributedDataParallel does it, by hand: the gradients summed over the
-    ranks in one all-reduce (gloo) of one flat buffer, then divided by their number. Not DDP
-    itself: it imports torch._dynamo when first used (see smokemodel.AdamW)."""
-    import torch
-    import torch.distributed as dist
-
-    grads = [p.grad for p in model.parameters() if p.grad is not None]
-    flat = torch.cat([g.reshape(-1) for g in grads])
-    dist.all_reduce(flat)
-    flat /= world_size
-    offset = 0
-    for g in grads:
-        g.copy_(flat[offset:offset + g.numel()].view_as(g))
-        offset += g.numel()
 
 
 def _save(log: _Log, job_dir: Path, model: Any, optimizer: Any, identity: dict[str, Any],

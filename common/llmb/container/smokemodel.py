@@ -1,5 +1,5 @@
-"""The smoke workload's model, data and optimizer: a tiny decoder-only transformer per recipe
-family.
+"""The smoke workload's model, data, optimizer and data parallelism: a tiny decoder-only
+transformer per recipe family.
 
 Shapes keep the keys of each family's metadata.yaml model shape, so `llmb.recipes.perf` gives their
 FLOPs; the synthetic tokens follow a simple rule with noise, so the loss falls. torch is
@@ -293,3 +293,29 @@ class AdamW:
         self.exp_avg = [t.clone() for t in avgs]
         self.exp_avg_sq = [t.clone() for t in avg_sqs]
         self.steps, self.param_groups[0]["lr"] = steps, lr
+
+
+def same_weights(model: Any) -> None:
+    """Rank 0's weights on every rank, as DistributedDataParallel starts (every rank seeds
+    alike, so this only makes sure)."""
+    import torch.distributed as dist
+
+    for p in model.parameters():
+        dist.broadcast(p.data, 0)
+
+
+def average_gradients(model: Any, world_size: int) -> None:
+    """Data parallel as DistributedDataParallel does it, by hand: the gradients summed over the
+    ranks in one all-reduce (gloo) of one flat buffer, then divided by their number. Not DDP
+    itself: it imports torch._dynamo when first used (see AdamW)."""
+    import torch
+    import torch.distributed as dist
+
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat)
+    flat /= world_size
+    offset = 0
+    for g in grads:
+        g.copy_(flat[offset:offset + g.numel()].view_as(g))
+        offset += g.numel()

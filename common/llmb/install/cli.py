@@ -29,7 +29,7 @@ from llmb.install.fields import InstallError
 from llmb.install.prompts import Answers, Ask
 from llmb.install.steps import Plan, Step
 from llmb.recipes import catalog
-from llmb.shared import files, front, shellsafe, slurmquery, values
+from llmb.shared import files, front, redact, shellsafe, slurmquery, values
 from llmb.shared.values import shown
 
 REPO = catalog.REPO_ROOT
@@ -72,6 +72,7 @@ def _validate(plan: Plan, environ: Mapping[str, str]) -> Plan:
     plan.install_path = check.install_path("install_path", str(plan.install_path),
                                            plan.cluster_type)
     known = workload_keys()
+    plan.workloads = list(dict.fromkeys(plan.workloads))  # one workload named twice: one step
     if not plan.workloads:
         raise InstallError(f"workloads is empty; choose from: {', '.join(known)}")
     for w in plan.workloads:
@@ -142,8 +143,8 @@ def _validate_venv(plan: Plan) -> None:
     if reuse is not None:
         reuse = v["reuse"] = str(Path(os.path.expanduser(check.string("venv.reuse", reuse)))
                                  .absolute())
-        if not (Path(reuse) / "bin" / "python").exists():
-            raise InstallError(f"venv.reuse={reuse} is not a venv (no bin/python)")
+        if not os.path.exists(Path(reuse) / "bin" / "python"):  # never raises: a long name
+            raise InstallError(f"venv.reuse={shown(reuse)} is not a venv (no bin/python)")
     elif kind == "conda" and shutil.which("conda") is None:
         raise InstallError("venv.kind=conda but conda is not on PATH; use venv.kind=venv or "
                            "install conda")
@@ -160,15 +161,11 @@ def _validate_venv(plan: Plan) -> None:
 
 
 def _read_token(path_value: object) -> str:
-    path = Path(os.path.expanduser(fields.string("hf_token_file", path_value)))
+    """The token hf_token_file holds, by the rule --record asked for it with."""
     try:
-        return files.read_token(path)
-    except files.FileRefused as exc:
-        if exc.reason == "is not UTF-8 text":
-            raise InstallError(f"hf_token_file={path} is not text (not UTF-8); it must hold "
-                               "the token only") from None
-        raise InstallError(f"hf_token_file={path} {exc.reason}; it must be a file holding "
-                           "the token only") from None
+        return fields.token_file("hf_token_file", path_value)[1]
+    except values.BadValue as err:
+        raise InstallError(str(err)) from None
 
 
 def plan_from_config(path: Path, environ: Mapping[str, str]) -> Plan:
@@ -210,11 +207,11 @@ def discover(user: str, out=None) -> dict[str, Any]:
     try:
         found["partitions"] = slurmquery.partitions()
     except slurmquery.SlurmUnavailable as exc:
-        print(f"  (cannot list partitions: {exc}; type it)", file=out)
+        print(f"  (cannot list partitions: {shown(str(exc))}; type it)", file=out)
     try:
         found["accounts"] = slurmquery.accounts(user)
     except slurmquery.SlurmUnavailable as exc:
-        print(f"  (cannot list accounts: {exc}; type it)", file=out)
+        print(f"  (cannot list accounts: {shown(str(exc))}; type it)", file=out)
     return found
 
 
@@ -294,7 +291,8 @@ class Parser(argparse.ArgumentParser):
     """argparse with one-line errors: `llmb-install: <what is wrong>; see install.sh --help`."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"llmb-install: {shown(message)}; see {self.prog} --help", file=sys.stderr)
+        print(f"llmb-install: {redact.for_people(shown(message))}; see {self.prog} --help",
+              file=sys.stderr)
         raise SystemExit(2)
 
 

@@ -19,10 +19,11 @@ from typing import Any
 from llmb.launch import overrides
 from llmb.shared import redact, shellsafe, values
 from llmb.shared.errors import LlmbError
-from llmb.shared.files import FileRefused, read_bounded
+from llmb.shared.files import MAX_TOKEN_BYTES, FileRefused, open_regular, read_bounded
 from llmb.shared.values import BadValue, shown
 
 MAX_REQUIREMENTS_BYTES = 1 << 20  # a requirements file: a few lines
+MAX_FIELD = 4096  # characters of one field's text (a path at most PATH_MAX)
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 GRES_RE = re.compile(r"gpu(?::[A-Za-z0-9_.-]+)?:[1-9][0-9]{0,2}")
 
@@ -41,10 +42,17 @@ def string(name: str, value: object, example: str = "") -> str:
     """A non-empty string without control characters (YAML numbers are taken as written)."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         hint = f", e.g. {example}" if example else ""
-        raise BadValue(f"{name} must be a string{hint}; got {_type(value)} {shown(value)}")
-    text = str(value).strip()
+        raise BadValue(f"{name} must be a string{hint}; got {_type(value)} "
+                       f"{values.brief(value)}")
+    try:
+        text = str(value).strip()
+    except ValueError:  # an integer of more digits than Python converts to text
+        raise BadValue(f"{name} is a number of more digits than a field can hold") from None
     if not text:
         raise BadValue(f"{name} is empty")
+    if len(text) > MAX_FIELD:
+        raise BadValue(f"{name}={values.brief(text)} is longer than the {MAX_FIELD} characters "
+                       "a field can be")
     return shellsafe.printable(name, text)
 
 
@@ -185,16 +193,83 @@ def secret_values(environ: Mapping[str, str], token: str | None) -> set[str]:
     return redact.secret_values(environ, [token])
 
 
+def _size(data: Any) -> str:
+    if isinstance(data, str):
+        return f"text of {len(data)} characters"
+    if isinstance(data, (list, dict)):
+        return f"{_type(data)} of {len(data)} item(s)"
+    return _type(data)
+
+
 def check_map(name: str, data: Any) -> dict[str, Any]:
+    """A mapping, or BadValue that names what it is and never shows it: a token file or
+    /etc/shadow given as --config by mistake is not printed back."""
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise BadValue(f"{name} must be a mapping, got {_type(data)} {shown(data)}")
+        hint = ": is it the config file you meant?" if name.startswith("--config") else ""
+        raise BadValue(f"{name} must be a mapping of settings; it holds {_size(data)} (not "
+                       f"shown){hint}")
     return data
 
 
+KEY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+
+
 def unknown_keys(name: str, data: Mapping[str, Any], allowed: set[str]) -> None:
-    unknown = sorted(shown(k) for k in set(data) - allowed)
-    if unknown:
-        raise BadValue(f"{name} has unknown key(s) {', '.join(unknown)}; allowed: "
+    """BadValue naming the keys that are not allowed: only those shaped like a setting's name
+    are shown (a file that is not a config has lines for keys: they are counted, not shown)."""
+    unknown = set(data) - allowed
+    if not unknown:
+        return
+    named = sorted(k for k in unknown if isinstance(k, str) and KEY_NAME.fullmatch(k)
+                   and not redact.looks_like_token(k))
+    hidden = len(unknown) - len(named)
+    if hidden and not set(data) & allowed:
+        raise BadValue(f"{name} is not an installer config: none of its {len(data)} key(s) is "
+                       f"a setting (its content is not shown); allowed: "
                        f"{', '.join(sorted(allowed))}")
+    rest = hidden + max(0, len(named) - 5)
+    listed = ", ".join(values.brief(k) for k in named[:5])
+    what = (f"unknown key(s) {listed}" + (f" and {rest} more (not shown)" if rest else "")
+            if named else f"{hidden} unknown key(s) (not shown: not the name of a setting)")
+    raise BadValue(f"{name} has {what}; allowed: {', '.join(sorted(allowed))}")
+
+
+def token_file(name: str, value: object) -> tuple[str, str]:
+    """(the absolute path, the token) of a file holding a Hugging Face token: one rule for the
+    question --record asks (`name` empty: the answer is the path) and for replaying
+    hf_token_file. A regular UTF-8 file of at most MAX_TOKEN_BYTES that only its owner can read
+    (as ssh holds a private key to: group or others reading it is refused, with the chmod that
+    mends it), holding a token. Never shows the token, nor an answer shaped like one."""
+    text = string(name or "the token file", value)
+    if redact.looks_like_token(text):
+        raise BadValue(f"{name + ': ' if name else ''}that looks like a token, not a file: put "
+                       "it in a file only you can read (chmod 600 FILE) and give that file's "
+                       "path")
+    path = os.path.abspath(os.path.expanduser(text))
+    where = f"{name}={shown(path)}" if name else shown(path)
+    try:
+        fd = open_regular(path)
+    except FileRefused as exc:
+        raise BadValue(f"{where} {exc.reason}; it must be a file holding the token only") \
+            from None
+    try:
+        mode = os.fstat(fd).st_mode & 0o777
+        raw = os.read(fd, MAX_TOKEN_BYTES + 1)
+    except OSError as exc:
+        raise BadValue(f"{where} cannot be read ({exc.strerror})") from None
+    finally:
+        os.close(fd)
+    if mode & 0o077:
+        raise BadValue(f"{where} can be read by others (mode {mode:04o}); a token file must be "
+                       f"private: chmod 600 {shown(path)}")
+    if len(raw) > MAX_TOKEN_BYTES:
+        raise BadValue(f"{where} is larger than {MAX_TOKEN_BYTES} bytes; it must hold the "
+                       "token only")
+    try:
+        token = raw.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise BadValue(f"{where} is not text (not UTF-8); it must hold the token only") \
+            from None
+    return path, shellsafe.hf_token(f"the token in {name or 'that file'}", token)

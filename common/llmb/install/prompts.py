@@ -17,7 +17,6 @@ is read at install time from HF_TOKEN, or from a file whose path is asked and re
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import sys
@@ -30,7 +29,7 @@ from llmb.install import fields
 from llmb.install.fields import InstallError
 from llmb.install.steps import Plan
 from llmb.recipes import catalog
-from llmb.shared import files, shellsafe, values
+from llmb.shared import redact, shellsafe, values
 from llmb.shared.values import shown
 
 Ask = Callable[[str], str]
@@ -41,7 +40,6 @@ CLUSTER_TYPES = {  # what each install cluster type means for the install
 }
 VENV_KINDS = {"venv": "python -m venv, one per workload under $LLMB_INSTALL/venvs",
               "conda": "a conda environment per workload"}
-MAX_TOKEN_FILE_BYTES = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -72,7 +70,7 @@ def ask(input_fn: Ask, question: str, default: str | None = None,
             problem = check(answer)
         if problem is None:
             return answer
-        print(f"  {problem}", file=out)
+        print(f"  {redact.for_people(problem)}", file=out)
 
 
 def answer_check(check: Callable[..., object], *args: object) -> Check:
@@ -134,7 +132,8 @@ def choose(input_fn: Ask, question: str, choices: Sequence[Choice], default: str
     print(f"{question}:", file=out)
     width = max(len(c.name) for c in choices)
     for i, c in enumerate(choices, 1):
-        print(f"  {i:>2}) {c.name.ljust(width)}  {c.description}".rstrip(), file=out)
+        print(shown(f"  {i:>2}) {c.name.ljust(width)}  {c.description}".rstrip()),
+              file=out)  # what sinfo and sacctmgr said, escaped
 
     def valid(answer: str) -> str | None:
         found = picked(answer, choices, many)
@@ -197,15 +196,10 @@ class Answers:
 
 
 def token_file_check(answer: str) -> str | None:
-    """A file that holds a Hugging Face token (read, never shown)."""
-    path = Path(os.path.expanduser(answer))
+    """A file that holds a Hugging Face token (read, never shown), by the rule replaying the
+    recorded hf_token_file holds it to (llmb.install.fields.token_file)."""
     try:
-        text = files.read_bounded(path, MAX_TOKEN_FILE_BYTES).decode().strip()
-        shellsafe.hf_token("the token in that file", text)
-    except files.FileRefused as exc:
-        return f"{shown(path)} {exc.reason}"
-    except UnicodeDecodeError:
-        return f"{shown(path)} is not text (not UTF-8); it must hold the token only"
+        fields.token_file("", answer)
     except values.BadValue as err:
         return str(err)
     return None
@@ -259,10 +253,10 @@ def _token(secret_fn: Ask, input_fn: Ask, environ: Mapping[str, str], record: bo
                           "the token", out), None
     print("  The token is not recorded: the install will read it from this file (or export "
           "HF_TOKEN before recording and replaying).", file=out)
-    path = ask(input_fn, "File holding the Hugging Face token", str(Path.home() / ".hf_token"),
-               check=token_file_check, out=out)
-    full = str(Path(os.path.expanduser(path)).absolute())
-    return files.read_bounded(full, MAX_TOKEN_FILE_BYTES).decode().strip(), full
+    answer = ask(input_fn, "File holding the Hugging Face token",
+                 str(Path.home() / ".hf_token"), check=token_file_check, out=out)
+    path, token = fields.token_file("", answer)
+    return token, path
 
 
 def questions(input_fn: Ask, secret_fn: Ask, environ: Mapping[str, str],

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from llmb.install.fields import InstallError
+from llmb.install.fields import InstallError, creatable_problem
 from llmb.install.prompts import Answers
 from llmb.recipes import catalog
 from llmb.shared import files, values
@@ -44,8 +44,10 @@ def check_path(value: str) -> Path:
     parent_problem = files.path_problem(path.parent, "directory")
     if parent_problem:
         raise InstallError(f"--record {values.shown(path)}: its folder {parent_problem}")
-    if not os.access(path.parent, os.W_OK | os.X_OK):
-        raise InstallError(f"--record {values.shown(path)}: its folder is not writable")
+    writable = creatable_problem(path.parent)  # a probe: root on /proc, a read-only mount
+    if writable:
+        raise InstallError(f"--record {values.shown(path)}: its folder cannot be written "
+                           f"({writable})")
     return path
 
 

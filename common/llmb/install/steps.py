@@ -31,13 +31,13 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import yaml
 
 from llmb import layout
 from llmb.recipes import catalog, images
-from llmb.shared import clock, files, progress
+from llmb.shared import clock, files, progress, records
 from llmb.shared.errors import LlmbError
 
 
@@ -196,13 +196,23 @@ def requirements_digest(plan: Plan) -> str:
 
 # --- the state file: setup fingerprints only --------------------------------------------------
 
+class InstallState(TypedDict, total=False):
+    """.llmb_install_state.json: which venv each setup installed into (a cache: the disk
+    decides whether a step is done, and a state that is not of this type is no state)."""
+
+    schema: int
+    setup: dict[str, str]  # workload -> setup_fingerprint
+
+
 def load_state(root: Path) -> dict[str, Any]:
     try:
         state = json.loads(files.read_bounded(layout.Install(root).install_state,
                                               MAX_OWN_FILE_BYTES))
     except (files.FileRefused, ValueError, RecursionError):
         return {}
-    return state if isinstance(state, dict) and state.get("schema") == STATE_SCHEMA else {}
+    if records.problem(InstallState, state) is not None:
+        return {}  # hand-edited or damaged: every setup is checked again, as with none
+    return state if state.get("schema") == STATE_SCHEMA else {}
 
 
 def record_setup(root: Path, workload: str, fingerprint: str) -> None:

@@ -9,8 +9,11 @@ here, so the installer never stores what llmb-run would then refuse:
 - a single text, number or boolean value without control characters;
 - not a variable llmb-run sets itself (RESERVED: the message names the flag or field to use),
   not one of sbatch's own input variables (they would apply over the job script, unrecorded);
-- not a variable that makes a shell, the dynamic loader or Python run code or change how they
-  start (llmb.shared.startvars: BASH_ENV, LD_PRELOAD, PYTHONPATH, ...).
+- not a variable that makes a shell, the dynamic loader, Python, Slurm's srun, NCCL or CUDA run
+  code of the caller's choosing or change how they start (llmb.shared.startvars: BASH_ENV,
+  LD_PRELOAD, PYTHONPATH, SLURM_TASK_PROLOG, a path in NCCL_NET_PLUGIN, ...);
+- at most MAX_VALUE characters: every value goes on a command line and into the job's
+  environment, where a 300 KB one ended the submission in "Argument list too long".
 
 `check(where, name, value)` returns the value as text or raises Refused, one line that starts
 with `where` and names the variable and why.
@@ -26,6 +29,8 @@ from llmb.shared import startvars, values
 from llmb.shared.errors import UsageError
 
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+MAX_NAME = 128  # characters of a variable's name
+MAX_VALUE = 4096  # characters of its value (Linux takes 128 KiB per string, 2 MiB in all)
 
 # Variables llmb-run sets (or validates) for every launch: an override would run something other
 # than what was validated and recorded (the history said 15b fp8 x16 while 340b bf16 x128 ran).
@@ -61,8 +66,8 @@ class Refused(UsageError):
 
 
 def brief(value: Any) -> str:
-    text = value if isinstance(value, str) else _text_repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+    """A value for a message: a short prefix of it and its length (llmb.shared.values.brief)."""
+    return values.brief(value if isinstance(value, str) else _text_repr(value), 80)
 
 
 def _text_repr(value: Any) -> str:
@@ -92,9 +97,17 @@ def check(where: str, name: Any, value: Any) -> str:
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):
         raise Refused(f"{where}: {values.shown(brief(name))} is not a variable name (letters, "
                       "digits and _, not starting with a digit)")
+    if len(name) > MAX_NAME:
+        raise Refused(f"{where}: {brief(name)} is longer than the {MAX_NAME} characters a "
+                      "variable's name can be")
     if (refused := startvars.refusal(name, where)) is not None:
         raise Refused(refused)
     text = text_of(where, name, value)
+    if len(text) > MAX_VALUE:
+        raise Refused(f"{where} {name}={brief(text)} is longer than the {MAX_VALUE} characters "
+                      "a run's setting can hold; put long content in a file and give its path")
+    if (refused := startvars.refusal(name, where, text)) is not None:
+        raise Refused(refused)
     if name in RESERVED:
         raise Refused(f"{where} {name}={values.shown(brief(text))}: llmb-run sets {name} "
                       f"itself (and records it in the history); use {RESERVED[name]}")

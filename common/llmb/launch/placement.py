@@ -34,10 +34,12 @@ import re
 import shlex
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
+from llmb.launch import hostlist
 from llmb.shared import values
 from llmb.shared.errors import UsageError
+from llmb.shared.records import Bound
 
 MAX_HOSTS = 65536  # a node list that expands to more names is refused
 MAX_VALUE_LEN = 1024
@@ -117,6 +119,18 @@ _RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 _UNSAFE = re.compile(r"[^\x20-\x7e]|[\\'\"`]")
 
 
+class PlacementRecord(TypedDict, total=False):
+    """Placement.record(): the settings given, as the manifest, the history and a suite's
+    record hold them (their values are validated again by `build` when read back)."""
+
+    nodelist: Annotated[str, Bound(text=MAX_VALUE_LEN)]
+    exclude: Annotated[str, Bound(text=MAX_VALUE_LEN)]
+    reservation: Annotated[str, Bound(text=MAX_VALUE_LEN)]
+    qos: Annotated[str, Bound(text=MAX_VALUE_LEN)]
+    segment: int
+    slurm_args: Annotated[list[Annotated[str, Bound(text=MAX_VALUE_LEN)]], Bound(items=64)]
+
+
 class PlacementError(UsageError):
     """A placement value that cannot be used; str() is one line naming the flag or variable."""
 
@@ -183,8 +197,8 @@ class Placement:
                       ) -> tuple[Placement, tuple[str, ...]]:
         """This placement with `nodes` added to --exclude, and the nodes that were new;
         PlacementError (naming `label`) when one of them is in --nodelist."""
-        already = set(expand_hostlist("--exclude", self.exclude)) if self.exclude else set()
-        new = tuple(n for n in dict.fromkeys(nodes) if n not in already)
+        already = expand_hostlist("--exclude", self.exclude) if self.exclude else []
+        new = tuple(n for n in dict.fromkeys(nodes) if n not in set(already))
         if not new:
             return self, ()
         if self.nodelist:
@@ -194,7 +208,8 @@ class Placement:
                 raise PlacementError(f"{label}: node {clash[0]} is to be left out but "
                                      f"--nodelist={self.nodelist} requires it; give "
                                      "--nodelist without it")
-        exclude = ",".join([*([self.exclude] if self.exclude else []), *new])
+        # written as Slurm folds a node list (gpu[0000-0199]): 200 suspects fit an #SBATCH line
+        exclude = hostlist.compressed([*already, *new])
         return build(**{**dataclasses.asdict(self), "exclude": exclude}), new
 
     def merged(self, other: Placement) -> Placement:

@@ -9,7 +9,7 @@
     llmb-run jobs log JOB [--follow] [--batch]
     llmb-run preflight [--nodes N] [--format=table|json] [PLACEMENT]
     llmb-run screen (--nodes N | --nodelist NODES) [--rounds R] [--smoke] [--format=table|json]
-                    [--timeout S] [PLACEMENT]
+                    [--timeout S] [--baseline PATH] [--save-baseline] [PLACEMENT]
     llmb-run report [--output DIR]
     llmb-run archive [--output FILE] [--suite ID]
     llmb-run verify-archive FILE
@@ -42,14 +42,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from llmb import layout
-from llmb.launch import placement
+from llmb.launch import hostlist, placement
 from llmb.launch.placement import Placement, PlacementError
 from llmb.llmbrun import preflight, screen, status
 from llmb.llmbrun.clusterconfig import ClusterConfig, find_config
 from llmb.llmbrun.errors import PROG, RunError
 from llmb.llmbrun.tasks import MAX_SCALE, Task, parse_env_overrides, tasks_from_bulk, validate_all
 from llmb.recipes import catalog
-from llmb.shared import files, front, startvars, values
+from llmb.shared import files, front, redact, startvars, values
 from llmb.shared.errors import UsageError
 
 MAX_NODES = 100_000
@@ -60,7 +60,8 @@ class Parser(argparse.ArgumentParser):
     """argparse with one-line errors: `llmb-run: <what is wrong>; see llmb-run ... --help`."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"{PROG}: {values.shown(message)}; see {self.prog} --help", file=sys.stderr)
+        print(f"{PROG}: {redact.for_people(values.shown(message))}; see {self.prog} --help",
+              file=sys.stderr)
         raise SystemExit(2)
 
 
@@ -155,7 +156,7 @@ def build_parser() -> Parser:
     add_placement(pf)
     sc = sub.add_parser("screen", help="find the slow GPU, node or link with one short job",
                         allow_abbrev=False)
-    sc.add_argument("--nodes", type=whole_number("a node count", MAX_NODES),
+    sc.add_argument("--nodes", type=whole_number("a node count", screen.MAX_NODES),
                     help="screen this many nodes (or name them with --nodelist)")
     sc.add_argument("--rounds", type=whole_number("a number of rounds", screen.MAX_ROUNDS),
                     help="rounds of node pairs (default: 2, 3 for an odd node count)")
@@ -166,6 +167,11 @@ def build_parser() -> Parser:
                     default=screen.DEFAULT_TIMEOUT_S,
                     help="give up on the job after this many seconds "
                     f"({screen.DEFAULT_TIMEOUT_S})")
+    sc.add_argument("--baseline", metavar="PATH",
+                    help="compare with this baseline (a file --save-baseline wrote, or a "
+                    "screen.json; default: the install's, where one was saved)")
+    sc.add_argument("--save-baseline", action="store_true",
+                    help="keep this screen as the install's baseline if it names nothing")
     add_placement(sc)
     rp = sub.add_parser("report", help="the analyzer's report for the whole install",
                         allow_abbrev=False)
@@ -307,9 +313,9 @@ def exclude_suspects(cfg: ClusterConfig, place: Placement) -> Placement:
               file=sys.stderr)
     else:
         already = [n for n in nodes if n not in new]
-        print(f"{PROG}: --exclude-suspect: leaving out {','.join(nodes)} (named by {where})"
-              + (f"; {','.join(already)} already excluded" if already else ""),
-              file=sys.stderr)
+        print(f"{PROG}: --exclude-suspect: leaving out {hostlist.compressed(nodes)} (named by "
+              f"{where})" + (f"; {hostlist.compressed(already)} already excluded" if already
+                             else ""), file=sys.stderr)
     return widened
 
 
@@ -361,7 +367,7 @@ def dispatch(args: argparse.Namespace) -> int:
         return preflight.cmd_preflight(cfg, args.nodes, args.format, place, args.timeout)
     if command == "screen":
         return screen.cmd_screen(cfg, args.nodes, place, args.smoke, args.rounds, args.format,
-                                 args.timeout)
+                                 args.timeout, args.baseline, args.save_baseline)
     if command == "rerun":
         from llmb.llmbrun import rerun
 

@@ -26,6 +26,7 @@ from llmb.shared import files, values
 CONFIG_FILE = layout.CONFIG_FILE
 SCHEMA = 1
 VENV_KINDS = ("venv", "conda")
+MAX_TEXT = 4096  # characters of one field (a path at most PATH_MAX)
 
 
 @dataclass(frozen=True)
@@ -154,6 +155,9 @@ def _text(path: Path, data: Mapping[str, Any], key: str, where: str,
             str(value).strip() == "":
         raise _bad(path, f"{where}{key}", value, "must be a non-empty text value")
     text = str(value).strip()
+    if len(text) > MAX_TEXT:
+        raise _bad(path, f"{where}{key}", text, f"is longer than the {MAX_TEXT} characters a "
+                   "field can be")
     if values.control_characters(text):
         raise _bad(path, f"{where}{key}", text, "contains control characters")
     return text

@@ -11,8 +11,10 @@ at its name is never followed for writing). It is read as a stream, one line at 
 history of any size costs the memory of the records a command keeps (`status` keeps the last
 20), and only a regular file is read (a FIFO or a device at its name is refused, never waited
 on). Lines that are not JSON objects (a crashed writer, a hand edit, a line longer than
-MAX_LINE, nesting or numbers JSON cannot hold) and submit records without a usable job id are
-skipped and counted, so that `status` can say so in one line instead of failing.
+MAX_LINE, nesting or numbers JSON cannot hold), submit records without a usable job id and
+records that are not of their type (SubmitRecord, StateRecord: a field of the wrong type, a
+text or a list beyond its bound) are skipped and counted, so that `status` can say so in one
+line, naming the line and the field, instead of failing.
 """
 
 from __future__ import annotations
@@ -27,7 +29,12 @@ import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, TypedDict, cast
+from typing import Annotated, Any, BinaryIO, Literal, TypedDict, cast
+
+from llmb.launch.overrides import MAX_VALUE
+from llmb.launch.placement import PlacementRecord
+from llmb.shared import records
+from llmb.shared.records import Bound, Shape
 
 MODE = 0o600
 MAX_LINE = 1 << 20  # bytes: a record is a few hundred; a longer line is not one
@@ -35,6 +42,8 @@ SHOWN = 5  # line numbers named in a warning
 # A job id as llmb-run records it: Slurm's (digits, an array or het-job suffix) or another
 # scheduler's word; never an option (a leading -), never blank or a control character.
 JOB_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+:-]{0,127}")
+Name = Annotated[str, Bound(text=256)]  # a workload, size, dtype, job id, time
+MAX_ENV = 256  # variables of one run's launch settings
 
 
 class SubmitRecord(TypedDict, total=False):
@@ -42,38 +51,42 @@ class SubmitRecord(TypedDict, total=False):
     back. The fields after `placement` are there only for some runs."""
 
     type: Literal["submit"]
-    time: str  # llmb.shared.clock.iso()
-    job_id: str
-    experiment: str | None
-    experiment_dir: str | None  # the run directory launch.sh named
-    workload: str
-    size: str
-    dtype: str
+    time: Name  # llmb.shared.clock.iso()
+    job_id: Name
+    experiment: Name | None
+    experiment_dir: Annotated[str, Bound(text=4096)] | None  # the run directory launch.sh named
+    workload: Name
+    size: Name
+    dtype: Name
     scale: int  # GPUs
-    scaling: str  # weak | strong
-    gpu_type: str
+    scaling: Name  # weak | strong
+    gpu_type: Name
     profile: bool
     repeat: int
     smoke: bool
     unvalidated: bool  # above the largest published scale
-    env: dict[str, str]  # the launch settings in effect, no secret
-    placement: dict[str, Any]  # llmb.launch.placement.Placement.record()
-    rerun_of: str  # the job this one reran
-    suite: str  # the suite's id, for a suite's run
+    # the launch settings in effect, no secret
+    env: Annotated[dict[Name, Annotated[str, Bound(text=MAX_VALUE)]], Bound(items=MAX_ENV)]
+    placement: Annotated[dict[str, Any], Shape(PlacementRecord)]  # Placement.record()
+    rerun_of: Name  # the job this one reran
+    suite: Name  # the suite's id, for a suite's run
     suite_run: int  # its run number in the suite
 
 
 class _StateKeys(TypedDict):
     type: Literal["state"]
-    job_id: str
-    state: str
+    job_id: Name
+    state: Name
 
 
 class StateRecord(_StateKeys, total=False):
     """A job's final state, written once Slurm said it (Slurm forgets finished jobs)."""
 
-    nodes: str | None
+    nodes: Annotated[str, Bound(text=1 << 16)] | None
     detail: str | None  # how it was known (e.g. purged: accounting forgot it)
+
+
+KINDS: dict[str, Any] = {"submit": SubmitRecord, "state": StateRecord}
 
 
 @dataclass
@@ -81,13 +94,20 @@ class Scan:
     records: list[dict[str, Any]] = field(default_factory=list)
     bad_lines: list[int] = field(default_factory=list)  # 1-based, the first SHOWN
     no_job_id: list[int] = field(default_factory=list)  # 1-based, the first SHOWN
+    mistyped: list[str] = field(default_factory=list)  # `line N: <problem>`, the first SHOWN
     bad_count: int = 0
     no_job_id_count: int = 0
+    mistyped_count: int = 0
 
     def bad(self, number: int) -> None:
         self.bad_count += 1
         if len(self.bad_lines) < SHOWN:
             self.bad_lines.append(number)
+
+    def wrong_type(self, number: int, problem: str) -> None:
+        self.mistyped_count += 1
+        if len(self.mistyped) < SHOWN:
+            self.mistyped.append(f"line {number}: {problem}")
 
     def without_job_id(self, number: int) -> None:
         self.no_job_id_count += 1
@@ -103,6 +123,9 @@ class Scan:
         if self.no_job_id_count:
             parts.append(f"{self.no_job_id_count} submit record(s) without a usable job_id "
                          f"(line {', '.join(map(str, self.no_job_id))})")
+        if self.mistyped_count:
+            parts.append(f"{self.mistyped_count} record(s) not of their type "
+                         f"({self.mistyped[0]})")
         return f"{path}: skipped {' and '.join(parts)}" if parts else None
 
 
@@ -116,6 +139,14 @@ def job_id_of(rec: Mapping[str, Any]) -> str | None:
     except ValueError:  # an integer of more digits than Python converts
         return None
     return text if JOB_ID.fullmatch(text) else None
+
+
+def mistyped(rec: dict[str, Any]) -> str | None:
+    """Why a submit or state record is not of its type, in one line; None when it is (a
+    record of another type is no business of this reader)."""
+    name = rec.get("type")
+    kind = KINDS.get(name) if isinstance(name, str) else None
+    return None if kind is None else records.problem(kind, rec)
 
 
 def _lines(fh: BinaryIO) -> Iterator[bytes | None]:
@@ -186,14 +217,18 @@ class History:
             if rec is None:
                 scan.bad(number)
                 continue
-            if rec.get("type") == "submit":
-                job = job_id_of(rec)
-                if job is None:
-                    scan.without_job_id(number)
-                    continue
+            if rec.get("type") in ("submit", "state") and (job := job_id_of(rec)) is not None:
                 rec["job_id"] = job
-            if keep is None or keep(rec):
-                yield rec
+            elif rec.get("type") == "submit":
+                scan.without_job_id(number)
+                continue
+            if keep is not None and not keep(rec):
+                continue
+            problem = mistyped(rec)
+            if problem is not None:
+                scan.wrong_type(number, problem)
+                continue
+            yield rec
 
     def scan(self) -> Scan:
         """Every record in memory (small histories, tests); `stream` for the rest."""
@@ -222,7 +257,7 @@ class History:
                 continue
             r = _parse(line)
             job = job_id_of(r) if r is not None and r.get("type") == "state" else None
-            if r is not None and job is not None and isinstance(r.get("state"), str) and \
-                    (jobs is None or job in jobs):
+            if r is not None and job is not None and mistyped({**r, "job_id": job}) is None \
+                    and (jobs is None or job in jobs):
                 out[job] = cast(StateRecord, r)
         return out

@@ -25,14 +25,15 @@ import shutil
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
-from llmb.launch.placement import Placement
+from llmb.launch.placement import Placement, PlacementRecord
 from llmb.llmbrun import slurmjob
 from llmb.llmbrun.clusterconfig import ClusterConfig, SlurmSettings
 from llmb.llmbrun.errors import PROG, RunError
 from llmb.recipes import catalog
-from llmb.shared import clock, files, slurmquery
+from llmb.shared import clock, files, records, slurmquery, values
+from llmb.shared.records import Bound, Shape
 
 JOB_NAME = "llmb-preflight"
 JOB_TIME = "00:10:00"
@@ -54,6 +55,26 @@ class Check:
     name: str
     status: str
     detail: str
+
+
+Name = Annotated[str, Bound(text=256)]
+
+
+class CheckRecord(TypedDict):
+    name: Name
+    status: Name  # pass | fail | warn | skip
+    detail: str
+
+
+class PreflightReport(TypedDict, total=False):
+    """preflight.json (and latest.json, the newest): what `cmd_preflight` writes; archive
+    reads it back (`latest`)."""
+
+    created: Name
+    nodes: int
+    placement: Annotated[dict[str, Any], Shape(PlacementRecord)]
+    gpu_type: Name
+    checks: Annotated[list[dict[str, Any]], Shape(CheckRecord), Bound(items=1024)]
 
 
 # --- login-node checks ------------------------------------------------------------------------
@@ -439,7 +460,7 @@ def cmd_preflight(cfg: ClusterConfig, nodes: int, fmt: str, place: Placement,
     else:
         width = max(len(c.name) for c in checks)
         for c in checks:
-            print(f"{c.name:<{width}}  {c.status:<4}  {c.detail}")
+            print(f"{c.name:<{width}}  {c.status:<4}  {values.shown(c.detail)}")  # a job's words
     failed = [c.name for c in checks if c.status == "fail"]
     if failed:
         print(f"{PROG}: preflight: {len(failed)} check(s) failed: {', '.join(failed)}",
@@ -448,10 +469,19 @@ def cmd_preflight(cfg: ClusterConfig, nodes: int, fmt: str, place: Placement,
     return 0
 
 
-def latest(cfg: ClusterConfig) -> dict[str, Any] | None:
-    """The newest preflight report of this install, if any."""
+def latest(cfg: ClusterConfig) -> PreflightReport | None:
+    """The newest preflight report of this install, None when there is none; RunError (one
+    line naming the file and the field) when it cannot be read or is not of its type."""
+    path = cfg.tree.preflight / LATEST_FILE
     try:
-        data = json.loads(files.read_bounded(cfg.tree.preflight / LATEST_FILE, MAX_REPORT_BYTES))
-    except (files.FileRefused, ValueError, RecursionError):
-        return None
-    return data if isinstance(data, dict) else None
+        data = json.loads(files.read_bounded(path, MAX_REPORT_BYTES))
+    except files.FileRefused as exc:
+        if exc.missing:
+            return None
+        raise RunError(f"preflight report {exc}") from None
+    except (ValueError, RecursionError):
+        raise RunError(f"preflight report {values.shown(path)} is not JSON") from None
+    try:
+        return records.check(PreflightReport, data)
+    except records.BadRecord as exc:
+        raise RunError(f"preflight report {values.shown(path)}: {exc.problem}") from None

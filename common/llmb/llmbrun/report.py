@@ -4,13 +4,17 @@ index.html, report.md, plots/), with the sections that features add to it.
 The seam: a feature that has something to add to the install's report (the screen: its
 newest results) gives `cmd_report` a Section, a function that adds its part to the report
 folder and returns the line llmb-run prints about it (or None when it had nothing to add).
-The report itself knows no feature. `render` draws report.md and index.html again from the
-analyzer's JSON and plots already drawn (verify-archive compares them with an archive's).
+The report itself knows no feature. Before any run (a new cluster's screen comes first), the
+report is the analyzer's empty one with the sections that have something: written only when
+one has (else "no runs yet", as without sections). `render` draws report.md and index.html
+again from the analyzer's JSON and plots already drawn (verify-archive compares them with an
+archive's).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,27 +75,87 @@ def checked_output(output: str | None) -> str | None:
         raise RunError(str(exc)) from None
 
 
+def has_logs(tree: Path) -> bool:
+    """Whether the analyzer would find a log under tree (the first one found is enough)."""
+    from llmb.analysis import discover
+
+    return tree.is_dir() and any(found.problem is None for found in discover.walk([str(tree)]))
+
+
+def empty_analysis(tree: Path) -> dict[str, Any]:
+    """The analyzer's analysis of a tree without logs, as its JSON would hold it."""
+    from llmb.analysis import cli
+    from llmb.analysis.assemble import Assembly, materialize
+
+    assembly = Assembly([str(tree)], None, cli.DEFAULT_WINDOW, cli.DEFAULT_TOLERANCE)
+    try:
+        return dict(materialize(assembly.finish()))
+    finally:
+        assembly.close()
+
+
+def without_runs(out: Path, tree: layout.Install, workloads: Path,
+                 sections: Sequence[Section]) -> list[str]:
+    """The empty report with the sections, moved into `out` only when a section added
+    something (built beside it first: a report already there stays otherwise); their notes."""
+    import shutil
+    import tempfile
+
+    from llmb.shared import files
+
+    staging = Path(tempfile.mkdtemp(prefix=".llmb-report-", dir=out))
+    try:
+        empty = render(empty_analysis(workloads), staging / "plots")
+        files.atomic_write(staging / "report.md", empty.markdown)
+        files.atomic_write(staging / "index.html", empty.html)
+        notes = [note for section in sections if (note := section(staging, tree)) is not None]
+        for made in sorted(staging.rglob("*")) if notes else []:
+            if made.is_file():
+                (out / made.relative_to(staging)).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(made, out / made.relative_to(staging))
+        return notes
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
 def cmd_report(cfg: ClusterConfig, output: str | None, sections: Sequence[Section] = ()
                ) -> int:
     """`llmb-run report`: the analyzer's report (`--report=DIR`) over every run of the install:
     DIR/index.html (self-contained), DIR/report.md and DIR/plots/, with each section added;
-    prints where, what each section said, and the analyzer's summary line."""
+    prints where, what each section said, and the analyzer's summary line. Before any run:
+    the sections alone, if one has something."""
     output = checked_output(output)
     tree = cfg.workloads_dir
-    if not tree.is_dir():
-        raise RunError(f"no runs yet: {tree} does not exist")
-    chosen = analyzer.report_python(cfg)
-    if chosen.python is None:
-        raise RunError(f"cannot write the report: {chosen.missing()}")
     out = Path(output) if output else cfg.tree.report
     index = out / "index.html"
+    runs = has_logs(tree)
+    if not runs and not sections and not tree.is_dir():
+        raise RunError(f"no runs yet: {tree} does not exist")
+    chosen = analyzer.report_python(cfg) if runs or not sections else None
+    if chosen is not None and chosen.python is None:
+        raise RunError(f"cannot write the report: {chosen.missing()}")
     try:
+        existed = out.is_dir()
         out.mkdir(parents=True, exist_ok=True)
         before = index.stat().st_mtime_ns if index.exists() else None
     except OSError as exc:
         raise RunError(f"--output {values.shown(out)}: cannot create it: "
                        f"{exc.strerror}") from None
-    proc = analyzer.run([f"--report={out}", "--format=json", str(tree)], python=chosen.python)
+    if not runs and sections:
+        notes = without_runs(out, cfg.tree, tree, sections)
+        if not notes:
+            if not existed:
+                out.rmdir()
+            raise RunError(f"no runs yet: {tree} " + ("holds no log" if tree.is_dir()
+                                                       else "does not exist"))
+        print(f"report: {values.shown(index)}")
+        for said in notes:
+            print(f"report: {said}")
+        print(f"report: {values.shown(out / 'report.md')}")
+        print(f"report: no runs yet under {values.shown(tree)}: the report holds its sections")
+        return 0
+    python = chosen.python if chosen is not None else None
+    proc = analyzer.run([f"--report={out}", "--format=json", str(tree)], python=python)
     if not index.is_file() or index.stat().st_mtime_ns == before:
         why = analyzer.last_line(proc.stderr) or f"exit {proc.returncode}"
         raise RunError(f"the analyzer wrote no report into {values.shown(out)}: {why}")

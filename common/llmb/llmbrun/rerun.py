@@ -181,7 +181,7 @@ def cmd_rerun(cfg: ClusterConfig, job_ids: list[str], failed_only: bool,
         note = f"; excluding suspect node(s) {','.join(r.excluded)}" if r.excluded else ""
         if exclude_suspect and not r.excluded:
             note = "; the analyzer names no suspect node"
-        print(f"{PROG}: rerun of job {r.job_id} ({r.why}): {r.task.label()}{note}",
+        print(f"{PROG}: rerun of job {r.job_id} ({values.shown(r.why)}): {r.task.label()}{note}",
               file=sys.stderr)
     return run_tasks(cfg, [r.task for r in reruns], dry_run, False,
                      [r.job_id for r in reruns])

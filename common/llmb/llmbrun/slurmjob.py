@@ -135,11 +135,16 @@ def cancel(job: str) -> None:
                        check=False, stdin=subprocess.DEVNULL)
 
 
-def wait(job: str, timeout_s: float, what: str, poll_s: float = POLL_S) -> Ended:
+def wait(job: str, timeout_s: float, what: str, poll_s: float = POLL_S,
+         announce: str | None = None) -> Ended:
     """Wait for the job to end (progress on stderr); cancel it after timeout_s, or on Ctrl-C
-    (then say so and raise KeyboardInterrupt on). `what` names it: "screen job"."""
+    (then say so and raise KeyboardInterrupt on). `what` names it: "screen job". `announce`:
+    a line for stderr once the job is in hand (a Ctrl-C prompted by it cancels the job)."""
     deadline = time.monotonic() + timeout_s
     try:
+        if announce is not None:  # one write: the line whole
+            sys.stderr.write(announce + "\n")
+            sys.stderr.flush()
         with Progress(f"{PROG}: {what} {job}") as progress:
             while True:
                 info = slurmquery.job_infos([job])[job]

@@ -144,7 +144,7 @@ def _cell(value: Any) -> str:
         return "-"
     if isinstance(value, float):
         return f"{value:.3f}"
-    return " ".join(str(value).split())
+    return values.shown(" ".join(str(value).split()))  # Slurm's words, a log's reason
 
 
 def render_table(rows: list[dict[str, Any]]) -> str:
@@ -280,16 +280,18 @@ def _follow(cfg: ClusterConfig, rec: SubmitRecord, batch: bool, poll_s: float, o
                 next_check = time.monotonic() + max(poll_s, POLL_S)
                 info = states(cfg, [rec])[job]
                 if info.state == slurmquery.UNKNOWN:
-                    print(f"{PROG}: stopped following job {job}: {info.detail}",
+                    print(f"{PROG}: stopped following job {job}: {values.shown(info.detail)}",
                           file=sys.stderr)
                     return 1
                 if info.state not in ACTIVE_STATES:
                     for path in job_logs(rec, batch):  # what it wrote before it ended
                         _copy(path, readers.setdefault(path, _Reader()), out)
-                    print(f"{PROG}: job {job} ended: {info.state}", file=sys.stderr)
+                    print(f"{PROG}: job {job} ended: {values.shown(info.state)}",
+                          file=sys.stderr)
                     return 0
                 if not readers and not announced:
-                    print(f"{PROG}: job {job} is {summary([info])}; waiting for its log",
+                    print(f"{PROG}: job {job} is {values.shown(summary([info]))}; waiting for "
+                          "its log",
                           file=sys.stderr)
                     announced = True
             time.sleep(poll_s)

@@ -36,6 +36,10 @@ BOOL_ENV = ("SMOKE_TEST", "ENABLE_GPU_METRICS", "ENABLE_NCCLTRACE", "ENABLE_CHEC
 LAUNCH_KNOBS = (*BOOL_ENV, "MAX_STEPS", "TIME_LIMIT", "PROFILE_START_STEP",
                 "PROFILE_STOP_STEP", "LOAD_CHECKPOINT_PATH", "RUN_CONF_IMAGE")
 MAX_SCALE = 1 << 20  # GPUs; more than any cluster has
+# Runs one bulk file may ask for: each is validated, launched (a dry run too: ~1 s of launch.sh
+# and nemo-run each) and recorded; a sweep of thousands is a mistake (100 sizes x 100 dtypes x
+# 100 scales x 10 repeats is ten million), counted before anything is expanded.
+MAX_BULK_RUNS = 1000
 
 
 @dataclass(frozen=True)
@@ -51,10 +55,10 @@ class Task:
     scaling: str = "weak"  # strong: a published strong-scaling row (launch.sh STRONG_SCALING)
 
     def label(self) -> str:
-        return values.shown(f"{self.workload} {self.size} {self.dtype} x{self.scale}"
-                            + (f" {self.scaling}-scaling" if self.scaling != "weak" else "")
-                            + (" profile" if self.profile else "")
-                            + f" (repeat {self.repeat})")
+        brief = values.brief
+        return (f"{brief(self.workload)} {brief(self.size)} {brief(self.dtype)} x{self.scale}"
+                + (f" {brief(self.scaling)}-scaling" if self.scaling != "weak" else "")
+                + (" profile" if self.profile else "") + f" (repeat {self.repeat})")
 
 
 def normalize_env(label: str, env: Mapping[Any, Any]) -> dict[str, str]:
@@ -132,7 +136,7 @@ def check_task(cfg: ClusterConfig, task: Task, smoke: bool = False
     recipes = catalog.all_recipes()
     if task.workload not in {r.workload for r in recipes}:
         known = ", ".join(r.workload for r in recipes)
-        return [f"{what}: -w {values.shown(task.workload)} is not a workload; known: "
+        return [f"{what}: -w {values.brief(task.workload)} is not a workload; known: "
                 f"{known}"], [], False
     if task.workload not in cfg.workloads:
         return [f"{what}: {task.workload} is not installed here (installed: "
@@ -144,11 +148,11 @@ def check_task(cfg: ClusterConfig, task: Task, smoke: bool = False
     except catalog.CatalogError as exc:
         return [f"{what}: gpu_type {exc}"], [], False
     if task.size not in recipe.sizes:
-        return [f"{what}: -s {values.shown(task.size)} is not a size of {task.workload}; "
+        return [f"{what}: -s {values.brief(task.size)} is not a size of {task.workload}; "
                 f"allowed: {', '.join(recipe.sizes)}"], [], False
     dtypes = sorted({c.dtype for c in recipe.rows(task.size, gpu_type=gpu)})
     if task.dtype not in dtypes:
-        return [f"{what}: --dtype {values.shown(task.dtype)} is not published for "
+        return [f"{what}: --dtype {values.brief(task.dtype)} is not published for "
                 f"{task.workload} {task.size} on {gpu}; allowed: {', '.join(dtypes) or 'none'}"
                 ], [], False
     if task.scaling not in catalog.SCALINGS:
@@ -197,17 +201,17 @@ def _as_list(entry: Mapping[str, Any], one: str, many: str, where: str) -> list[
     items = value if isinstance(value, list) else [value]
     for item in items:
         if isinstance(item, (dict, list)) or item is None:
-            raise RunError(f"{where}: {many}={values.shown(repr(item))} is not a plain value")
+            raise RunError(f"{where}: {many}={values.brief(repr(item))} is not a plain value")
     return items
 
 
 def _int_scale(where: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise RunError(f"{where}: scales must be integers (GPUs), got "
-                       f"{values.shown(repr(value))}")
+                       f"{values.brief(repr(value))}")
     if not 1 <= value <= MAX_SCALE:
-        raise RunError(f"{where}: scale {value} must be a whole number of GPUs from 1 to "
-                       f"{MAX_SCALE}")
+        raise RunError(f"{where}: scale {values.brief(value)} must be a whole number of GPUs "
+                       f"from 1 to {MAX_SCALE}")
     return value
 
 
@@ -230,6 +234,12 @@ def tasks_from_bulk(data: Any, source: str,
         entries = data
     if not isinstance(entries, list) or not entries:
         return [], [*errors, f"{source}: no tasks (a list of tasks, or a mapping with 'tasks')"]
+    counts = [_runs(defaults, raw) for raw in entries if isinstance(raw, dict)]
+    if sum(counts) > MAX_BULK_RUNS:
+        most = max(range(len(counts)), key=counts.__getitem__)
+        return [], [f"{source} asks for {sum(counts)} runs (task {most + 1} alone "
+                    f"{counts[most]}: its sizes x dtypes x scales x repeats); a bulk file runs "
+                    f"at most {MAX_BULK_RUNS}: split the sweep into files of fewer runs"]
     tasks: list[Task] = []
     for i, raw in enumerate(entries, 1):
         where = f"{source}: task {i}"
@@ -241,6 +251,20 @@ def tasks_from_bulk(data: Any, source: str,
         except RunError as exc:
             errors.append(str(exc))
     return tasks, errors
+
+
+def _runs(defaults: Mapping[str, Any], raw: Mapping[str, Any]) -> int:
+    """How many runs a task asks for (its sizes x dtypes x scales x repeats), counted without
+    expanding it or checking it (a value that is not a list counts as one)."""
+    entry = {**defaults, **raw}
+    count = 1
+    for one, many in PLURALS:
+        value = raw.get(many, raw.get(one)) if one in raw or many in raw else \
+            entry.get(many, entry.get(one))
+        count *= len(value) if isinstance(value, list) and value else 1
+    repeats = entry.get("repeats", 1)
+    valid = isinstance(repeats, int) and 1 < repeats <= 1000  # else: _expand says why
+    return count * (repeats if valid else 1)
 
 
 def _expand(where: str, defaults: Mapping[str, Any], raw: Mapping[str, Any],
@@ -260,13 +284,13 @@ def _expand(where: str, defaults: Mapping[str, Any], raw: Mapping[str, Any],
     if workload is None:
         raise RunError(f"{where}: workload is required")
     if not isinstance(workload, str):
-        raise RunError(f"{where}: workload={values.shown(repr(workload))} is not a name")
+        raise RunError(f"{where}: workload={values.brief(repr(workload))} is not a name")
     sizes = _as_list(entry, "size", "sizes", where)
     dtypes = _as_list(entry, "dtype", "dtypes", where)
     scales = [_int_scale(where, s) for s in _as_list(entry, "scale", "scales", where)]
     repeats = entry.get("repeats", 1)
     if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= 1000:
-        raise RunError(f"{where}: repeats={values.shown(repr(repeats))} must be a whole "
+        raise RunError(f"{where}: repeats={values.brief(repr(repeats))} must be a whole "
                        "number from 1 to 1000")
     try:
         profile = values.parse_bool("profile", entry.get("profile", False))

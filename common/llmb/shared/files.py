@@ -173,6 +173,18 @@ def walk(top: str | os.PathLike[str], onerror: Any = None
                 stack.append(child)
 
 
+def link_under(path: str | os.PathLike[str], top: str | os.PathLike[str]) -> str | None:
+    """The first symbolic link on the way from `top` down to `path` (path itself included),
+    as a path, or None: what `archive`, which follows no link, must leave out. `path` lies
+    under `top`; `top` itself is not looked at."""
+    here = Path(top)
+    for part in Path(path).relative_to(top).parts:
+        here = here / part
+        if os.path.islink(here):
+            return str(here)
+    return None
+
+
 class FileRefused(LlmbError):
     """A file that cannot be read as asked: `reason` says why (`is not a regular file`,
     `is larger than N bytes`, `cannot be read (No such file or directory)`); `missing` when
@@ -331,30 +343,107 @@ def _flow_too_deep(text: str) -> bool:
     return False
 
 
-def _too_deep(text: str) -> bool:
-    """Whether YAML text nests collections deeper than MAX_DEPTH: its flow nesting, then its
-    tokens."""
+# Aliases nested in aliases expand without bound (the "billion laughs": ten levels of ten aliases
+# each are 10^10 values from a few hundred bytes), wherever the values are walked, copied or
+# printed. A file whose values, every alias expanded, number more than this is refused before
+# a single Python object is made of it (a recipe's metadata.yaml, with its few anchors, has
+# some thousands).
+MAX_EXPANDED = 1_000_000
+
+
+class TooLarge(LlmbError):
+    """YAML whose aliases expand to more than MAX_EXPANDED values, or refer to themselves."""
+
+
+def _scan(text: str) -> bool:
+    """Whether YAML text holds an alias (*name); TooDeep when it nests collections deeper
+    than MAX_DEPTH: its flow nesting counted on its characters, then its tokens (a scanner
+    keeps a counter, it does not recurse; libyaml's parser does, and crashes some 100000
+    levels down)."""
     import yaml
 
-    if _flow_too_deep(text):
-        return True
-    depth = 0
+    if len(text) > MAX_DEPTH and _flow_too_deep(text):
+        raise TooDeep(f"collections nested more than {MAX_DEPTH} deep")
+    depth, aliased = 0, False
     opens = (yaml.FlowSequenceStartToken, yaml.FlowMappingStartToken,
              yaml.BlockSequenceStartToken, yaml.BlockMappingStartToken)
     closes = (yaml.FlowSequenceEndToken, yaml.FlowMappingEndToken, yaml.BlockEndToken)
-    try:
-        for token in yaml.scan(text, Loader=_safe_loader()):
-            if isinstance(token, opens):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    return True
-            elif isinstance(token, closes):
-                depth -= 1
-    except yaml.MarkedYAMLError as exc:  # libyaml >= 0.2.6 stops at its own nesting limit
-        if "maximum nesting depth" in (exc.problem or ""):
-            return True
-        raise
-    return False
+    tokens = yaml.scan(text, Loader=_safe_loader())
+    while True:
+        try:
+            token = next(tokens)
+        except StopIteration:
+            return aliased
+        except yaml.MarkedYAMLError as exc:  # libyaml >= 0.2.6 stops at its own nesting limit
+            if "maximum nesting depth" in (exc.problem or "") or "increasing" in str(exc):
+                raise TooDeep(f"collections nested more than {MAX_DEPTH} deep") from None
+            return aliased  # not YAML: the parser says where
+        if isinstance(token, opens):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise TooDeep(f"collections nested more than {MAX_DEPTH} deep")
+        elif isinstance(token, closes):
+            depth -= 1
+        aliased = aliased or isinstance(token, yaml.AliasToken)
+
+
+def _expanded(root: Any) -> int:
+    """How many values a composed YAML document holds with every alias expanded (an alias
+    is the very node of its anchor, so shared nodes count once per use); TooLarge past
+    MAX_EXPANDED or for an alias inside its own anchor. Without recursion."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    busy: set[int] = set()
+    while stack:
+        node, done = stack.pop()
+        children = _children(node)
+        if done:
+            busy.discard(id(node))
+            sizes[id(node)] = min(MAX_EXPANDED + 1, 1 + sum(sizes[id(c)] for c in children))
+            continue
+        if id(node) in sizes:
+            continue
+        if id(node) in busy:
+            raise TooLarge("holds an alias inside its own anchor (a value that contains itself)")
+        busy.add(id(node))
+        stack.append((node, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+    if sizes[id(root)] > MAX_EXPANDED:
+        raise TooLarge(f"expands, its aliases followed, to more than {MAX_EXPANDED} values (an "
+                       "alias of aliases: the 'billion laughs'); write the values out")
+    return sizes[id(root)]
+
+
+def _children(node: Any) -> list[Any]:
+    import yaml
+
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+# Plain scalars read as numbers and booleans: decimal numbers and true/false only (YAML 1.2's
+# core schema, less its octal and hex). YAML 1.1, PyYAML's default, also reads 0x10 as 16, 010 as
+# 8, 1_000 as 1000, 1:30:00 as 5400, yes/no/on/off as booleans and 2025-01-01 as a date: an
+# account named 0x10 became 16, a time limit 1:30:00 became 5400 (minutes, to Slurm). Those stay
+# the text written.
+_RESOLVERS = (
+    ("tag:yaml.org,2002:bool", r"true|True|TRUE|false|False|FALSE", "tTfF"),
+    ("tag:yaml.org,2002:int", r"[-+]?(?:0|[1-9][0-9]*)", "-+0123456789"),
+    ("tag:yaml.org,2002:float", r"[-+]?(?:[0-9]+\.[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
+     r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)", "-+0123456789."),
+    ("tag:yaml.org,2002:null", r"~|null|Null|NULL|", ["~", "n", "N", ""]),
+    ("tag:yaml.org,2002:merge", r"<<", "<"),
+)
+
+
+def _plain_scalars(loader: Any) -> None:
+    """Give a loader class only _RESOLVERS for plain scalars."""
+    loader.yaml_implicit_resolvers = {}
+    for tag, pattern, first in _RESOLVERS:
+        loader.add_implicit_resolver(tag, re.compile(f"^(?:{pattern})$"), list(first))
 
 
 def _loader() -> Any:
@@ -381,6 +470,7 @@ def _loader() -> Any:
                     seen[key] = line
                 return super().construct_mapping(node, deep)
 
+        _plain_scalars(UniqueKeys)
         _LOADER.append(UniqueKeys)
     return _LOADER[0]
 
@@ -396,13 +486,21 @@ class DuplicateKey(LlmbError):
 
 def load_yaml(text: str) -> Any:
     """yaml.safe_load, through libyaml when PyYAML has it (several times faster), refusing a
-    key given twice (DuplicateKey) and collections nested deeper than MAX_DEPTH (TooDeep).
-    PyYAML is imported here, on first use: the analyzer answers `--help` without it."""
-    import yaml
-
-    if len(text) > MAX_DEPTH and _too_deep(text):
-        raise TooDeep(f"collections nested more than {MAX_DEPTH} deep")
-    return yaml.load(text, Loader=_loader())
+    key given twice (DuplicateKey), collections nested deeper than MAX_DEPTH (TooDeep) and
+    aliases that expand to more than MAX_EXPANDED values (TooLarge), before a Python object
+    is made; numbers and booleans as _RESOLVERS reads them. PyYAML is imported here, on first
+    use: the analyzer answers `--help` without it."""
+    aliased = _scan(text) if len(text) > MAX_DEPTH or "*" in text else False
+    loader = _loader()(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if aliased:
+            _expanded(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def read_yaml(path: str | os.PathLike[str], label: str,
@@ -428,7 +526,7 @@ def read_yaml(path: str | os.PathLike[str], label: str,
         return load_yaml(text)
     except yaml.YAMLError as exc:
         raise error(f"{label} is not valid YAML: {str(exc).splitlines()[0]}") from None
-    except DuplicateKey as exc:
+    except (DuplicateKey, TooLarge) as exc:
         raise error(f"{label}: {exc}") from None
     except (RecursionError, TooDeep):
         raise error(f"{label} nests deeper than a file llmb reads can") from None

@@ -4,8 +4,9 @@
 ends it into at most one line on stderr and an exit status, the same in all three:
 
 - the work done: nothing more, and the status it returned;
-- an LlmbError: `<prog>: <message>`, and the error's own `status` (2 for a UsageError, 1 for
-  most, whatever else one carries: an archive stopped by SIGTERM ends 143);
+- an LlmbError: `<prog>: <message>` (secrets in it masked), and the error's own `status` (2
+  for a UsageError, 1 for most, whatever else one carries: an archive stopped by SIGTERM ends
+  143);
 - Ctrl-C: `<prog>: interrupted`, and 130 (128 + SIGINT);
 - a broken pipe, the reader of stdout gone (`llmb-run list | head`,
   `parse_train_timing.sh | head`): nothing, and 141 (128 + SIGPIPE).
@@ -29,6 +30,7 @@ import sys
 from collections.abc import Callable
 
 from llmb.shared.errors import LlmbError
+from llmb.shared.redact import for_people
 from llmb.shared.values import shown
 
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
@@ -63,9 +65,10 @@ def quiet_stdout() -> None:
 
 
 def _say(prog: str, message: str, status: int) -> int:
-    """`<prog>: <message>` as one line on stderr (a newline in it shows as \\n), and `status`."""
+    """`<prog>: <message>` as one line on stderr (a newline in it shows as \\n, a secret in it as
+    stars), and `status`."""
     try:
-        print(f"{prog}: {shown(message)}", file=sys.stderr)
+        print(f"{prog}: {for_people(shown(message))}", file=sys.stderr)
         sys.stdout.flush()
     except BrokenPipeError:  # stdout's reader (or stderr's) went away too: the status says it
         quiet_stdout()

@@ -16,6 +16,7 @@ says what would be (for checking an archive someone else made).
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping
 
@@ -115,6 +116,24 @@ def redact_text(text: str, values: Iterable[str] = ()) -> str:
         return f"{m.group('name')}{m.group('sep')}{quote}{MASK}{quote}"
 
     return _ASSIGNMENT.sub(mask, text)
+
+
+def looks_like_token(text: str) -> bool:
+    """Whether text holds a string shaped like a credential (a Hugging Face, NGC, GitHub, AWS
+    or Slack token): an answer or a field that should name a file, and holds a token."""
+    return _TOKEN_SHAPES.search(text) is not None
+
+
+def for_people(text: str, environ: Mapping[str, str] | None = None) -> str:
+    """A message for a terminal or a log, every secret in it masked: the values of this
+    environment's secret-named variables (HF_TOKEN, ...), credential-shaped strings, a URL's
+    password, an Authorization header's credentials. Every front prints its refusals through
+    it: a token typed where a file was asked, or a token file given as a config, is never
+    echoed. (Unlike redact_text it keeps `NAME=value` assignments: a message names settings.)"""
+    text = redact(text, secret_values(os.environ if environ is None else environ))
+    text = _TOKEN_SHAPES.sub(MASK, text)
+    text = _URL_PASSWORD.sub(lambda m: m.group("keep") + MASK, text)
+    return _AUTH_HEADER.sub(lambda m: m.group("keep") + MASK, text)
 
 
 def clear_secrets(text: str) -> list[str]:

@@ -36,6 +36,9 @@ SAFE_PATH_PUNCT = "_./+-@="
 SAFE_PATH_HINT = "use letters, digits and _ . / + - @ ="
 # Slurm account and partition names as llmb passes them on.
 SLURM_NAME_PUNCT = "_.-"
+MAX_PATH = 4096  # characters of a path (PATH_MAX), an image file or reference
+MAX_SLURM_NAME = 256  # characters of an account or partition name
+MAX_SLURM_NAMES = 1024  # of several (comma separated): what fits an #SBATCH line
 # The most of anything a person may count with (steps, GPUs, ...): no 23-digit step counts.
 TIME_RE = re.compile(r"^(?:([0-9]{1,3})-)?([0-9]{1,3}):([0-5][0-9]):([0-5][0-9])$")
 # An image reference as pyxis/enroot or Docker take it: [USER@][REGISTRY#|REGISTRY/]PATH[:TAG]
@@ -76,8 +79,17 @@ def printable_env(env: Mapping[str, str], names: Iterable[str],
             printable(name, value, secret=name in hidden)
 
 
+def bounded(name: str, value: str, limit: int, what: str) -> str:
+    """value, or BadValue naming a prefix of it and its length when it is longer than limit."""
+    if len(value) > limit:
+        raise BadValue(f"{name}={values.brief(value)} is longer than the {limit} characters "
+                       f"{what} can be")
+    return value
+
+
 def job_path(name: str, value: str) -> str:
     """A path nemo-run hands to a shell unquoted: SAFE_PATH characters only."""
+    bounded(name, value, MAX_PATH, "a path")
     printable(name, value)
     bad = [c for c in value if not (c.isalnum() or c in SAFE_PATH_PUNCT)]
     if bad:
@@ -91,6 +103,7 @@ def job_path(name: str, value: str) -> str:
 def mount_path(name: str, value: str, label: bool = False) -> str:
     """A host path that becomes a pyxis mount: no ',' or ':'. `label`: `name` is a
     description ("the llmb repository"), not a variable."""
+    bounded(name, value, MAX_PATH, "a path")
     printable(name, value)
     bad = [c for c in value if c in ",:"]
     if bad:
@@ -102,7 +115,12 @@ def mount_path(name: str, value: str, label: bool = False) -> str:
 
 
 def slurm_name(name: str, value: str, what: str, lists: bool = False) -> str:
-    """A Slurm account or partition name: letters, digits and _ . - (',' between several)."""
+    """A Slurm account or partition name: letters, digits and _ . - (',' between several),
+    at most MAX_SLURM_NAME characters (MAX_SLURM_NAMES for several)."""
+    limit = MAX_SLURM_NAMES if lists else MAX_SLURM_NAME
+    if len(value) > limit:
+        raise BadValue(f"{name}={values.brief(value)} is longer than the {limit} characters a "
+                       f"Slurm {what} name{'s' if lists else ''} can be here")
     printable(name, value)
     allowed = SLURM_NAME_PUNCT + ("," if lists else "")
     bad = [c for c in value if not ((c.isascii() and c.isalnum()) or c in allowed)]
@@ -133,6 +151,7 @@ def container_image(name: str, value: str, cwd: Path | None = None) -> str:
     """An image override: a squashfs file (made absolute: pyxis reads any other value as a
     registry reference, and srun's working directory is not the launch directory) or a
     registry reference in the form pyxis takes."""
+    bounded(name, value, MAX_PATH, "an image file or reference")
     printable(name, value)
     if looks_like_file(value):
         path = Path(os.path.expanduser(value))

@@ -24,9 +24,32 @@ they start can name code to run, so a value meant as a setting would run a comma
   PYTHONWARNINGS and PYTHONBREAKPOINT (they name modules Python imports),
   PYTHONPYCACHEPREFIX (where compiled code is read from), ...: every PYTHON* variable
   (the group that `python -E` ignores) except the few that only change output or encoding.
+- Slurm (sbatch(1), srun(1), salloc(1), INPUT ENVIRONMENT VARIABLES; SchedMD/slurm
+  doc/man/man1): the job's srun reads its options from SLURM_* variables, and some of those
+  name a program it runs or change how it starts the tasks: SLURM_TASK_PROLOG and
+  SLURM_TASK_EPILOG (--task-prolog/--task-epilog: a program run before and after every task),
+  SLURM_PROLOG and SLURM_EPILOG (--prolog/--epilog: a program srun runs before and after the
+  step), SLURM_BCAST, SLURM_BCAST_EXCLUDE and SLURM_SEND_LIBS (--bcast, --send-libs: the
+  program and its libraries copied to the nodes and run from there), SLURM_TEST_EXEC,
+  SLURM_EXPORT_ENV (--export: the environment the tasks start with), SLURM_MPI_TYPE (--mpi: the
+  plugin that starts them), SRUN_INPUT/SRUN_OUTPUT/SRUN_ERROR (where the tasks' input and output
+  go), SLURM_CONF (the slurm.conf every Slurm command reads: its plugins and prologs), and the
+  container variables SBATCH_CONTAINER, SALLOC_CONTAINER (an OCI bundle whose runtime runs the
+  job). SPANK plugins such as pyxis take their options from variables named
+  `_SLURM_SPANK_OPTION_<plugin>_<option>` (slurm src/common/spank.h, SPANK_OPTION_ENV_PREFIX;
+  spank(8)): the container image and mounts every task runs in.
+- NCCL (its user guide, docs/userguide/source/env.rst): NCCL_NET_PLUGIN, NCCL_TUNER_PLUGIN,
+  NCCL_PROFILER_PLUGIN, NCCL_ENV_PLUGIN, and in newer releases NCCL_GIN_PLUGIN and
+  NCCL_RMA_PLUGIN (src/plugin) name a shared object NCCL loads into every rank: a name (`foo`,
+  loaded as foo or libnccl-net-foo.so from the system's library path) is the site's choice and
+  may be given, a path is refused; NCCL_CONF_FILE names a file of NCCL settings (which could
+  name such a path) and is refused.
+- CUDA (CUPTI's documentation, "Injection"; NVTX's nvtx3 headers): CUDA_INJECTION64_PATH and
+  CUDA_INJECTION32_PATH name a library the CUDA driver loads into every process that starts
+  CUDA, NVTX_INJECTION64_PATH and NVTX_INJECTION32_PATH one NVTX loads at the first range.
 
-`problem(name)` says in words why a name is refused (None when it may be set); every place a
-run's environment comes from refuses with it, in one line naming the variable and why.
+`problem(name, value)` says in words why a variable is refused (None when it may be set); every
+place a run's environment comes from refuses with it, in one line naming the variable and why.
 Standard library only; no import of the rest of llmb.
 """
 
@@ -96,10 +119,62 @@ _PYTHON = {
 }
 _PYTHON_ANY = "Python reads it when it starts: it changes what Python imports or how it runs"
 _BASH_FUNC = re.compile(r"BASH_FUNC_.*")
+# Slurm: srun, sbatch and salloc read these when they start (their INPUT ENVIRONMENT VARIABLES).
+_SLURM = {
+    "SLURM_TASK_PROLOG": "srun runs the program it names before every task (--task-prolog)",
+    "SLURM_TASK_EPILOG": "srun runs the program it names after every task (--task-epilog)",
+    "SLURM_PROLOG": "srun runs the program it names before the step starts (--prolog)",
+    "SLURM_EPILOG": "srun runs the program it names after the step ends (--epilog)",
+    "SLURM_BCAST": "srun copies the program to the nodes and runs that copy (--bcast)",
+    "SLURM_BCAST_EXCLUDE": "it changes which libraries srun copies with the program",
+    "SLURM_SEND_LIBS": "srun copies the program's libraries to the nodes (--send-libs)",
+    "SLURM_TEST_EXEC": "it changes how srun looks for the program before it starts it",
+    "SLURM_EXPORT_ENV": "it changes the environment every task starts with (--export)",
+    "SLURM_MPI_TYPE": "it changes the plugin that starts the tasks (--mpi)",
+    "SRUN_INPUT": "it changes where the tasks' input comes from (--input)",
+    "SRUN_OUTPUT": "it changes where the tasks' output goes (--output): the logs llmb reads",
+    "SRUN_ERROR": "it changes where the tasks' errors go (--error)",
+    "SLURM_CONF": "every Slurm command reads the slurm.conf it names: its plugins and prologs",
+    "SBATCH_CONTAINER": "the job runs in the OCI bundle it names (--container)",
+    "SBATCH_CONTAINER_ID": "the job runs in the OCI container it names (--container-id)",
+    "SALLOC_CONTAINER": "the job runs in the OCI bundle it names (--container)",
+    "SALLOC_CONTAINER_ID": "the job runs in the OCI container it names (--container-id)",
+}
+_SPANK_OPTION = "_SLURM_SPANK_OPTION_"
+_SPANK = ("a SPANK plugin (pyxis: the container image and mounts) reads it as one of its "
+          "options for every task")
+# NCCL and the CUDA stack: a library of the caller's choosing loaded into every rank.
+_NCCL_PLUGINS = ("NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN",
+                 "NCCL_ENV_PLUGIN", "NCCL_GIN_PLUGIN", "NCCL_RMA_PLUGIN")
+_PLUGIN_NAMES = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*(?:,[A-Za-z0-9_][A-Za-z0-9_.+-]*)*")
+_CUDA = {
+    "NCCL_CONF_FILE": "NCCL reads its settings from the file it names (a plugin's path among "
+                      "them)",
+    "CUDA_INJECTION64_PATH": "the CUDA driver loads the library it names into every process",
+    "CUDA_INJECTION32_PATH": "the CUDA driver loads the library it names into every process",
+    "NVTX_INJECTION64_PATH": "NVTX loads the library it names into every process",
+    "NVTX_INJECTION32_PATH": "NVTX loads the library it names into every process",
+}
 
 
-def problem(name: str) -> str | None:
-    """Why a run's environment may not take `name` from people, in words; None when it may."""
+def problem(name: str, value: str | None = None) -> str | None:
+    """Why a run's environment may not take `name` (set to `value`, where the value decides)
+    from people, in words; None when it may."""
+    if name in _NCCL_PLUGINS:
+        if value is None or _PLUGIN_NAMES.fullmatch(value):
+            return None
+        return ("NCCL loads the shared object it names into every rank: give the plugin's name "
+                "(e.g. aws-ofi, loaded from the system's library path), not a path")
+    return _by_name(name)
+
+
+def _by_name(name: str) -> str | None:
+    if name in _SLURM:
+        return _SLURM[name]
+    if _SPANK_OPTION in name:
+        return _SPANK
+    if name in _CUDA:
+        return _CUDA[name]
     if name in _BASH:
         return _BASH[name]
     if _BASH_FUNC.fullmatch(name):
@@ -117,12 +192,14 @@ def problem(name: str) -> str | None:
     return None
 
 
-def refusal(name: str, where: str = "") -> str | None:
+def refusal(name: str, where: str = "", value: str | None = None) -> str | None:
     """The one line that refuses `name` (prefixed by `where`, e.g. `--env`), or None."""
-    why = problem(name)
+    why = problem(name, value)
     if why is None:
         return None
     prefix = f"{where} " if where else ""
+    if name in _NCCL_PLUGINS:
+        return f"{prefix}{name} cannot be a path: {why}"
     return (f"{prefix}{name} cannot be set for a run: {why}; leave it out (a launch never "
             "needs it)")
 

@@ -23,15 +23,39 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e\u00a0-\uffff]|[\ud800-\udfff]")
 
 
+# The most of one value a message or a table shows: a longer one is its prefix and its length
+# (a 3 MB gpu_type is never echoed whole).
+SHOWN_MAX = 1024
+BRIEF = 60  # a bad value named in a one-line refusal
+
+
 class BadValue(UsageError):
     """A value that cannot be used; str(error) is one line for people (no program prefix)."""
 
 
-def shown(value: object) -> str:
-    """A value as one printable line: control characters appear escaped (`\\n`, `\\x1b`)."""
-    return _UNPRINTABLE.sub(
-        lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii"),
-        str(value))
+def shown(value: object, limit: int = SHOWN_MAX) -> str:
+    """A value as one printable line: control characters appear escaped (`\\n`, `\\x1b`);
+    past `limit` characters, its prefix and its length (`abc... (3000000 characters)`)."""
+    text = _text(value)
+    cut = text[:limit]
+    out = _UNPRINTABLE.sub(
+        lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii"), cut)
+    if len(text) <= limit:
+        return out
+    return f"{out}... ({len(text)} characters)"
+
+
+def brief(value: object, limit: int = BRIEF) -> str:
+    """shown(), cut to a short prefix: what a one-line refusal shows of a bad value."""
+    return shown(value, limit)
+
+
+def _text(value: object) -> str:
+    try:
+        return str(value)
+    except ValueError:  # an integer of more digits than Python converts to text
+        return f"<a whole number of about {int(value.bit_length() * 0.30103) + 1} digits>" \
+            if isinstance(value, int) else f"<{type(value).__name__}>"
 
 
 def parse_bool(name: str, value: object, empty: bool | None = False) -> bool:

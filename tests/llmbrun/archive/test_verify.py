@@ -138,7 +138,7 @@ def make_tree(root: Path, cluster_type: str = "slurm") -> Path:
     if cluster_type == "slurm":
         (run / "e_sbatch.sh").write_text("#!/bin/bash\n#SBATCH --nodes=2\n")
     (root / "system.json").write_text("{}\n")
-    index = {"files": list_files(root), "runs": [{"run": RUN, "manifest": True}],
+    index = {"format": 1, "files": list_files(root), "runs": [{"run": RUN, "manifest": True}],
              "analysis_error": "no log to analyze", "report": {"status": "skipped"}}
     (root / INDEX).write_text(json.dumps(index))
     return root

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -17,6 +18,8 @@ from pathlib import Path
 import fakeinstall
 import pytest
 import runinstall
+import screenfiles
+from llmb.llmbrun.archive import unpack as unpacking
 from llmb.llmbrun.archive.format import INDEX, ROOT, list_files
 
 
@@ -190,7 +193,7 @@ def test_an_index_with_wrong_types_is_never_a_traceback(made, tmp_path, change):
 
 
 RUNS_REWRITTEN = [
-    ("not-a-list", lambda runs: 5, "ARCHIVE.json: runs is int, not a list of runs"),
+    ("not-a-list", lambda runs: 5, "ARCHIVE.json: runs is 5 (a whole number), not a list"),
     ("emptied", lambda runs: [], "belongs to no run ARCHIVE.json lists"),
     ("one-dropped", lambda runs: runs[1:], "belongs to no run ARCHIVE.json lists"),
 ]
@@ -219,3 +222,104 @@ def test_an_integer_of_thousands_of_digits_is_a_problem_not_a_traceback(made, tm
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr and len(proc.stderr.splitlines()) <= 1
     assert where in proc.stdout + proc.stderr
+
+
+def test_a_member_of_another_size_or_unlisted_is_never_written(made, tmp_path):
+    """A member within the bomb bound (twice the index's size, and a megabyte) but not of the
+    size the index declares, or one the index does not list, was unpacked whole before its
+    size and sha256 were compared: it is named without a byte of it written."""
+    tree = unpack(made, tmp_path / "u")
+    log = next((tree / "runs").rglob("log-*.out"))
+    rel = log.relative_to(tree).as_posix()
+    log.write_bytes(log.read_bytes() * 3)  # within the bound, not the listed size
+    (tree / "runs" / "extra.out").write_bytes(b"y" * (3 << 20))
+    path = repack(tree, tmp_path / "t.tar.gz", rehash=False)
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    with tarfile.open(path) as tar:
+        members, listed = unpacking.safe_members(tar)
+        held = unpacking.extract(tar, members, dest, listed)
+    assert set(held) == {rel, "runs/extra.out"}
+    assert not (dest / ROOT / rel).exists() and not (dest / ROOT / "runs" / "extra.out").exists()
+    proc = verify(path)
+    assert proc.returncode == 1
+    assert f"{rel} was changed after the archive was made (its size (" in proc.stdout
+    assert "runs/extra.out is in the archive but not in ARCHIVE.json (not unpacked)" in proc.stdout
+
+
+ANALYSIS_TYPES = [
+    ("filename-list", lambda d: d["results"][0].update(filename=[1]),
+     "results[0].filename is a list of 1 item(s), not text"),
+    ("config-key-list", lambda d: d["configurations"][0].update(config_key=["k"]),
+     "configurations[0].config_key is a list of 1 item(s), not text"),
+    ("results-text", lambda d: d.update(results="all"), "results is 'all' (text), not a list"),
+    ("time-text", lambda d: d["results"][0].update(time_mean="fast"),
+     "results[0].time_mean is 'fast' (text), not a number or null"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), [(c, m) for _, c, m in ANALYSIS_TYPES],
+                         ids=[k for k, _, _ in ANALYSIS_TYPES])
+def test_an_analysis_of_the_wrong_type_names_its_field(made, tmp_path, change, message):
+    """A list where analysis.json has a file name ended verify-archive in a TypeError."""
+    tree = unpack(made, tmp_path / "u")
+    data = json.loads((tree / "analysis.json").read_text())
+    change(data)
+    (tree / "analysis.json").write_text(json.dumps(data))
+    proc = verify(repack(tree, tmp_path / "t.tar.gz"))
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"  analysis.json is not the analyzer's JSON: {message}\n" in proc.stdout
+
+
+def test_the_index_cannot_forge_a_line_of_the_verdict(made, tmp_path):
+    """An index's own text is printed escaped: its analysis_error forged a second 'complete and
+    consistent' line."""
+    tree = unpack(made, tmp_path / "u")
+    (tree / "analysis.json").unlink()
+    shutil.rmtree(tree / "report")
+    index = json.loads((tree / INDEX).read_text())
+    index.update(analysis_error="x\n/elsewhere.tar.gz: complete and consistent: 9 run(s)",
+                 report={"status": "unavailable", "detail": "\x1b]0;owned\x07"})
+    (tree / INDEX).write_text(json.dumps(index))
+    proc = verify(repack(tree, tmp_path / "t.tar.gz"))
+    assert proc.returncode == 0, proc.stdout
+    assert len(proc.stdout.splitlines()) == 1 and "\x1b" not in proc.stdout
+    assert "no analysis (x\\n/elsewhere.tar.gz: complete and consistent" in proc.stdout
+
+
+def test_an_index_that_says_no_analysis_while_there_is_one_is_a_problem(made, tmp_path):
+    tree = unpack(made, tmp_path / "u")
+    index = json.loads((tree / INDEX).read_text())
+    index["analysis_error"] = "none"
+    (tree / INDEX).write_text(json.dumps(index))
+    proc = verify(repack(tree, tmp_path / "t.tar.gz"))
+    assert proc.returncode == 1
+    assert "ARCHIVE.json says the archive has no analysis, but analysis.json is there" in \
+        proc.stdout
+
+
+def test_a_changed_screen_is_named_not_blamed_on_the_analysis(tmp_path_factory, tmp_path):
+    root = fakeinstall.make_install(tmp_path_factory.mktemp("screen") / "llmb")
+    fakeinstall.make_run(root, "101")
+    screenfiles.screen_json(root)
+    made = root.parent / "s.tar.gz"
+    assert runinstall.run(["archive", "--output", str(made)], root, timeout=300).returncode == 0
+    tree = unpack(made, tmp_path / "u")
+    screen = tree / "screen" / "screen.json"
+    screen.write_text(screen.read_text().replace("node1", "nodeX"))
+    proc = verify(repack(tree, tmp_path / "t.tar.gz"))
+    assert proc.returncode == 1
+    assert "report/index.html does not say what screen/screen.json says" in proc.stdout
+    assert "does not say what analysis.json says" not in proc.stdout
+
+
+def test_a_relabelled_run_in_the_analysis_is_caught(made, tmp_path):
+    """An analysis.json whose run was given another experiment (or configuration) passed as
+    consistent: those fields are compared with the analysis of the archived logs too."""
+    tree = unpack(made, tmp_path / "u")
+    data = json.loads((tree / "analysis.json").read_text())
+    data["results"][0]["experiment"] = "someone_elses_run"
+    (tree / "analysis.json").write_text(json.dumps(data))
+    proc = verify(repack(tree, tmp_path / "t.tar.gz"))
+    assert proc.returncode == 1
+    assert "analysis.json says experiment=someone_elses_run, its log gives " in proc.stdout

@@ -34,7 +34,7 @@ def llmb_run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 REFUSED = [
     (["--nodes", "0"], "argument --nodes: 0 is not a node count: a whole number from 1 to "
-                       "100000"),
+                       "16384"),
     (["--nodes", "four"], "argument --nodes: four is not a node count"),
     (["--nodes", "04"], "argument --nodes: 04 is not a node count; write it as 4"),
     (["--nodes", "2", "--rounds", "0"], "argument --rounds: 0 is not a number of rounds"),
@@ -59,6 +59,8 @@ REFUSED = [
      "both name node1; a node cannot be required and excluded"),
     (["--nodes", "2", "--smoke=yes"], "argument --smoke: ignored explicit argument 'yes'"),
     (["--nodes", "2", "--node", "3"], "unrecognized arguments: --node 3"),
+    (["--nodes", "2", "--baseline", "/nonexistent/baseline.json"],
+     "--baseline /nonexistent/baseline.json: cannot be read"),
 ]
 
 
@@ -168,7 +170,9 @@ def test_plan_holds_both_paths_and_smoke_forces_the_cpu():
 def screen_result(root: Path, stamp: str, suspects: list[str]) -> None:
     folder = root / "screens" / stamp
     folder.mkdir(parents=True)
-    (folder / "screen.json").write_text(json.dumps({"suspects": suspects, "nodes": []}))
+    (folder / "screen.json").write_text(json.dumps({  # the least a screen.json of its type holds
+        "mode": "cpu", "gpus_per_node": 1, "backend": None, "measured_by": None, "nodes": [],
+        "pairs": [], "rounds": [], "named": [], "suspects": suspects}))
 
 
 SINGLE = ["single", "-w", "pretrain_nemotron4", "-s", "340b", "--dtype", "fp8", "--scale",
@@ -180,9 +184,9 @@ def test_exclude_suspect_adds_the_newest_screens_nodes_to_exclude(install):
     screen_result(install, "20260102-000000", ["node3", "node5"])
     proc = llmb_run(install, *SINGLE, "--exclude", "node1", "--exclude-suspect")
     assert proc.returncode == 0, proc.stderr
-    assert "#SBATCH --exclude=node1,node3,node5" in proc.stdout
-    assert '"exclude": "node1,node3,node5"' in proc.stdout  # the manifest records it
-    assert (f"llmb-run: --exclude-suspect: leaving out node3,node5 (named by {install}/screens/"
+    assert "#SBATCH --exclude='node[1,3,5]'" in proc.stdout  # Slurm's hostlist form
+    assert '"exclude": "node[1,3,5]"' in proc.stdout  # the manifest records it
+    assert (f"llmb-run: --exclude-suspect: leaving out node[3,5] (named by {install}/screens/"
             "20260102-000000/screen.json)") in proc.stderr
 
 

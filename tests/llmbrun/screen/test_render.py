@@ -4,6 +4,7 @@ leave it, tests/helpers/fakeinstall.py; verify-archive accepts the result)."""
 
 from __future__ import annotations
 
+import html
 import json
 import tarfile
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 import runinstall
 import screenfiles
 from llmb import layout
+from llmb.llmbrun.screen import baseline as screenbaseline
 from llmb.llmbrun.screen import render as screenreport
 
 SLOW = {"pairs-1:node2,node3": 0.01, "pairs-2:node1,node3": 0.012}
@@ -33,6 +35,17 @@ def test_table_names_the_suspect_with_its_figures(tmp_path):
     assert "rounds: gpus 1.5 s, nodes 1.5 s, pairs-1 1.5 s, pairs-2 1.5 s, all 1.5 s" in lines
     assert lines[-1] == "suspects: node3"
     assert any(ln.startswith("  node3: pairs busbw_gbps 0.012 < floor 0.035") for ln in lines)
+
+
+def test_table_says_what_the_screen_resolves(tmp_path):
+    doc = screenfiles.screen_json(tmp_path, repeats=5)
+    lines = screenreport.table(doc).splitlines()
+    (line,) = [ln for ln in lines if ln.startswith("resolves: ")]
+    for r in doc["resolution"]:
+        assert f"a {100 * r['resolves']:.3g}% slow" in line
+    assert "slow GPU memory_gbps (noise" in line and "slow link (noise" in line
+    assert lines[-1] == "suspects: none"
+    assert screenreport.resolution_line(screenfiles.screen_json(tmp_path / "old")) is None
 
 
 def test_plot_is_a_png(tmp_path):
@@ -84,6 +97,62 @@ def test_archive_holds_the_newest_screen_and_verifies(site, tmp_path):
     check = runinstall.run(["verify-archive", str(archive)], tmp_path, timeout=300)
     assert check.returncode == 0, check.stdout + check.stderr
     assert "complete and consistent" in check.stdout
+
+
+def test_report_and_archive_carry_the_baseline_comparison(tmp_path):
+    root = fakeinstall.make_install(tmp_path / "llmb")
+    fakeinstall.make_run(root, "14", workload="pretrain_nemotron4", size="15b", scale=16)
+    kept = screenbaseline.save(root / "screens" / "baseline.json",
+                               screenfiles.screen_json(root, "20260101-000000", repeats=5))
+    doc = screenfiles.screen_json(root, "20260102-030405", repeats=5)
+    screenbaseline.apply(doc, kept, str(root / "screens" / "baseline.json"))
+    (root / "screens" / doc["stamp"] / "screen.json").write_text(json.dumps(doc))
+    line = screenreport.baseline_line(doc)
+    assert line is not None and line.startswith(
+        f"baseline 20260101-000000 ({root}/screens/baseline.json): now against then: ")
+    out = tmp_path / "report"
+    proc = runinstall.run(["report", "--output", str(out)], root, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert html.escape(line) in (out / "index.html").read_text()
+    assert f"- {line}" in (out / "report.md").read_text()
+    archive = tmp_path / "a.tar.gz"
+    proc = runinstall.run(["archive", "--output", str(archive)], root, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    with tarfile.open(archive) as tar:
+        held = json.load(tar.extractfile("llmb-archive/screen/baseline.json"))  # type: ignore[arg-type]
+    assert held == kept
+    check = runinstall.run(["verify-archive", str(archive)], tmp_path, timeout=300)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_report_before_any_run_holds_the_screen(tmp_path):
+    root = fakeinstall.make_install(tmp_path / "llmb")  # installed, screened, nothing run
+    doc = screenfiles.screen_json(root, repeats=5, slow=SLOW)
+    out = root / "report"
+    proc = runinstall.run(["report"], root, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [
+        f"report: {out}/index.html",
+        f"report: includes the newest screen ({doc['stamp']}, {root}/screens/{doc['stamp']})",
+        f"report: {out}/report.md",
+        f"report: no runs yet under {root}/workloads: the report holds its sections"]
+    page = (out / "index.html").read_text()
+    assert "Logs: 0 (0 Success" in page and page.count("<h2>Cluster screen</h2>") == 1
+    assert "suspects: <b>node3</b>" in page
+    line = screenreport.resolution_line(doc)
+    assert line is not None and html.escape(line) in page
+    assert (out / "plots" / screenreport.PLOT_FILE).read_bytes().startswith(b"\x89PNG")
+    assert f"- {line}" in (out / "report.md").read_text()
+    assert not list(out.glob(".llmb-report-*"))  # nothing left of its making
+
+
+def test_report_with_neither_runs_nor_a_screen_writes_nothing(tmp_path):
+    root = fakeinstall.make_install(tmp_path / "llmb")
+    (root / "workloads").mkdir()
+    proc = runinstall.run(["report"], root, timeout=300)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == f"llmb-run: no runs yet: {root}/workloads holds no log\n"
+    assert not (root / "report").exists()
 
 
 def test_no_screen_no_section(tmp_path):

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import screenfiles
 from llmb.container import screenrun
+from llmb.llmbrun.screen import precision
 from llmb.llmbrun.screen import results as screenresults
 
 NODES, PER_NODE = screenfiles.NODES, screenfiles.PER_NODE
@@ -43,6 +44,40 @@ def test_a_complete_screen(tmp_path):
     assert doc["peers"] == {"k": 3.5, "tolerance": 0.65}
     assert (doc["suspects"], doc["named"]) == ([], [])
     assert {n["verdict"] for n in doc["nodes"]} == {"pass"}
+
+
+def test_figures_measured_in_repeats(tmp_path):
+    write_screen(tmp_path, repeats=5)
+    doc = doc_of(tmp_path)
+    gpu = doc["nodes"][1]["gpus"][0]
+    assert gpu["repeats"]["memory_gbps"] == screenfiles.jitter(3.0, 5, 2)
+    assert gpu["figures"]["memory_gbps"] == pytest.approx(
+        precision.value_of(gpu["repeats"]["memory_gbps"]))
+    own = doc["nodes"][0]["allreduce"]
+    assert own["busbw_gbps"] == pytest.approx(precision.value_of(own["repeats"]))
+    assert own["algbw_gbps"] == pytest.approx(own["busbw_gbps"] / (2 * 1 / 2))  # 2 ranks
+    resolved = {(r["figure"], r["kind"]) for r in doc["resolution"]}
+    assert resolved == {("matmul_fp32_tflops", "gpu"), ("memory_gbps", "gpu"),
+                        ("all-reduce busbw_gbps", "node"), ("pairs busbw_gbps", "link"),
+                        ("pairs busbw_gbps", "network")}
+    assert all(r["repeats"] == 5 and r["margin"] == precision.MARGIN["cpu"]
+               for r in doc["resolution"])
+    assert (doc["suspects"], doc["named"]) == ([], [])
+
+
+def test_nccl_tests_cycles_are_the_repeats(tmp_path):
+    write_screen(tmp_path, tool=screenrun.NCCL_TESTS_TOOL)
+    where = tmp_path / screenrun.NCCL_TESTS_DIR
+    where.mkdir()
+    header = [screenfiles.nccl_tests_rank(r, n, r % 2) for r, n in
+              enumerate(["node1", "node1", "node4", "node4"])]
+    cycles = [screenfiles.nccl_tests_row(1 << 30, (16000.0, 67.0, b * 0.99, "0"),
+                                         (16000.0, 67.0, b, "0"))
+              for b in (100.0, 101.0, 99.0, 100.5, 60.0)]  # the last cycle disturbed
+    (where / "pairs-1.0.out").write_text("\n".join([*header, *cycles, ""]))
+    pair = doc_of(tmp_path)["pairs"][0]
+    assert pair["repeats"] == [100.0, 101.0, 99.0, 100.5, 60.0]
+    assert pair["busbw_gbps"] == pytest.approx((100.0 + 99.0 + 100.5) / 3)
 
 
 def test_a_node_slow_with_both_partners(tmp_path):

@@ -9,12 +9,20 @@ from llmb import layout
 from llmb.llmbrun.errors import RunError
 from llmb.llmbrun.screen import suspects
 
+# The least a screen.json of its type holds (llmb.llmbrun.screen.results.ScreenDocument)
+EMPTY = {"mode": "cpu", "gpus_per_node": 1, "backend": None, "measured_by": None, "nodes": [],
+         "pairs": [], "rounds": [], "named": [], "suspects": []}
+
 
 def screen(tree: layout.Install, stamp: str, data: object | None) -> None:
     folder = tree.screens / stamp
     folder.mkdir(parents=True)
     if data is not None:
         (folder / layout.SCREEN_FILE).write_text(json.dumps(data))
+
+
+def complete(suspects: list[str]) -> dict[str, object]:
+    return {**EMPTY, "suspects": suspects}
 
 
 def test_no_screen(tmp_path):
@@ -26,14 +34,15 @@ def test_no_screen(tmp_path):
 
 def test_the_newest_complete_screen_counts(tmp_path):
     tree = layout.Install(tmp_path)
-    screen(tree, "20261120-101010", {"suspects": ["node3"]})
-    screen(tree, "20261121-101010", {"suspects": ["node[1-2]", "gpu7"]})
+    screen(tree, "20261120-101010", complete(["node3"]))
+    screen(tree, "20261121-101010", complete(["node[1-2]", "gpu7"]))
     screen(tree, "20261122-101010", None)  # still running: no results yet
     assert suspects.for_exclude(tree) == ("node1", "node2", "gpu7")
 
 
-@pytest.mark.parametrize("data", [[1], {"suspects": "node1"}, {"suspects": ["a b"]},
-                                  {"suspects": ["$(touch x)"]}, {}])
+@pytest.mark.parametrize("data", [[1], complete("node1"), complete(["a b"]),
+                                  complete(["$(touch x)"]), {}, {"suspects": ["node1"]},
+                                  {**EMPTY, "nodes": [{"node": 5}]}])
 def test_broken_results_are_one_line(tmp_path, data):
     tree = layout.Install(tmp_path)
     screen(tree, "20261121-101010", data)

@@ -81,7 +81,8 @@ def test_every_bad_value_is_one_line_and_nothing_is_written(root, args, code, me
 
 @pytest.mark.parametrize(("screen", "message"), [
     ("{", "screen results {path} are not valid JSON; run llmb-run screen again"),
-    ('{"suspects": "node1"}', "screen results {path} have no list of suspects"),
+    ('{"suspects": "node1"}', "screen results {path}: the record has no backend; run llmb-run "
+     "screen again"),
     ('{"suspects": ["$(id)"]}', "screen results {path}: "),
 ])
 def test_a_bad_screen_file_is_one_line(root, screen, message):

@@ -153,7 +153,7 @@ def test_the_latest_attempt_of_a_run_is_what_counts(cfg, tmp_path, monkeypatch):
 def test_resume_exclude_suspect_adds_to_the_recorded_placement(cfg):
     made = make_suite(cfg, place={"exclude": "node7", "qos": "high"})
     updated = suites.with_exclusion(made, ("node7", "node9"), Path("/s/screen.json"))
-    assert updated.placement.record() == {"exclude": "node7,node9", "qos": "high"}
+    assert updated.placement.record() == {"exclude": "node[7,9]", "qos": "high"}
     assert (updated.data["excluded_suspects"], updated.data["screen"]) == (
         ["node9"], "/s/screen.json")
     assert suites.load(cfg, made.id).placement.exclude == "node7"  # not saved yet

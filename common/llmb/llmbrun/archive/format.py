@@ -1,19 +1,78 @@
 """The archive's format, the one both `archive` (pack) and `verify-archive` (verify, unpack)
 hold it to: everything under ROOT/ in a `.tar.gz`, the index INDEX first, FORMAT its version;
-every file listed in the index with its size and sha256; text read line by line in pieces
-(a log line can be any length)."""
+every file listed in the index with its size and sha256 (ArchiveIndex, the type verify-archive
+holds an index to before it uses a field of it); text read line by line in pieces (a log line
+can be any length)."""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
+
+from llmb.shared.records import Bound, Shape
 
 FORMAT = 1
 ROOT = "llmb-archive"
 INDEX = "ARCHIVE.json"
 PIECE = 1 << 20  # bytes of one line read at a time
+MAX_FILES = 1_000_000  # files of one archive (unpack refuses more members)
+Name = Annotated[str, Bound(text=4096)]  # a path in the archive, a time, a status
+Note = Annotated[str, Bound(text=4096)] | None  # why something is missing, in words
+
+
+class FileEntry(TypedDict):
+    bytes: int
+    sha256: Annotated[str, Bound(text=64)]
+
+
+class _RunKeys(TypedDict):
+    run: Name  # runs/<workload>/experiments/<exp>/<run>
+
+
+class RunEntry(_RunKeys, total=False):
+    manifest: bool
+    logs: Annotated[list[Name], Bound(items=MAX_FILES)]
+    job_script: Name | None
+
+
+class ReportNote(TypedDict, total=False):
+    status: Name  # written | unavailable
+    detail: Note
+
+
+class ScreenNote(TypedDict, total=False):
+    stamp: Name
+    suspects: Annotated[list[Name], Bound(items=65_536)] | None
+    in_report: bool
+
+
+class LeftOut(TypedDict, total=False):
+    files: int
+    bytes: int
+    examples: list[Name]
+    why: Name
+
+
+class _IndexKeys(TypedDict):
+    format: int
+    files: Annotated[dict[Name, Annotated[dict[str, Any], Shape(FileEntry)]],
+                     Bound(items=MAX_FILES)]
+
+
+class ArchiveIndex(_IndexKeys, total=False):
+    """ARCHIVE.json, as `archive` writes it."""
+
+    created: Name
+    made_by: Name
+    install: Name
+    suite: Name
+    runs: Annotated[list[dict[str, Any]], Shape(RunEntry), Bound(items=MAX_FILES)]
+    analysis_error: Note
+    report: Annotated[dict[str, Any], Shape(ReportNote)]
+    screen: Annotated[dict[str, Any], Shape(ScreenNote)] | None
+    left_out: dict[Name, Annotated[dict[str, Any], Shape(LeftOut)]]
 
 
 def pieces(fin: Any) -> Iterator[bytes]:

@@ -12,7 +12,8 @@ An archive (`.tar.gz`, everything under `llmb-archive/`) holds:
     history.jsonl, preflight.json             llmb-run's history; the newest preflight report
     suite.json                                with --suite ID: the suite's record (then runs/
                                               and history.jsonl hold that suite's alone)
-    screen/                                   the newest screen: screen.json and its job's
+    screen/                                   the newest screen: screen.json, the baseline it
+                                              was held to (baseline.json), and its job's
                                               output (its section is in the report too)
     system.json                               sinfo/scontrol facts, GPU and driver facts where
                                               visible (nvidia-smi here; what the newest
@@ -46,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llmb import manifest
+from llmb import layout, manifest
 from llmb.llmbrun import analyzer, report
 from llmb.llmbrun.archive import staging
 from llmb.llmbrun.archive.format import FORMAT, INDEX, ROOT, list_files, pieces
@@ -91,10 +92,28 @@ def copy_redacted(src: Path, dst: Path, secrets: set[str]) -> None:
 
 
 def find_runs(workloads: Path) -> list[Path]:
-    """Run directories of every workload: those with a run manifest or a job log."""
+    """Run directories of every workload: those with a run manifest or a job log, none
+    reached through a link (a workload, experiment or run directory that is one)."""
     found = {p.parent for p in workloads.glob(f"*/experiments/*/*/{manifest.NAME}")}
     found |= {p.parent.parent for p in workloads.glob("*/experiments/*/*/*/log-*.out")}
-    return sorted(d for d in found if d.is_dir() and not d.is_symlink())
+    return sorted(d for d in found if d.is_dir() and files.link_under(d, workloads) is None)
+
+
+def linked(cfg: ClusterConfig, path: Path, what: str, left: dict[str, dict[str, Any]]
+           ) -> bool:
+    """Whether `path` of the install is a link or lies under one: then it is left out (the
+    archive follows no link), counted with the links and said in one line."""
+    link = files.link_under(path, cfg.install) if path.is_relative_to(cfg.install) else \
+        (str(path) if path.is_symlink() else None)
+    if link is None:
+        return False
+    info = left.setdefault("links", {"files": 0, "bytes": 0, "examples": []})
+    info["files"] += 1
+    if len(info["examples"]) < EXAMPLES:
+        info["examples"].append(values.shown(path))
+    print(f"{PROG}: archive: warning: {what} is left out: {values.shown(link)} is a symbolic "
+          "link (the archive follows no link)", file=sys.stderr)
+    return True
 
 
 def classify(run_dir: Path, path: Path) -> str | None:
@@ -304,49 +323,89 @@ def stage(cfg: ClusterConfig, root: Path, progress: Progress,
     """Lay the archive out under root; return the index (without its file list)."""
     secrets = known_secrets(cfg)
     runs, left = stage_runs(cfg, root, secrets, progress, scope.run_dirs if scope else None)
-    if os.path.lexists(cfg.history.path):
+    if os.path.lexists(cfg.history.path) and not linked(cfg, cfg.history.path, "the history",
+                                                         left):
         try:
             copy_history(cfg, root / "history.jsonl", secrets, scope)
         except files.FileRefused as exc:  # a FIFO, a device, a directory at its name
             print(f"{PROG}: archive: warning: the history is left out: {exc}", file=sys.stderr)
-    if scope is not None:
+    if scope is not None and not linked(cfg, scope.record, "the suite's record", left):
         copy_redacted(scope.record, root / "suite.json", secrets)
-    from llmb.llmbrun import preflight
-
-    latest = preflight.latest(cfg)
-    if latest is not None:
-        files.atomic_write(root / "preflight.json", redact.redact_text(
-            json.dumps(latest, indent=2) + "\n", secrets))
+    latest = stage_preflight(cfg, root, secrets, left)
     progress.update("system facts (sinfo, scontrol, nvidia-smi)")
     files.atomic_write(root / "system.json", redact.redact_text(
         json.dumps(system_facts(cfg, latest), indent=2) + "\n", secrets))
     progress.update("analyzing the logs and writing the report")
     state = stage_analysis(root, analyzer.report_python(cfg))
-    state["screen"] = stage_screen(cfg, root, secrets, state["report"]["status"] == "written")
+    state["screen"] = stage_screen(cfg, root, secrets, state["report"]["status"] == "written",
+                                   left)
     return {"format": FORMAT, "created": clock.iso(),
             "made_by": f"{PROG} archive", "install": str(cfg.install),
             **({"suite": scope.suite_id} if scope else {}), "runs": runs, **state,
             "left_out": {k: {**v, "why": LEFT_OUT[k]} for k, v in left.items()}}
 
 
-def stage_screen(cfg: ClusterConfig, root: Path, secrets: set[str], in_report: bool
-                 ) -> dict[str, Any] | None:
+def stage_preflight(cfg: ClusterConfig, root: Path, secrets: set[str],
+                    left: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """preflight.json: the newest preflight report (redacted), unless it is a link or not a
+    report (then left out, said in one line); the report, for the system facts."""
+    from llmb.llmbrun import preflight
+
+    if linked(cfg, cfg.tree.preflight / preflight.LATEST_FILE, "the preflight report", left):
+        return None
+    try:
+        latest = preflight.latest(cfg)
+    except RunError as exc:
+        print(f"{PROG}: archive: warning: the preflight report is left out: {exc}",
+              file=sys.stderr)
+        return None
+    if latest is not None:
+        files.atomic_write(root / "preflight.json", redact.redact_text(
+            json.dumps(latest, indent=2) + "\n", secrets))
+    return dict(latest) if latest is not None else None
+
+
+def stage_screen(cfg: ClusterConfig, root: Path, secrets: set[str], in_report: bool,
+                 left: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     """The newest screen: screen/screen.json and its job's output (redacted), and its section
-    in the report; the index's note on it (None: the install has no screen)."""
+    in the report; the index's note on it (None: the install has no screen, or its results
+    are a link, left out)."""
     from llmb.llmbrun import screen
 
+    if _newest_screen_linked(cfg, left):
+        return None
     found = screen.load_newest(cfg.tree)
     if found is None:
         return None
     path, doc = found
     copy_redacted(path, root / "screen" / path.name, secrets)
     output = Path(str(doc.get("output") or ""))
-    if output.name and output.parent == path.parent and output.is_file():
+    if output.name and output.parent == path.parent and output.is_file() and \
+            not linked(cfg, output, "the newest screen's job output", left):
         copy_redacted(output, root / "screen" / output.name, secrets)
+    held_to = Path(str((doc.get("baseline") or {}).get("path") or ""))
+    if held_to.name and held_to.is_file():  # the baseline it was compared with
+        copy_redacted(held_to, root / "screen" / "baseline.json", secrets)
     if in_report:
         screen.add_to_report(root / "report", cfg.tree)
     return {"stamp": doc.get("stamp") or path.parent.name, "suspects": doc.get("suspects"),
             "in_report": in_report}
+
+
+def _newest_screen_linked(cfg: ClusterConfig, left: dict[str, dict[str, Any]]) -> bool:
+    """Whether the newest screen's results (the newest stamp folder with a screen.json) are
+    a link or lie under one; checked before they are read."""
+    screens = cfg.tree.screens
+    if not os.path.lexists(screens):
+        return False
+    if linked(cfg, screens, "the screens", left):
+        return True
+    if not screens.is_dir():
+        return False
+    for stamp in sorted((p for p in screens.iterdir() if p.is_dir()), reverse=True):
+        if os.path.lexists(stamp / layout.SCREEN_FILE):
+            return linked(cfg, stamp / layout.SCREEN_FILE, "the newest screen", left)
+    return False
 
 
 def output_path(cfg: ClusterConfig, output: str | None) -> Path:

@@ -13,7 +13,11 @@ read, so a bomb is refused before its data is even decompressed. An archive whos
 not a readable index is not unpacked at all.
 
 `extract` writes the checked members itself (never tarfile's extractall), file by file, under a
-fresh private directory: 0700 directories, 0600 files, each created exclusively.
+fresh private directory: 0700 directories, 0600 files, each created exclusively. Given the
+index's sizes, it writes only the files the index lists, each only when its size is the one the
+index declares: a file of another size, or one the index does not list, is reported as such
+(`withheld`) without a byte of it written (a 300 MB member was written out before its size and
+sha256 were compared).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import contextlib
 import json
 import shutil
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -131,10 +135,11 @@ def _members(tar: tarfile.TarFile) -> Iterator[tarfile.TarInfo]:
         yield member
 
 
-def safe_members(tar: tarfile.TarFile) -> tuple[list[tarfile.TarInfo], bool]:
-    """(every member, once each, checked; whether the first file is a readable index). UnsafeArchive
-    naming the first few members that are not safe, or one that claims more than the index
-    allows (checked as its header is read when the index came first)."""
+def safe_members(tar: tarfile.TarFile) -> tuple[list[tarfile.TarInfo], dict[str, int] | None]:
+    """(every member, once each, checked; the file sizes the index lists, None when the first
+    file is not a readable index). UnsafeArchive naming the first few members that are not
+    safe, or one that claims more than the index allows (checked as its header is read when
+    the index came first)."""
     members: list[tarfile.TarInfo] = []
     seen: dict[str, bool] = {}  # name -> is a directory
     problems: list[str] = []
@@ -164,7 +169,7 @@ def safe_members(tar: tarfile.TarFile) -> tuple[list[tarfile.TarInfo], bool]:
         if claimed > allowed:
             raise UnsafeArchive(f"its files claim {claimed} bytes where {INDEX} lists "
                           f"{sum(listing.sizes.values())}; nothing was extracted")
-    return members, listing.sizes is not None
+    return members, listing.sizes
 
 
 def _clash(name: str, is_dir: bool, seen: dict[str, bool]) -> str | None:
@@ -181,8 +186,28 @@ def _clash(name: str, is_dir: bool, seen: dict[str, bool]) -> str | None:
     return None
 
 
-def extract(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: Path) -> None:
-    """Write the checked members under dest (0700 directories, 0600 files)."""
+def withheld(member: tarfile.TarInfo, listed: Mapping[str, int] | None) -> str | None:
+    """Why a checked file member is not written, given the index's sizes, or None."""
+    rel = member.name.split("/", 1)[1] if "/" in member.name else ""
+    if listed is None or rel == INDEX:
+        return None
+    if rel not in listed:
+        return f"it is in the archive but not in {INDEX}"
+    if member.size != listed[rel]:
+        return (f"its size ({member.size} bytes) is not the {listed[rel]} bytes {INDEX} "
+                "lists")
+    return None
+
+
+def extract(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: Path,
+            listed: Mapping[str, int] | None = None) -> dict[str, str]:
+    """Write the checked members under dest (0700 directories, 0600 files); with the index's
+    sizes, only those it lists at their size: the others, by their name under the archive's
+    root, with why they were not written."""
+    held = {m.name.split("/", 1)[1]: why for m in members if m.isfile()
+            and (why := withheld(m, listed)) is not None}
+    members = [m for m in members if not (m.isfile() and "/" in m.name
+                                          and m.name.split("/", 1)[1] in held)]
     need = sum(m.size for m in members if m.isfile())
     free = shutil.disk_usage(dest).free
     if need > free:
@@ -205,6 +230,7 @@ def extract(tar: tarfile.TarFile, members: list[tarfile.TarInfo], dest: Path) ->
         with source, open(target, "xb") as out:
             target.chmod(0o600)
             shutil.copyfileobj(source, out, 1 << 20)
+    return held
 
 
 def _private_dirs(base: Path, directory: Path) -> None:

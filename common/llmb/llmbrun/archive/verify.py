@@ -30,33 +30,40 @@ import sys
 import tarfile
 import tempfile
 import zlib
+from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
 from llmb import manifest
+from llmb.analysis import record as analysis_record
 from llmb.llmbrun import analyzer, report
-from llmb.llmbrun.archive.format import INDEX, ROOT, pieces, sha256
+from llmb.llmbrun.archive.format import INDEX, ROOT, ArchiveIndex, pieces, sha256
 from llmb.llmbrun.archive.unpack import UnsafeArchive, extract, safe_members
 from llmb.llmbrun.errors import PROG, RunError
-from llmb.shared import files, redact, values
+from llmb.shared import files, records, redact, values
 
 MAX_JSON_BYTES = 256 << 20  # analysis.json of the largest install: a few MB
 COMPARED = ("status", "max_iteration", "time_mean", "time_std_dev", "tflops_per_gpu_mean",
-            "reason", "suspect_nodes", "pct_of_reference")
+            "reason", "suspect_nodes", "pct_of_reference", "experiment", "config_key")
 # Made by the analyzer from the redacted runs, never redacted themselves (a "config_key" is
 # no secret): not scanned for secrets in clear.
 ANALYZER_OUTPUT = ("analysis.json", "report/")
 NO_INDEX = f"no readable {INDEX}: not an llmb archive, or its index was removed"
 
 
-def compare_analysis(stored: dict[str, Any], fresh: dict[str, Any]) -> list[str]:
-    """Differences between the archived analysis and one computed from the archived logs."""
+def compare_analysis(stored: Mapping[str, Any], fresh: Mapping[str, Any],
+                     withheld: Iterable[str] = ()) -> list[str]:
+    """Differences between the archived analysis and one computed from the archived logs
+    (`withheld`: logs not unpacked, already named as changed: not missing logs too)."""
     problems = []
+    skipped = {name.removeprefix("runs/") for name in withheld}
     old = {r.get("filename"): r for r in stored.get("results") or [] if isinstance(r, dict)}
     new = {r.get("filename"): r for r in fresh.get("results") or [] if isinstance(r, dict)}
     for name in sorted(set(old) | set(new), key=str):
         if name not in new:
-            problems.append(f"analysis.json has a result for {name}, but there is no such log")
+            if name not in skipped:
+                problems.append(f"analysis.json has a result for {name}, but there is no such "
+                                "log")
         elif name not in old:
             problems.append(f"{name} is not in analysis.json")
         else:
@@ -78,12 +85,19 @@ def compare_analysis(stored: dict[str, Any], fresh: dict[str, Any]) -> list[str]
     return problems
 
 
-def check_files(root: Path, listed: dict[str, Any]) -> tuple[list[str], set[str]]:
-    problems = []
+def check_files(root: Path, listed: dict[str, Any], held: Mapping[str, str] | None = None
+                ) -> tuple[list[str], set[str]]:
+    """Every listed file present at its size and sha256, nothing else; `held`: the members not
+    unpacked (llmb.llmbrun.archive.unpack.extract), with why."""
+    held = held or {}
+    problems = [f"{values.shown(name)} was changed after the archive was made ({why}; it was "
+                "not unpacked)" if name in listed else
+                f"{values.shown(name)} is in the archive but not in {INDEX} (not unpacked)"
+                for name, why in sorted(held.items())]
     present = {Path(d, n).relative_to(root).as_posix() for d, _, names in files.walk(root)
                for n in names if Path(d, n).is_file()}
     present.discard(INDEX)
-    for name in sorted(listed):
+    for name in sorted(set(listed) - set(held)):
         info = listed[name] if isinstance(listed[name], dict) else {}
         path = root / name
         if name not in present:
@@ -155,20 +169,34 @@ def check_runs(root: Path, index: dict[str, Any], present: set[str]) -> list[str
     return problems
 
 
-def check_analysis(root: Path, index: dict[str, Any]) -> list[str]:
-    if index.get("analysis_error") is not None:
-        return []  # the archive says why there is none
+def read_analysis(root: Path) -> analysis_record.AnalyzerJson:
+    """The archived analysis.json, held to the analyzer's JSON type; ValueError (one line
+    naming the field) when it is missing, not JSON or not of that type."""
     try:
         stored = read_json(root / "analysis.json")
     except ValueError:
-        return ["analysis.json is missing or not JSON"]
-    if not isinstance(stored, dict):
-        return ["analysis.json is not the analyzer's JSON (not an object)"]
+        raise ValueError("analysis.json is missing or not JSON") from None
+    try:
+        return analysis_record.checked(stored)
+    except records.BadRecord as exc:
+        raise ValueError(f"analysis.json is not the analyzer's JSON: {exc.problem}") from None
+
+
+def check_analysis(root: Path, index: dict[str, Any], held: Iterable[str] = ()) -> list[str]:
+    if index.get("analysis_error") is not None:
+        if (root / "analysis.json").exists():
+            return [f"{INDEX} says the archive has no analysis, but analysis.json is there: "
+                    "one of them was changed after the archive was made"]
+        return []  # the archive says why there is none
+    try:
+        stored = read_analysis(root)
+    except ValueError as exc:
+        return [str(exc)]
     try:
         fresh = analyzer.analyze_json("runs", cwd=root)
     except analyzer.AnalyzerError as exc:
         return [f"the archived logs cannot be analyzed: {exc}"]
-    return compare_analysis(stored, fresh)
+    return compare_analysis(stored, fresh, held)
 
 
 def check_secrets(root: Path, names: set[str]) -> list[str]:
@@ -185,19 +213,25 @@ def check_secrets(root: Path, names: set[str]) -> list[str]:
     return problems
 
 
-def verify_tree(root: Path) -> tuple[list[str], dict[str, Any]]:
-    """Problems of an unpacked archive (root = .../llmb-archive), and its index."""
+def verify_tree(root: Path, held: Mapping[str, str] | None = None
+                ) -> tuple[list[str], dict[str, Any]]:
+    """Problems of an unpacked archive (root = .../llmb-archive), and its index; `held`: the
+    members extract did not write, with why."""
     try:
         index = read_json(root / INDEX)
         if not isinstance(index, dict) or not isinstance(index.get("files"), dict):
             raise ValueError
     except ValueError:
         return [NO_INDEX], {}
-    problems, present = check_files(root, index["files"])
+    try:
+        records.check(ArchiveIndex, index)
+    except records.BadRecord as exc:
+        return [f"{INDEX}: {exc.problem}; it is not the index llmb-run archive writes"], {}
+    problems, present = check_files(root, index["files"], held)
     if "system.json" not in present:
         problems.append("system.json (the system description) is missing")
     problems += check_runs(root, index, present)
-    problems += check_analysis(root, index)
+    problems += check_analysis(root, index, held or {})
     problems += check_report(root, index)
     problems += check_secrets(root, present)
     return problems, index
@@ -227,7 +261,7 @@ def check_report(root: Path, index: dict[str, Any]) -> list[str]:
     if not html_file.is_file():
         return ["report/index.html is missing"]
     try:
-        stored = read_json(root / "analysis.json")
+        stored = read_analysis(root)
         page = report.render(stored, root / "report" / "plots")
     except ValueError:
         return []  # check_analysis said so
@@ -244,16 +278,28 @@ def check_report(root: Path, index: dict[str, Any]) -> list[str]:
     problems = [f"report/plots/{name} is missing" for name in page.missing]
     problems += [f"report/plots/{p.name} is not a plot of analysis.json"
                  for p in sorted((root / "report" / "plots").glob("*")) if p.name not in plots]
-    for path, expected in ((md_file, markdown), (html_file, html)):
+    for path, expected, alone in ((md_file, markdown, page.markdown), (html_file, html, page.html)):
         try:
-            text = files.read_text(path, MAX_JSON_BYTES)
+            text = _GENERATED.sub("", files.read_text(path, MAX_JSON_BYTES))
         except files.FileRefused:
             problems.append(f"report/{path.name} is missing or unreadable")
             continue
-        if _GENERATED.sub("", text) != _GENERATED.sub("", expected):
-            problems.append(f"report/{path.name} does not say what analysis.json says (it was "
-                            "changed after the analysis was made)")
+        if text != _GENERATED.sub("", expected):
+            source = "screen/screen.json" if screen is not None and \
+                _analysis_part_matches(text, _GENERATED.sub("", alone)) else "analysis.json"
+            problems.append(f"report/{path.name} does not say what {source} says (one of "
+                            "them was changed after the report was made)")
     return problems
+
+
+def _analysis_part_matches(text: str, alone: str) -> bool:
+    """Whether a report with a screen section says what the analysis alone renders to around
+    that section (which then is the part that differs): the section goes at the end of
+    report.md and before </body> of index.html."""
+    end = alone.rfind("</body>")
+    end = len(alone) if end < 0 else end
+    return text.startswith(alone[:end]) and text.endswith(alone[end:]) and \
+        len(text) >= len(alone)
 
 
 def _screen_section(root: Path, index: dict[str, Any], markdown: str, html: str
@@ -267,15 +313,15 @@ def _screen_section(root: Path, index: dict[str, Any], markdown: str, html: str
     if not noted.get("in_report"):
         return None
     try:
-        doc = read_json(root / "screen" / "screen.json")
+        doc = screen.checked_document(read_json(root / "screen" / "screen.json"))
         png_path = root / "report" / "plots" / screen.PLOT_FILE
         png = files.read_bounded(png_path, report.MAX_PLOT_BYTES) if png_path.is_file() else None
-        md, page = screen.with_section(markdown, html, doc, png)
+        md, page = screen.with_section(markdown, html, dict(doc), png)
     except (ValueError, files.FileRefused):
         return "the report's screen section cannot be checked: screen/screen.json is unreadable"
-    except Exception as exc:  # a crafted screen.json: one line, never a traceback
+    except records.BadRecord as exc:
         return (f"the report's screen section cannot be checked: screen/screen.json is not "
-                f"what llmb-run screen writes ({type(exc).__name__})")
+                f"what llmb-run screen writes ({exc.problem})")
     return md or markdown, page, {screen.PLOT_FILE} if png is not None else set()
 
 
@@ -284,11 +330,11 @@ def _unpack_and_verify(path: Path) -> tuple[list[str], dict[str, Any]]:
     index: nothing else is unpacked) and check the tree."""
     with tarfile.open(path, "r:*") as tar, \
             tempfile.TemporaryDirectory(prefix="llmb-verify-") as tmp:
-        members, indexed = safe_members(tar)
-        if not indexed:
+        members, listed = safe_members(tar)
+        if listed is None:
             return [NO_INDEX], {}
-        extract(tar, members, Path(tmp))
-        return verify_tree(Path(tmp) / ROOT)
+        held = extract(tar, members, Path(tmp), listed)
+        return verify_tree(Path(tmp) / ROOT, held)
 
 
 def cmd_verify(path: Path, out: TextIO | None = None) -> int:
@@ -325,7 +371,7 @@ def cmd_verify(path: Path, out: TextIO | None = None) -> int:
     if section(index, "report").get("status") != "written":
         note += f"; no HTML report ({values.shown(section(index, 'report').get('detail'))})"
     if index.get("analysis_error"):
-        note += f"; no analysis ({index['analysis_error']})"
+        note += f"; no analysis ({values.shown(index['analysis_error'])})"
     foreign = sum(1 for r in runs if isinstance(r, dict) and not r.get("manifest"))
     if foreign:
         note += f"; {foreign} run(s) without a manifest"

@@ -11,8 +11,10 @@ from llmb.llmbrun.screen.render import (
     report_section,
     with_section,
 )
+from llmb.llmbrun.screen.results import MAX_NODES, ScreenDocument
+from llmb.llmbrun.screen.results import checked as checked_document
 from llmb.llmbrun.screen.suspects import Screen, for_exclude, newest_screen
 
-__all__ = ["DEFAULT_TIMEOUT_S", "MAX_ROUNDS", "PLOT_FILE", "Screen", "add_to_report",
-           "cmd_screen", "for_exclude", "load_newest", "newest_screen", "report_section",
-           "with_section"]
+__all__ = ["DEFAULT_TIMEOUT_S", "MAX_NODES", "MAX_ROUNDS", "PLOT_FILE", "Screen",
+           "ScreenDocument", "add_to_report", "checked_document", "cmd_screen", "for_exclude",
+           "load_newest", "newest_screen", "report_section", "with_section"]

@@ -1,7 +1,7 @@
 """`llmb-run screen`: find the slow GPU, node or link with one short job, before a benchmark does.
 
     llmb-run screen (--nodes N | --nodelist NODES) [--rounds R] [--smoke] [--format=table|json]
-                    [--timeout S] [PLACEMENT]
+                    [--timeout S] [--baseline PATH] [--save-baseline] [PLACEMENT]
 
 One job on the install's account and partition, in the benchmark's container image, through
 the benchmark's srun path (`--mpi=pmix`, pyxis) and environment (llmb.launch.jobenv's base and
@@ -11,7 +11,9 @@ each round) and one all-reduce over all nodes. llmb.llmbrun.screen.results puts 
 together and llmb.llmbrun.screen.judge judges them; they are kept, with the job's script, plan
 and output, in $LLMB_INSTALL/screens/<UTC YYYYmmdd-HHMMSS>/ (screen.json is written last: a
 screen without it never counts for --exclude-suspect). `--smoke` runs the same job on the CPU
-(gloo, small sizes), as a node without CUDA does.
+(gloo, small sizes), as a node without CUDA does. Every screen is also held to the cluster's
+baseline (llmb.llmbrun.screen.baseline: the install's, or --baseline PATH) where there is one;
+--save-baseline keeps this screen as the install's baseline when it names nothing.
 
 Exit status: 0 nothing named; 3 a GPU, node or link named (as the analyzer's --check); 1 the
 screen could not run (refused by sbatch, or ended before any task reported); 2 a bad option.
@@ -24,7 +26,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from llmb import layout
 from llmb.container import screenrun
@@ -33,7 +35,7 @@ from llmb.launch.placement import Placement
 from llmb.llmbrun import slurmjob
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import PROG, RunError
-from llmb.llmbrun.screen import render, results
+from llmb.llmbrun.screen import baseline, render, results, transport
 from llmb.recipes import catalog
 from llmb.shared import clock, files, shellsafe, values
 from llmb.shared.errors import UsageError
@@ -45,13 +47,19 @@ MAX_ROUNDS = 64
 JOB_NAME = "llmb-screen"
 SCRIPT = "screen.sbatch"
 # What a task measures. GPU: nccl-tests' usual sweep up to 1 GiB, a GEMM large enough to keep
-# a GPU's tensor cores busy, a 1 GiB copy. CPU (--smoke, or no CUDA): small, quick sizes.
+# a GPU's tensor cores busy, a 1 GiB copy; every figure in repeats (llmb.llmbrun.screen.
+# precision: the noise they show sets the floor), each all-reduce repeat timed over at least
+# `allreduce_window_s`. CPU (--smoke, or no CUDA): small, quick sizes, and one task or one
+# group measuring at a time (`serial`): the processes of a CPU screen share cores, and
+# figures measured side by side would measure the sharing.
 GPU_PARAMS: dict[str, Any] = {
-    "sizes": [1 << p for p in range(20, 31)], "iters": 20, "warmup": 5, "window_s": 2.0,
-    "matmul_n": 8192, "memory_bytes": 1 << 30, "dtypes": ["bf16", "fp8"]}
+    "sizes": [1 << p for p in range(20, 31)], "iters": 20, "warmup": 5, "window_s": 1.0,
+    "matmul_n": 8192, "memory_bytes": 1 << 30, "dtypes": ["bf16", "fp8"], "repeats": 5,
+    "allreduce_repeats": 10, "allreduce_window_s": 0.5, "serial": False}
 CPU_PARAMS: dict[str, Any] = {
-    "sizes": [1 << 18, 1 << 20], "iters": 30, "warmup": 3, "window_s": 1.0,
-    "matmul_n": 128, "memory_bytes": 8 << 20, "dtypes": ["fp32"]}
+    "sizes": [1 << 18, 1 << 20], "iters": 10, "warmup": 2, "window_s": 0.2,
+    "matmul_n": 128, "memory_bytes": 8 << 20, "dtypes": ["fp32"], "repeats": 5,
+    "allreduce_repeats": 7, "allreduce_window_s": 0.4, "serial": True}
 COLLECTIVE_TIMEOUT_S = 300
 
 
@@ -62,6 +70,9 @@ def node_count(nodes: int | None, place: Placement, rounds: int | None) -> int:
     count = nodes if nodes is not None else len(listed)
     if not count:
         raise UsageError("screen needs --nodes N or --nodelist NODES (the nodes to screen)")
+    if count > results.MAX_NODES:
+        raise UsageError(f"--nodelist names {count} nodes; a screen takes at most "
+                         f"{results.MAX_NODES}: screen the cluster in parts")
     slurmjob.check_placement(place, count)
     most = screenrun.max_rounds(count)
     if rounds is not None and rounds > most:
@@ -100,9 +111,11 @@ def sbatch_options(cfg: ClusterConfig, nodes: int, place: Placement, folder: Pat
 
 
 def job_env(gpu_type: str) -> dict[str, str]:
-    """The variables every benchmark job of this GPU type gets (llmb.launch.jobenv)."""
+    """The variables every benchmark job of this GPU type gets (llmb.launch.jobenv), and
+    NCCL's INFO lines of INIT and NET, which say what network it used between the nodes
+    (llmb.llmbrun.screen.transport; each task writes them to a file of its own)."""
     return {**jobenv.BASE_ENV, **{str(k): str(v) for k, v in
-                                  catalog.get_gpu_type(gpu_type).env.items()}}
+                                  catalog.get_gpu_type(gpu_type).env.items()}, **transport.ENV}
 
 
 def job_script(cfg: ClusterConfig, folder: Path, image: str | None, args: list[str]) -> str:
@@ -135,17 +148,21 @@ def job_script(cfg: ClusterConfig, folder: Path, image: str | None, args: list[s
         "# shellcheck disable=SC2016",
         f"{step}bash -c {q(inner)}",
         'echo "LLMB_SCREEN probe exit $?"',
-        f"nccl={q(str(nccl))}",
+        f"nccl={q(str(nccl))} logs={q(str(folder / screenrun.NCCL_LOGS_DIR))}",
         'if [ -s "$nccl/groups.txt" ]; then',
-        '    phase="" start=""',
+        '    phase="" start="" cycles="$(cat "$nccl/cycles.txt" 2>/dev/null)"',
+        "    # the repeats: -N (nccl-tests' cycles) where the probe found the option;",
+        "    # bash passes the words after a redirection as arguments too",
         "    while read -r name index count nodes; do",
         '        if [ "$name" != "$phase" ]; then',
         "            wait",
         '            [ -z "$phase" ] || echo "$phase $start $(date +%s.%N)" >>"$nccl/walls.txt"',
         '            phase="$name" start="$(date +%s.%N)"',
         "        fi",
-        f'        {step}--nodes="$count" --ntasks="$((count * {per_node}))" '
-        f'--nodelist="$nodes" {perf} </dev/null >"$nccl/$name.$index.out" 2>&1 &',
+        f'        NCCL_DEBUG_FILE="$logs/$name.$index.%h.%p.log" '
+        f'{step}--nodes="$count" --ntasks="$((count * {per_node}))" '
+        f'--nodelist="$nodes" {perf} </dev/null ${{cycles:+-N "$cycles"}} '
+        '>"$nccl/$name.$index.out" 2>&1 &',
         '    done <"$nccl/groups.txt"',
         "    wait",
         '    [ -z "$phase" ] || echo "$phase $start $(date +%s.%N)" >>"$nccl/walls.txt"',
@@ -197,15 +214,26 @@ def submit(cfg: ClusterConfig, nodes: int, place: Placement, smoke: bool, rounds
     return stamp, folder, job, image
 
 
+def chosen_baseline(cfg: ClusterConfig, path: str | None
+                    ) -> tuple[Path, baseline.Baseline] | None:
+    """--baseline PATH, else the install's own baseline where one was saved (None: neither).
+    Read before anything is submitted: a bad one is a bad option."""
+    where = Path(path) if path is not None else baseline.default_path(cfg.tree)
+    if path is None and not where.exists():
+        return None
+    return where, baseline.load(where)
+
+
 def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: bool,
-               rounds: int | None, fmt: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> int:
+               rounds: int | None, fmt: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+               baseline_path: str | None = None, save_baseline: bool = False) -> int:
     cfg.require_slurm("screen")
     count = node_count(nodes, place, rounds)
+    base = chosen_baseline(cfg, baseline_path)
     stamp, folder, job, image = submit(cfg, count, place, smoke, rounds)
-    print(f"{PROG}: screen job {job}: {count} node(s), {cfg.gpus_per_node} task(s) each"
-          f"{' on the CPU (--smoke)' if smoke else ''}; results in {folder}",
-          file=sys.stderr, flush=True)
-    info = slurmjob.wait(job, timeout_s, "screen job").info
+    info = slurmjob.wait(job, timeout_s, "screen job", announce=(
+        f"{PROG}: screen job {job}: {count} node(s), {cfg.gpus_per_node} task(s) each"
+        f"{' on the CPU (--smoke)' if smoke else ''}; results in {folder}")).info
     output = job_spec(cfg, count, folder).output_of(job)
     allocated = placement.expand_hostlist("nodes", info.nodes) if info.nodes else []
     doc = results.document(folder, cfg.gpu_type, allocated, cfg.gpus_per_node)
@@ -214,6 +242,10 @@ def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: b
                        f"(see {output}): {last_error(output)}")
     doc.update({"stamp": stamp, "created": clock.iso(), "job_id": job,
                 "job_state": info.state, "smoke": smoke, "image": image, "output": str(output)})
+    if base is not None:
+        baseline.apply(dict_of(doc), base[1], str(base[0]))
+    if save_baseline:
+        keep(cfg, doc)
     files.write_private(folder / layout.SCREEN_FILE, json.dumps(doc, indent=1) + "\n")
     if fmt == "json":
         print(json.dumps(doc, indent=1))
@@ -224,6 +256,24 @@ def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: b
               f"suspects: {','.join(doc['suspects']) or 'none'}", file=sys.stderr)
         return EXIT_NAMED
     return 0
+
+
+def dict_of(doc: results.ScreenDocument) -> dict[str, Any]:
+    """The document as the plain dict it is (baseline works on any screen.json)."""
+    return cast(dict[str, Any], doc)
+
+
+def keep(cfg: ClusterConfig, doc: results.ScreenDocument) -> None:
+    """--save-baseline: this screen becomes the install's baseline, if it named nothing."""
+    where = baseline.default_path(cfg.tree)
+    if doc["named"] or doc["suspects"]:
+        print(f"{PROG}: screen: not saved as the baseline: it named "
+              f"{len(doc['named'])} figure(s); a baseline must be a healthy screen",
+              file=sys.stderr)
+        return
+    baseline.save(where, dict_of(doc))
+    doc["saved_baseline"] = str(where)
+    print(f"{PROG}: screen: saved as the cluster's baseline: {where}", file=sys.stderr)
 
 
 def last_error(output: Path) -> str:

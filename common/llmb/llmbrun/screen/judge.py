@@ -6,9 +6,11 @@ A figure is named when it is below a floor:
 - peers: the figures of the same kind from the rest of the screen, by robust statistics: the
   median m of the others and sigma = 1.4826 x their median absolute deviation (the normal
   distribution's standard deviation, estimated so that a minority of bad values cannot move
-  it). A figure is below its peers when it is below both m x (1 - PEER_TOLERANCE[mode]) and
-  m - PEER_K x sigma: far below the others in relative terms, and far outside their spread
-  (PEER_K = 3.5 is Iglewicz and Hoaglin's modified z-score cut-off for outliers). Each figure is
+  it). Where the figure was measured in repeats, it is below its peers when it is below both
+  m x (1 - a margin that matters) and m x (1 - K sigma) with sigma the noise the repeats
+  measured (llmb.llmbrun.screen.precision says how, and why both). Without repeats the fixed
+  rule: below both m x (1 - PEER_TOLERANCE[mode]) and m - PEER_K x sigma (PEER_K = 3.5 is
+  Iglewicz and Hoaglin's modified z-score cut-off for outliers). Each figure is
   compared with the others, not with a median it is part of ("leave one out"), so that one bad
   node among four still stands out; above LEAVE_ONE_OUT figures it makes no difference and
   the median of all is used.
@@ -16,7 +18,7 @@ A figure is named when it is below a floor:
 Who the peers are: every GPU screened, for a GPU's figures; every node, for a node's
 all-reduce; for a pair of nodes, the pairs that share neither of its nodes (both of a slow
 node's pairs are slow, so its partners' other pairs are the fair comparison), or every other
-pair where no pair is disjoint from it (three nodes).
+pair where no pair is disjoint from it (three nodes); above LEAVE_ONE_OUT pairs, all of them.
 
 Verdicts: a GPU is `slow` below a floor and `fail` when it could not be measured. A node is
 `fail` when it, or one of its GPUs, could not be measured, `slow` when one of its GPUs or its
@@ -34,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from llmb.llmbrun.screen import precision
 from llmb.recipes.screenfacts import Expectation
 
 PEER_K = 3.5
@@ -63,27 +66,46 @@ def robust(values: Sequence[float]) -> tuple[float, float]:
     return median, MAD_TO_SIGMA * float(np.median(np.abs(data - median)))
 
 
-def peer_floor(others: Sequence[float], tolerance: float, k: float = PEER_K
-               ) -> tuple[float, float] | None:
-    """(floor, median) from the peers' figures, None without peers."""
+def peer_floor(others: Sequence[float], tolerance: float, k: float = PEER_K,
+               error: float | None = None) -> tuple[float, float] | None:
+    """(floor, median) from the peers' figures, None without peers; `error`: the value's
+    relative standard error from its repeats (llmb.llmbrun.screen.precision)."""
     if not others:
         return None
     median, sigma = robust(others)
-    return min(median * (1 - tolerance), median - k * sigma), median
+    return precision.floor_from(median, sigma, len(others), tolerance, k, error), median
 
 
 def peer_floors(values: Sequence[float], peers: Sequence[Sequence[int]] | None,
-                tolerance: float) -> list[tuple[float, float] | None]:
+                tolerance: float, k: float = PEER_K,
+                errors: Sequence[float] | None = None) -> list[tuple[float, float] | None]:
     """The peer floor of each value; peers[i] are the indexes of value i's peers (default:
-    every other value, or all of them above LEAVE_ONE_OUT values)."""
+    every other value, or all of them above LEAVE_ONE_OUT values); errors[i] value i's
+    relative standard error (None: no repeats)."""
+    error = (lambda i: errors[i]) if errors is not None else (lambda i: None)
     if peers is None and len(values) > LEAVE_ONE_OUT:
-        shared = peer_floor(values, tolerance)
-        return [shared] * len(values)
+        median, sigma = robust(values)
+        return [(precision.floor_from(median, sigma, len(values), tolerance, k, error(i)),
+                 median) for i in range(len(values))]
     out = []
     for i in range(len(values)):
         chosen = peers[i] if peers is not None else [j for j in range(len(values)) if j != i]
-        out.append(peer_floor([values[j] for j in chosen], tolerance))
+        out.append(peer_floor([values[j] for j in chosen], tolerance, k, error(i)))
     return out
+
+
+def rule_of(series: Sequence[Sequence[float] | None], mode: str) -> precision.Rule:
+    """How these values are compared: with the noise their repeats measured, or the fixed
+    tolerance of the mode where they have none."""
+    return precision.rule_for(series, mode, PEER_TOLERANCE[mode])
+
+
+def judged_floors(values: Sequence[float], series: Sequence[Sequence[float] | None],
+                  mode: str, peers: Sequence[Sequence[int]] | None = None
+                  ) -> list[tuple[float, float] | None]:
+    """Each value's peer floor by the rule its repeats give."""
+    rule = rule_of(series, mode)
+    return peer_floors(values, peers, rule.margin, rule.k, rule.errors)
 
 
 def floor_of(value: float, peer: tuple[float, float] | None,
@@ -98,6 +120,11 @@ def floor_of(value: float, peer: tuple[float, float] | None,
         return Floor(peer[0], median, expectation.expected if expectation else None,
                      "far below its peers")
     return None
+
+
+def repeats_of(gpu: Mapping[str, Any], figure: str) -> Sequence[float] | None:
+    found = (gpu.get("repeats") or {}).get(figure)
+    return found if isinstance(found, list) else None
 
 
 # --- the screen's verdicts --------------------------------------------------------------------
@@ -120,7 +147,7 @@ def judge_gpus(nodes: list[dict[str, Any]], mode: str,
     for figure in figures:
         having = [(n, g) for n, g in gpus if g["figures"].get(figure) is not None]
         values = [float(g["figures"][figure]) for _, g in having]
-        floors = peer_floors(values, None, PEER_TOLERANCE[mode])
+        floors = judged_floors(values, [repeats_of(g, figure) for _, g in having], mode)
         expectation = expectations.get(figure) if mode == "gpu" else None
         for (node, gpu), value, peer in zip(having, values, floors, strict=True):
             floor = floor_of(value, peer, expectation)
@@ -145,8 +172,8 @@ def judge_nodes(nodes: list[dict[str, Any]], mode: str,
         if node.get("allreduce") is not None:
             node["allreduce"]["verdict"] = "fail" if node["allreduce"].get("error") else "pass"
     multi_gpu = [n["allreduce"].get("ranks", 0) > 1 for n in having]
-    for node, value, peer, many in zip(having, values, peer_floors(values, None,
-                                       PEER_TOLERANCE[mode]), multi_gpu, strict=True):
+    floors = judged_floors(values, [n["allreduce"].get("repeats") for n in having], mode)
+    for node, value, peer, many in zip(having, values, floors, multi_gpu, strict=True):
         floor = floor_of(value, peer, expectation if many else None)
         if floor is not None:
             node["allreduce"]["verdict"] = "slow"
@@ -175,7 +202,9 @@ def judge_pairs(pairs: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
             else "pass"
     measured = [p for p in pairs if p["verdict"] == "pass"]
     values = [float(p[NODE_FIGURE]) for p in measured]
-    floors = peer_floors(values, disjoint_peers(measured), PEER_TOLERANCE[mode])
+    # above LEAVE_ONE_OUT pairs the few that share a node cannot move the median of all
+    peers = disjoint_peers(measured) if len(measured) <= LEAVE_ONE_OUT else None
+    floors = judged_floors(values, [p.get("repeats") for p in measured], mode, peers)
     for pair, value, peer in zip(measured, values, floors, strict=True):
         floor = floor_of(value, peer, None)
         if floor is not None:
@@ -259,3 +288,57 @@ def judge(nodes: list[dict[str, Any]], pairs: list[dict[str, Any]], mode: str,
     named += named_nodes(nodes, pairs, named)
     suspects = [n["node"] for n in nodes if n["verdict"] != "pass"]
     return {"named": named, "suspects": suspects}
+
+
+def mark(nodes: Sequence[dict[str, Any]], named: Sequence[Mapping[str, Any]],
+         verdict: str = "slow") -> list[str]:
+    """What a later check named (a node, or a GPU "<node> GPU <i>") made that node's verdict
+    (a passing node's) and one of its reasons; the suspects again."""
+    by_name = {n["node"]: n for n in nodes}
+    for entry in named:
+        node = by_name.get(str(entry["name"]).split(" GPU ")[0])
+        if node is None:
+            continue
+        node["reasons"] = [*node.get("reasons", []),
+                           f"{entry['name']}: {entry['figure']}: {entry['why']}"]
+        if node["verdict"] == "pass":
+            node["verdict"] = verdict
+    return [n["node"] for n in nodes if n["verdict"] != "pass"]
+
+
+def resolution(nodes: Sequence[Mapping[str, Any]], pairs: Sequence[Mapping[str, Any]],
+               mode: str) -> list[dict[str, Any]]:
+    """What this screen could have seen of each figure (llmb.llmbrun.screen.precision's
+    Resolution), for the figures measured in repeats, against the peers the judge used."""
+    out = []
+    gpus = [g for n in nodes for g in n["gpus"] if not g.get("error")]
+    for figure in sorted({f for g in gpus for f in g["figures"]}):
+        having = [g for g in gpus if g["figures"].get(figure) is not None]
+        out.append(precision.resolution(
+            figure, "gpu", [float(g["figures"][figure]) for g in having],
+            rule_of([repeats_of(g, figure) for g in having], mode), others(len(having))))
+    own = [n["allreduce"] for n in nodes
+           if (n.get("allreduce") or {}).get(NODE_FIGURE) is not None]
+    out.append(precision.resolution(f"all-reduce {NODE_FIGURE}", "node",
+                                    [float(a[NODE_FIGURE]) for a in own],
+                                    rule_of([a.get("repeats") for a in own], mode),
+                                    others(len(own))))
+    measured = [p for p in pairs if p.get(NODE_FIGURE) is not None and not p.get("error")]
+    values = [float(p[NODE_FIGURE]) for p in measured]
+    rule = rule_of([p.get("repeats") for p in measured], mode)
+    peers = disjoint_peers(measured) if len(measured) <= LEAVE_ONE_OUT else \
+        others(len(measured))
+    out.append(precision.resolution(f"pairs {NODE_FIGURE}", "link", values, rule, peers))
+    per_node = max((sum(n["node"] in p["nodes"] for p in measured) for n in nodes), default=0)
+    out.append(precision.resolution(f"pairs {NODE_FIGURE}", "network", values, rule, peers,
+                                    must_name=per_node))
+    return [r.as_dict() for r in out if r is not None]
+
+
+def others(count: int) -> list[list[int]]:
+    """Each value's peers when every other value is one (all of them, past LEAVE_ONE_OUT:
+    the same median)."""
+    if count > LEAVE_ONE_OUT:
+        every = list(range(count))
+        return [every] * count
+    return [[j for j in range(count) if j != i] for i in range(count)]

@@ -14,14 +14,13 @@ from __future__ import annotations
 import base64
 import html
 import io
-import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from llmb import layout
-from llmb.llmbrun.screen.suspects import MAX_SCREEN_BYTES, newest_screen
-from llmb.shared import files, values
+from llmb.llmbrun.screen.suspects import newest_screen
+from llmb.shared import values
 from llmb.shared.files import atomic_write
 
 PLOT_FILE = "screen.png"
@@ -70,11 +69,71 @@ def named_lines(doc: Mapping[str, Any]) -> list[str]:
         if n.get("figure") is None:
             out.append(f"{n['name']}: {n['why']}")
             continue
+        if n.get("value") is None:  # a fact, not a figure: health, transport
+            out.append(f"{n['name']}: {n['figure']}: {n['why']}")
+            continue
         out.append(f"{n['name']}: {n['figure']} {_num(n['value'])} < floor {_num(n['floor'])}"
                    f" (peers' median {_num(n.get('peers_median'))}"
                    + (f", expected {_num(n['expected'])}" if n.get("expected") else "")
                    + f"): {n['why']}")
     return [values.shown(line) for line in out]
+
+
+KIND_WORDS = {"gpu": "GPU", "node": "node all-reduce", "link": "link",
+              "network": "node network"}
+
+
+def resolution_line(doc: Mapping[str, Any]) -> str | None:
+    """The smallest slowdown the screen would have named (95 %), per figure, from the noise
+    its repeats showed; None for a screen without repeats."""
+    found = [r for r in doc.get("resolution") or [] if isinstance(r, dict)]
+    if not found:
+        return None
+    parts = []
+    for r in found:
+        what = KIND_WORDS.get(str(r.get("kind")), str(r.get("kind")))
+        name = f" {r['figure']}" if r.get("kind") == "gpu" else ""
+        parts.append(f"a {_pct(r.get('resolves'))} slow {what}{name} "
+                     f"(noise {_pct(r.get('noise'))}/repeat, {r.get('repeats')} repeats)")
+    return "resolves: " + "; ".join(parts)
+
+
+def baseline_line(doc: Mapping[str, Any]) -> str | None:
+    """The screen against the cluster's baseline, in one line; None without one."""
+    base = doc.get("baseline")
+    if not isinstance(base, dict):
+        return None
+    what = f"baseline {base.get('screen') or '?'} ({base.get('path')})"
+    if not base.get("comparable"):
+        return f"{what}: not compared: {base.get('why_not')}"
+    figures = [f for f in base.get("figures") or [] if isinstance(f, dict)]
+    ratios = ", ".join(f"{f['figure']} x{f['ratio']:.3g}" + (" DROPPED" if f.get("dropped")
+                                                              else "") for f in figures)
+    changed = "; ".join(base.get("changed") or []) or "nothing it records"
+    return f"{what}: now against then: {ratios or 'no figure in common'}; changed: {changed}"
+
+
+def transport_line(doc: Mapping[str, Any]) -> str | None:
+    """Which network NCCL used between the nodes, grouped: None on the CPU."""
+    found = doc.get("transport")
+    if not isinstance(found, dict) or not found:
+        return None
+    by_kind: dict[str, list[str]] = {}
+    for node, entry in found.items():
+        by_kind.setdefault(str((entry or {}).get("transport")), []).append(node)
+    return "network between nodes (NCCL): " + "; ".join(
+        f"{kind} on {len(nodes)} node(s)" + (f" ({', '.join(nodes)})" if len(nodes) <= 8 and
+                                             len(by_kind) > 1 else "")
+        for kind, nodes in sorted(by_kind.items(), key=lambda kv: -len(kv[1])))
+
+
+def _pct(value: Any) -> str:
+    return "-" if not isinstance(value, (int, float)) else f"{100 * value:.3g}%"
+
+
+def extra_lines(doc: Mapping[str, Any]) -> list[str]:
+    """What the screen says beyond its figures: resolution, transport, baseline."""
+    return [ln for ln in (resolution_line(doc), transport_line(doc), baseline_line(doc)) if ln]
 
 
 def rounds_line(doc: Mapping[str, Any]) -> str:
@@ -99,20 +158,28 @@ def table(doc: Mapping[str, Any]) -> str:
              for p in doc["pairs"] if p["verdict"] != "pass"]
     if links:
         lines.append("pairs below par: " + "; ".join(links))
+    lines += extra_lines(doc)
     if doc["named"]:
         lines += ["named:", *(f"  {line}" for line in named_lines(doc))]
     lines.append(f"suspects: {','.join(doc['suspects']) or 'none'}")
-    return "\n".join(lines)
+    return "\n".join(values.shown(line) for line in lines)  # names and words from the job
 
 
 # --- the plot ---------------------------------------------------------------------------------
+
+# Beyond this many nodes only the suspects get a name under the axis (thousands of labels
+# cannot be read, and cost matplotlib minutes).
+LABELLED_NODES = 128
+
 
 def _mark_suspects(ax: Any, names: Sequence[str], suspects: set[str]) -> None:
     for i, name in enumerate(names):
         if name in suspects:
             ax.axvspan(i - 0.45, i + 0.45, color=COLOURS["band"], zorder=0)
-    ax.set_xticks(range(len(names)), names, rotation=90 if len(names) > 8 else 0,
-                  fontsize=8 if len(names) <= 64 else 5)
+    shown = [(i, n) for i, n in enumerate(names)
+             if len(names) <= LABELLED_NODES or n in suspects][:LABELLED_NODES]
+    ax.set_xticks([i for i, _ in shown], [n for _, n in shown],
+                  rotation=90 if len(names) > 8 else 0, fontsize=8 if len(names) <= 64 else 5)
     for label in ax.get_xticklabels():
         if label.get_text() in suspects:
             label.set_color(COLOURS["suspect"])
@@ -132,19 +199,28 @@ def _floor_lines(ax: Any, doc: Mapping[str, Any], figure: str, points: Sequence[
 
 
 def plot_png(doc: Mapping[str, Any]) -> bytes:
-    """The per-node figure as PNG bytes."""
+    """The per-node figure as PNG bytes. Text from the record (a node's name, the stamp, a
+    figure's name) is drawn as written: never read as matplotlib's $...$ math."""
+    import matplotlib
+
+    with matplotlib.rc_context({"text.parse_math": False}):
+        return _plot_png(doc)
+
+
+def _plot_png(doc: Mapping[str, Any]) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    names = [n["node"] for n in doc["nodes"]]
+    names = [values.shown(n["node"]) for n in doc["nodes"]]  # drawn escaped, as printed
     figures = gpu_figures(doc)
     width = max(6.0, min(24.0, 0.3 * len(names) + 4))
     fig = Figure(figsize=(width, 2.6 * (len(figures) + 1)), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(len(figures) + 1, 1, sharex=True, squeeze=False)[:, 0]
-    bad = set(doc["suspects"])
-    fig.suptitle(f"llmb screen {doc.get('stamp', '')}: suspects "
-                 f"{', '.join(doc['suspects']) or 'none'}", fontsize=11, fontweight="bold")
+    bad = {values.shown(name) for name in doc["suspects"]}
+    fig.suptitle(values.shown(f"llmb screen {doc.get('stamp', '')}: suspects "
+                              f"{', '.join(doc['suspects']) or 'none'}"), fontsize=11,
+                 fontweight="bold")
     for ax, figure in zip(axes, figures, strict=False):
         xs, ys, colours = [], [], []
         for i, node in enumerate(doc["nodes"]):
@@ -156,7 +232,7 @@ def plot_png(doc: Mapping[str, Any]) -> bytes:
                                    else COLOURS["gpu"])
         ax.scatter(xs, ys, s=14, c=colours, zorder=3, label="each GPU")
         _floor_lines(ax, doc, figure, ys)
-        ax.set_ylabel(figure, fontsize=8)
+        ax.set_ylabel(values.shown(figure), fontsize=8)
     ax = axes[-1]
     pairs = [(i, p["busbw_gbps"]) for i, n in enumerate(doc["nodes"]) for p in n["pairs"]
              if p.get("busbw_gbps") is not None]
@@ -183,22 +259,16 @@ def plot_png(doc: Mapping[str, Any]) -> bytes:
 # --- in the report ----------------------------------------------------------------------------
 
 def load_newest(tree: layout.Install) -> tuple[Path, dict[str, Any]] | None:
-    """The newest complete screen of the install and its results, or None."""
+    """The newest complete screen of the install and its results (checked), or None."""
     screen = newest_screen(tree)
-    if screen is None:
-        return None
-    try:
-        doc = json.loads(files.read_bounded(screen.path, MAX_SCREEN_BYTES))
-    except (files.FileRefused, ValueError):
-        return None
-    return (screen.path, doc) if isinstance(doc, dict) and isinstance(doc.get("nodes"),
-                                                                      list) else None
+    return None if screen is None else (screen.path, dict(screen.doc))
 
 
 def html_section(doc: Mapping[str, Any], png: bytes | None) -> str:
     head, rows = node_rows(doc)
+    notes = [rounds_line(doc), *extra_lines(doc)]
     parts = [f"<h2>{SECTION_TITLE}</h2>", f'<p class="meta">{html.escape(headline(doc))}<br>'
-             f"{html.escape(rounds_line(doc))}<br>suspects: "
+             + "".join(f"{html.escape(n)}<br>" for n in notes) + "suspects: "
              f"<b>{html.escape(', '.join(doc['suspects']) or 'none')}</b></p>"]
     if png is not None:
         data = base64.b64encode(png).decode("ascii")
@@ -219,6 +289,7 @@ def html_section(doc: Mapping[str, Any], png: bytes | None) -> str:
 def markdown_section(doc: Mapping[str, Any], plot: bool) -> str:
     head, rows = node_rows(doc)
     lines = ["", f"## {SECTION_TITLE}", "", f"- {headline(doc)}", f"- {rounds_line(doc)}",
+             *(f"- {n}" for n in extra_lines(doc)),
              f"- suspects: {', '.join(doc['suspects']) or 'none'}", ""]
     if plot:
         lines += [f"![screen per node](plots/{PLOT_FILE})", ""]

@@ -2,7 +2,8 @@
 suite: the contract between `llmb-run screen`, which writes
 $LLMB_INSTALL/screens/<stamp>/screen.json, and the commands that leave those nodes out.
 
-screen.json is a JSON object whose `suspects` is a list of node names (possibly empty); the
+screen.json is a JSON object whose `suspects` is a list of node names (possibly empty), held
+whole to its type (llmb.llmbrun.screen.results.ScreenDocument) before any of it is used; the
 newest screen is the one whose <stamp> folder sorts last (stamps are UTC YYYYmmdd-HHMMSS).
 A screen that never finished writing its JSON does not count: the one before it does.
 """
@@ -16,7 +17,8 @@ from pathlib import Path
 from llmb import layout
 from llmb.launch import placement
 from llmb.llmbrun.errors import RunError
-from llmb.shared import files, values
+from llmb.llmbrun.screen import results
+from llmb.shared import files, records, values
 
 MAX_SCREEN_BYTES = 64 << 20  # a screen of thousands of nodes is a few MB
 
@@ -25,6 +27,7 @@ MAX_SCREEN_BYTES = 64 << 20  # a screen of thousands of nodes is a few MB
 class Screen:
     path: Path  # its screen.json
     suspects: tuple[str, ...]
+    doc: results.ScreenDocument  # its content, checked
 
 
 def newest_screen(tree: layout.Install) -> Screen | None:
@@ -39,24 +42,30 @@ def newest_screen(tree: layout.Install) -> Screen | None:
             if exc.missing:
                 continue  # a screen still running, or stopped before it wrote its results
             raise RunError(f"screen results {exc}") from None
-        return Screen(path, _suspects(path, raw))
+        doc = _document(path, raw)
+        return Screen(path, _suspects(path, doc["suspects"]), doc)
     return None
 
 
-def _suspects(path: Path, raw: bytes) -> tuple[str, ...]:
+def _document(path: Path, raw: bytes) -> results.ScreenDocument:
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):
         raise RunError(f"screen results {values.shown(path)} are not valid JSON; run "
                        "llmb-run screen again") from None
-    names = data.get("suspects") if isinstance(data, dict) else None
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-        raise RunError(f"screen results {values.shown(path)} have no list of suspects; run "
-                       "llmb-run screen again")
+    try:
+        return results.checked(data)
+    except records.BadRecord as exc:
+        raise RunError(f"screen results {values.shown(path)}: {exc.problem}; run llmb-run "
+                       "screen again") from None
+
+
+def _suspects(path: Path, names: list[str]) -> tuple[str, ...]:
     if not names:
         return ()
-    try:  # node names, as a Slurm node list would hold them
-        return tuple(placement.expand_hostlist("suspects", ",".join(names)))
+    try:  # node names (each as a Slurm node list would hold it; together they may be long)
+        return tuple(dict.fromkeys(node for name in names
+                                   for node in placement.expand_hostlist("suspects", name)))
     except placement.PlacementError as exc:
         raise RunError(f"screen results {values.shown(path)}: {exc}") from None
 

@@ -182,7 +182,8 @@ def render_status(suite: Suite, view: list[Slot]) -> str:
                                                                  if run["job_id"] else []))
                         or "-") for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(TABLE))]
-    head = (f"suite {suite.id} ({suite.data.get('created')}): {len(suite.configs)} "
+    created = values.shown(suite.data.get("created"))
+    head = (f"suite {suite.id} ({created}): {len(suite.configs)} "
             f"configuration(s) x {suite.repeats} repeat(s)"
             + (", smoke" if suite.smoke else "")
             + (f", at most {suite.max_jobs} job(s) in the queue" if suite.max_jobs else "")

@@ -122,7 +122,7 @@ def check_selection(cfg: ClusterConfig, sel: Selection) -> None:
     known = [r.workload for r in catalog.all_recipes()]
     for w in sel.workloads:
         if w not in known:
-            raise UsageError(f"-w {values.shown(w)} is not a workload; known: {', '.join(known)}")
+            raise UsageError(f"-w {values.brief(w)} is not a workload; known: {', '.join(known)}")
         if w not in cfg.workloads:
             raise UsageError(f"-w {w} is not installed here (installed: "
                              f"{', '.join(cfg.workloads) or 'none'}); rerun the installer with it")

@@ -41,19 +41,20 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Annotated, Any, Literal, TypedDict, cast
 
 from llmb import layout
 from llmb.launch import placement
-from llmb.launch.placement import Placement, PlacementError
+from llmb.launch.placement import Placement, PlacementError, PlacementRecord
 from llmb.llmbrun import analyzer, rerun, status, submit
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import RunError
 from llmb.llmbrun.history import SubmitRecord
 from llmb.llmbrun.suite.plan import Run, SuiteConfig
 from llmb.llmbrun.tasks import Task
-from llmb.shared import clock, files, slurmquery, values
+from llmb.shared import clock, files, records, slurmquery, values
 from llmb.shared.errors import UsageError
+from llmb.shared.records import Bound, Shape
 
 SCHEMA = 1
 ID_RE = re.compile(r"[0-9]{8}-[0-9]{6}(?:-([1-9][0-9]{0,3}))?")
@@ -63,25 +64,55 @@ LOCK_FILE = ".lock"
 PENDING_STATES = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"}
 STATES = ("done", "running", "pending", "held", "failed", "unknown")
 QUEUED = ("pending", "running", "unknown")  # what counts against --max-jobs
+NAME_LEN = 256  # characters of a name, an id or a time in the record
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")  # a workload, size or dtype
+MAX_CONFIGS = 10_000  # every published configuration of every recipe is some hundreds
+MAX_RUNS = 100_000
 
 
-class SuiteRecord(TypedDict, total=False):
-    """suite.json, written once by `suite submit` (and by `suite resume --exclude-suspect`)."""
+class ConfigRecord(TypedDict):
+    """One configuration of suite.json: llmb.llmbrun.suite.plan.SuiteConfig.to_json()."""
 
+    workload: Annotated[str, Bound(text=NAME_LEN)]
+    size: Annotated[str, Bound(text=NAME_LEN)]
+    dtype: Annotated[str, Bound(text=NAME_LEN)]
+    scaling: Literal["weak", "strong"]
+    scale: int  # GPUs
+    reference: float | None
+    time_limit_s: int
+
+
+class RunRecord(TypedDict):
+    """One run of suite.json, in submission order."""
+
+    run: int
+    config: int  # an index into configurations
+    repeat: int
+
+
+class _SuiteKeys(TypedDict):
     schema: int
-    id: str  # llmb.shared.clock.stamp(), `-2`, `-3` ... when two start in one second
-    created: str  # llmb.shared.clock.iso()
+    id: Annotated[str, Bound(text=NAME_LEN)]  # llmb.shared.clock.stamp(), `-2`, `-3` ...
     repeats: int
+    configurations: Annotated[list[dict[str, Any]], Shape(ConfigRecord),
+                              Bound(items=MAX_CONFIGS)]
+    runs: Annotated[list[dict[str, int]], Shape(RunRecord), Bound(items=MAX_RUNS)]
+
+
+class SuiteRecord(_SuiteKeys, total=False):
+    """suite.json, written once by `suite submit` (and by `suite resume --exclude-suspect`);
+    every command that reads it back holds it to this type first (`parse`)."""
+
+    created: Annotated[str, Bound(text=NAME_LEN)]  # llmb.shared.clock.iso()
     max_jobs: int | None
     smoke: bool
     steps: int  # MAX_STEPS of each run, for the GPU-hours
-    gpu_type: str
-    partition: str | None
-    placement: dict[str, Any]  # llmb.launch.placement.Placement.record()
+    gpu_type: Annotated[str, Bound(text=NAME_LEN)]
+    partition: Annotated[str, Bound(text=NAME_LEN)] | None
+    placement: Annotated[dict[str, Any], Shape(PlacementRecord)]  # Placement.record()
     selection: dict[str, Any]  # workloads, dtypes, min_scale, max_scale, max_scale_from
-    configurations: list[dict[str, Any]]  # llmb.llmbrun.suite.plan.SuiteConfig.to_json()
-    runs: list[dict[str, int]]  # run, config, repeat
-    excluded_suspects: list[str]
+    excluded_suspects: Annotated[list[Annotated[str, Bound(text=NAME_LEN)]],
+                                 Bound(items=placement.MAX_HOSTS)]
     screen: str  # the screen.json the suspects came from
 
 
@@ -172,39 +203,54 @@ def load(cfg: ClusterConfig, suite_id: str | None) -> Suite:
                            f"{', '.join(known[-5:])})") from None
         raise RunError(f"suite record {values.shown(path)} {exc.reason}") from None
     try:
-        return parse(suite_id, path, json.loads(raw))
-    except (ValueError, RecursionError, KeyError, TypeError, PlacementError) as exc:
-        why = str(exc) if isinstance(exc, PlacementError) else "not a suite record"
-        raise RunError(f"suite record {values.shown(path)} cannot be used ({why}); it was "
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
+        data = None  # parse names it
+    try:
+        return parse(suite_id, path, data)
+    except (ValueError, PlacementError) as exc:
+        raise RunError(f"suite record {values.shown(path)} cannot be used ({exc}); it was "
                        "changed or damaged: start a new suite with llmb-run suite submit") \
             from None
 
 
 def parse(suite_id: str, path: Path, data: Any) -> Suite:
-    """A suite.json's content, checked; KeyError/TypeError/ValueError when it is not one."""
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA or data.get("id") != suite_id:
-        raise ValueError("schema or id")
-    configs = [SuiteConfig(str(c["workload"]), str(c["size"]), str(c["dtype"]),
-                           str(c["scaling"]), _whole(c["scale"]),
-                           None if c["reference"] is None else float(c["reference"]),
-                           _whole(c["time_limit_s"])) for c in data["configurations"]]
-    runs = [Run(_whole(r["run"]), int(r["config"]), _whole(r["repeat"]))
-            for r in data["runs"]]
+    """A suite.json's content, held to SuiteRecord; ValueError (one line naming the field)
+    or PlacementError when it is not one."""
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    try:
+        record = records.check(SuiteRecord, data)
+    except records.BadRecord as exc:
+        raise ValueError(exc.problem) from None
+    if record["schema"] != SCHEMA or record["id"] != suite_id:
+        raise ValueError(f"schema {record['schema']} of suite {values.brief(record['id'])}, "
+                         f"not schema {SCHEMA} of suite {suite_id}")
+    for i, c in enumerate(record["configurations"]):
+        for key in ("workload", "size", "dtype"):
+            if not NAME_RE.fullmatch(c[key]):
+                raise ValueError(f"configurations[{i}].{key} is {values.brief(c[key])}, not a "
+                                 "name (letters, digits and _ . + -)")
+    configs = [SuiteConfig(c["workload"], c["size"], c["dtype"], c["scaling"],
+                           _whole(f"configurations[{i}].scale", c["scale"]), c["reference"],
+                           _whole(f"configurations[{i}].time_limit_s", c["time_limit_s"]))
+               for i, c in enumerate(record["configurations"])]
+    runs = [Run(r["run"], r["config"], _whole(f"runs[{i}].repeat", r["repeat"]))
+            for i, r in enumerate(record["runs"])]
     if not configs or any(not 0 <= r.config < len(configs) for r in runs) \
             or [r.number for r in runs] != list(range(1, len(runs) + 1)):
-        raise ValueError("runs")
-    _whole(data["repeats"])
-    if data.get("max_jobs") is not None:
-        _whole(data["max_jobs"])
-    place = placement.build(**{k: v for k, v in (data.get("placement") or {}).items()
-                               if k in ("nodelist", "exclude", "reservation", "qos",
-                                        "segment", "slurm_args")})
-    return Suite(suite_id, path, cast(SuiteRecord, data), configs, runs, place)
+        raise ValueError("runs are not numbered 1, 2, ... over its configurations")
+    _whole("repeats", record["repeats"])
+    if record.get("max_jobs") is not None:
+        _whole("max_jobs", record.get("max_jobs"))
+    place = placement.build(**{k: v for k, v in record.get("placement", {}).items()
+                               if k in PlacementRecord.__annotations__})
+    return Suite(suite_id, path, record, configs, runs, place)
 
 
-def _whole(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{value!r} is not a whole number")
+def _whole(field: str, value: Any) -> int:
+    if not isinstance(value, int) or value < 1:
+        raise ValueError(f"{field} is {values.brief(value)}, not a whole number from 1")
     return value
 
 

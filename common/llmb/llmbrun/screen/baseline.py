@@ -1,0 +1,291 @@
+"""The cluster's own baseline: a healthy screen's figures, kept, and every later screen held to it.
+
+Peers cannot see a cluster that is slow all over (clocks capped, NCCL fallen back to sockets,
+a driver or firmware change): nothing stands out. So `llmb-run screen --save-baseline` keeps a
+healthy screen's figures in $LLMB_INSTALL/screens/baseline.json (per figure, per element:
+each GPU's figures, each node's own all-reduce, each node's network (the mean of its pairs),
+the all-nodes all-reduce; each value with its standard error, from the noise its repeats
+showed), with what measured them: GPU type, mode, tool, image, driver, NCCL and PyTorch
+versions, the plan's parameters. Every later screen is compared with it (`--baseline PATH`
+picks another: a baseline file, or any screen.json):
+
+- each figure's elements' ratios now / then; the cluster's ratio is their median;
+- the cluster is named (kind `cluster`) when a figure's ratio has dropped by more than the
+  margin and K of its standard errors (llmb.llmbrun.screen.precision: the same margin and K
+  as against peers): the verdict of a uniform degradation, which names no node;
+- a node is named when one of its elements has dropped below its own baseline by that much
+  more than the rest of the cluster did (its ratio against the others' median ratio).
+
+What cannot be compared is not compared, and says why: another GPU type, mode, tool, GPUs per
+node or parameters measure other figures. What changed but still measures the same figures
+(the image, the driver, NCCL, PyTorch) is compared and said: `changed` lists it, and a drop
+of the cluster names it as the likely cause.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypedDict
+
+from llmb import layout
+from llmb.llmbrun.screen import judge, precision
+from llmb.shared import clock, files, values
+from llmb.shared.errors import UsageError
+
+FILE = "baseline.json"
+KIND = "llmb screen baseline"
+SCHEMA = 1
+MAX_BYTES = 64 << 20
+SAME = ("gpu_type", "mode", "measured_by", "gpus_per_node")  # else not comparable
+CHANGED = ("image", "driver", "nccl", "torch")  # compared, and said
+NETWORK = "network busbw_gbps"
+OWN = "all-reduce busbw_gbps"
+ALL_NODES = "all-nodes busbw_gbps"
+
+
+class Baseline(TypedDict):
+    """baseline.json: what --save-baseline keeps."""
+
+    kind: str
+    schema: int
+    saved: str
+    screen: str | None  # the stamp of the screen it was made of
+    versions: dict[str, Any]
+    params: dict[str, Any] | None
+    figures: dict[str, dict[str, Any]]  # figure -> noise, repeats, values {element: [v, se]}
+
+
+def default_path(tree: layout.Install) -> Path:
+    return tree.screens / FILE
+
+
+# --- what a screen measured, per element ------------------------------------------------------
+
+def _figure(series: Mapping[str, tuple[float, Sequence[float] | None]]) -> dict[str, Any]:
+    """One figure's elements: value and relative standard error (from the noise pooled over
+    their repeats; None without repeats)."""
+    noise = precision.pooled_noise([r for _, r in series.values()])
+    out: dict[str, list[float | None]] = {}
+    for element, (value, repeats) in series.items():
+        error = noise / math.sqrt(precision.kept(len(repeats))) \
+            if noise is not None and repeats else None
+        out[element] = [value, error]
+    counts = [len(r) for _, r in series.values() if r]
+    return {"noise": noise, "repeats": max(counts, default=0), "values": out}
+
+
+def figures_of(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The figures of a screen document, per element, as a baseline keeps them."""
+    gpu: dict[str, dict[str, tuple[float, Sequence[float] | None]]] = {}
+    own: dict[str, tuple[float, Sequence[float] | None]] = {}
+    for node in doc.get("nodes") or []:
+        for g in node.get("gpus") or []:
+            if g.get("error"):
+                continue
+            for figure, value in (g.get("figures") or {}).items():
+                gpu.setdefault(figure, {})[f"{node['node']} GPU {g.get('local_rank')}"] = (
+                    float(value), (g.get("repeats") or {}).get(figure))
+        mine = node.get("allreduce") or {}
+        if mine.get("busbw_gbps") is not None and not mine.get("error"):
+            own[node["node"]] = (float(mine["busbw_gbps"]), mine.get("repeats"))
+    out = {figure: _figure(series) for figure, series in sorted(gpu.items())}
+    if own:
+        out[OWN] = _figure(own)
+    if network := _network(doc):
+        out[NETWORK] = network
+    everyone = doc.get("all_nodes") or {}
+    if everyone.get("busbw_gbps") is not None and not everyone.get("error"):
+        out[ALL_NODES] = _figure({"all": (float(everyone["busbw_gbps"]),
+                                          everyone.get("repeats"))})
+    return out
+
+
+def _network(doc: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Each node's network: the mean of its pairs' figures, its error the pairs' over the
+    square root of their number."""
+    pairs = [p for p in doc.get("pairs") or [] if p.get("busbw_gbps") is not None
+             and not p.get("error")]
+    if not pairs:
+        return None
+    pooled = _figure({str(i): (float(p["busbw_gbps"]), p.get("repeats"))
+                      for i, p in enumerate(pairs)})
+    per_node: dict[str, list[tuple[float, float | None]]] = {}
+    for i, pair in enumerate(pairs):
+        value, error = pooled["values"][str(i)]
+        for node in pair["nodes"]:
+            per_node.setdefault(node, []).append((value, error))
+    out = {}
+    for node, got in sorted(per_node.items()):
+        errors = [e for _, e in got if e is not None]
+        out[node] = [statistics.fmean(v for v, _ in got),
+                     math.sqrt(statistics.fmean(e * e for e in errors) / len(got))
+                     if len(errors) == len(got) else None]
+    return {"noise": pooled["noise"], "repeats": pooled["repeats"], "values": out}
+
+
+def versions_of(doc: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: doc.get(k) for k in (*SAME, *CHANGED)}
+
+
+def of_screen(doc: Mapping[str, Any]) -> Baseline:
+    return Baseline(kind=KIND, schema=SCHEMA, saved=clock.iso(), screen=doc.get("stamp"),
+                    versions=versions_of(doc), params=doc.get("params"),
+                    figures=figures_of(doc))
+
+
+def save(path: Path, doc: Mapping[str, Any]) -> Baseline:
+    base = of_screen(doc)
+    files.write_private(path, json.dumps(base, indent=1) + "\n")
+    return base
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        math.isfinite(value)
+
+
+def _valid(figures: Any) -> bool:
+    """Figures as of_screen keeps them: each with values {element: [value, error or null]}."""
+    return isinstance(figures, dict) and all(
+        isinstance(f, dict) and isinstance(f.get("values"), dict) and all(
+            isinstance(v, list) and len(v) == 2 and _number(v[0]) and
+            (v[1] is None or _number(v[1])) for v in f["values"].values())
+        for f in figures.values())
+
+
+def load(path: Path) -> Baseline:
+    """A baseline file, or a screen.json made into one; UsageError naming the file and what
+    would do."""
+    shown = values.shown(path)
+    try:
+        data = json.loads(files.read_bounded(path, MAX_BYTES))
+    except files.FileRefused as exc:
+        raise UsageError(f"--baseline {shown}: {exc.reason}; give a file that llmb-run "
+                         "screen --save-baseline wrote, or a screen's screen.json") from None
+    except (ValueError, RecursionError):
+        raise UsageError(f"--baseline {shown} is not JSON; give a file that llmb-run screen "
+                         "--save-baseline wrote, or a screen's screen.json") from None
+    if isinstance(data, dict) and data.get("kind") == KIND and \
+            isinstance(data.get("versions"), dict) and _valid(data.get("figures")):
+        return Baseline(kind=KIND, schema=SCHEMA, saved=str(data.get("saved")),
+                        screen=data.get("screen"), versions=data["versions"],
+                        params=data.get("params"), figures=data["figures"])
+    if isinstance(data, dict) and isinstance(data.get("nodes"), list):
+        try:
+            return of_screen(data)
+        except (KeyError, TypeError, ValueError):
+            pass
+    raise UsageError(f"--baseline {shown} is neither a screen baseline nor a screen.json; "
+                     "give a file that llmb-run screen --save-baseline wrote, or a screen's "
+                     "screen.json")
+
+
+# --- a screen against its baseline ------------------------------------------------------------
+
+def _median_factor(count: int) -> float:
+    """The standard error of a median of `count` values, in units of one value's."""
+    return math.sqrt((1 if count <= 2 else math.pi / 2) / max(count, 1))
+
+
+def _others(ratios: Sequence[float], i: int) -> float:
+    """The median of the other ratios (all of them past a few dozen, where one cannot move
+    it; the ratio itself where it is alone)."""
+    if len(ratios) > 64:
+        return statistics.median(ratios)
+    rest = [r for j, r in enumerate(ratios) if j != i]
+    return statistics.median(rest) if rest else ratios[i]
+
+
+def compare_figure(figure: str, then: Mapping[str, Any], now: Mapping[str, Any], margin: float
+                   ) -> dict[str, Any] | None:
+    """One figure now against its baseline: the cluster's ratio (the median of its elements'),
+    the threshold it is held to, and the elements below their own baseline."""
+    common = [e for e in sorted(set(then["values"]) & set(now["values"]))
+              if then["values"][e][0] and now["values"][e][0] is not None]
+    if not common:
+        return None
+    ratios = [now["values"][e][0] / then["values"][e][0] for e in common]
+    errors = [math.hypot(now["values"][e][1], then["values"][e][1]) for e in common
+              if now["values"][e][1] is not None and then["values"][e][1] is not None]
+    error = statistics.median(errors) if len(errors) == len(common) else 0.0
+    cluster = statistics.median(ratios)
+    threshold = max(margin, precision.MIN_K * error * _median_factor(len(ratios)))
+    k = precision.k_for(len(ratios))
+    below = []
+    for i, element in enumerate(common):
+        if len(ratios) < 2:
+            break
+        others = _others(ratios, i)
+        own = max(margin, k * precision.widened(error, len(ratios) - 1))
+        if ratios[i] / others < 1 - own:
+            below.append({"element": element, "ratio": round(ratios[i], 5),
+                          "others": round(others, 5), "threshold": round(own, 5),
+                          "value": now["values"][element][0],
+                          "baseline": then["values"][element][0]})
+    return {"figure": figure, "elements": len(common), "ratio": round(cluster, 5),
+            "threshold": round(threshold, 5), "dropped": cluster < 1 - threshold,
+            "baseline_median": statistics.median(then["values"][e][0] for e in common),
+            "median": statistics.median(now["values"][e][0] for e in common),
+            "below": below, "new": sorted(set(now["values"]) - set(then["values"]))}
+
+
+def compare(doc: Mapping[str, Any], base: Baseline, where: str) -> dict[str, Any]:
+    """screen.json's `baseline`: what was compared with what, and how it came out."""
+    then, now = base["versions"], versions_of(doc)
+    out: dict[str, Any] = {"path": where, "screen": base.get("screen"),
+                           "saved": base.get("saved"), "comparable": True, "why_not": None,
+                           "changed": [], "figures": []}
+    differs = [f"{k} {then.get(k)} then, {now.get(k)} now" for k in SAME
+               if then.get(k) != now.get(k)]
+    if base.get("params") != doc.get("params"):
+        differs.append("the screen's parameters differ (another version of llmb-run)")
+    if differs:
+        out.update(comparable=False, why_not="; ".join(differs))
+        return out
+    out["changed"] = [f"{k} {then.get(k)} -> {now.get(k)}" for k in CHANGED
+                      if then.get(k) != now.get(k)]
+    margin = precision.MARGIN.get(str(doc.get("mode")), max(precision.MARGIN.values()))
+    current = figures_of(doc)
+    for figure, kept in sorted(base["figures"].items()):
+        if figure in current and (got := compare_figure(figure, kept, current[figure], margin)):
+            out["figures"].append(got)
+    return out
+
+
+def named_of(comparison: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What the comparison names: the cluster for each figure whose median dropped, and each
+    element that dropped more than the rest (its GPU, or its node)."""
+    out = []
+    stamp = comparison.get("screen") or comparison.get("path")
+    changed = "; ".join(comparison.get("changed") or []) or "nothing the baseline records"
+    for fig in comparison.get("figures") or []:
+        if fig["dropped"]:
+            out.append({"kind": "cluster", "name": "cluster", "figure": fig["figure"],
+                        "value": fig["median"],
+                        "floor": fig["baseline_median"] * (1 - fig["threshold"]),
+                        "expected": fig["baseline_median"], "peers_median": None,
+                        "why": f"the cluster's {fig['figure']} is {1 - fig['ratio']:.0%} below "
+                               f"its baseline ({stamp}); changed since: {changed}"})
+        for low in fig["below"]:
+            gpu = " GPU " in low["element"]
+            out.append({"kind": "gpu" if gpu else "node", "name": low["element"],
+                        "figure": f"{fig['figure']} against its baseline", "value": low["value"],
+                        "floor": low["baseline"] * low["others"] * (1 - low["threshold"]),
+                        "expected": low["baseline"], "peers_median": None,
+                        "why": f"{1 - low['ratio']:.0%} below its own baseline ({stamp}) while "
+                               f"the rest of the cluster is {1 - low['others']:.0%} below theirs"})
+    return out
+
+
+def apply(doc: dict[str, Any], base: Baseline, where: str) -> None:
+    """Compare the screen with its baseline: doc["baseline"], what it names added to
+    doc["named"], the nodes it names made slow, the suspects again."""
+    comparison = compare(doc, base, where)
+    doc["baseline"] = comparison
+    named = named_of(comparison)
+    doc["named"] = [*doc.get("named", []), *named]
+    doc["suspects"] = judge.mark(doc.get("nodes") or [], named)
