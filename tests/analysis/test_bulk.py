@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from llmb.analysis import bulk, timing
-from logformats import MegatronStep, nemo_step
+from logformats import MegatronStep, megatron_startup, nemo_step
 
 
 @contextmanager
@@ -55,7 +55,8 @@ def nemo_log(draw: st.DrawFn) -> bytes:
         line = nemo_step(g % draw(st.sampled_from([60, 20])), draw(st.sampled_from([49, 59])),
                          draw(st.sampled_from([9.31, 9.4, 2e-7, 12.0])),
                          draw(st.sampled_from([610.2, 1134.4, None])),
-                         draw(st.sampled_from([128, 128, 64])), global_step=g)
+                         draw(st.sampled_from([128, 128, 64])), global_step=g,
+                         loss=draw(st.sampled_from([11.96] * 8 + ["1e400", "1e-400"])))
         if draw(st.integers(0, 9)) == 0:
             line = line.replace("9.31", draw(st.sampled_from(VALUES)))
         if draw(st.integers(0, 9)) == 0:
@@ -84,9 +85,39 @@ def megatron_log(draw: st.DrawFn) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+@st.composite
+def bridge_log(draw: st.DrawFn) -> bytes:
+    """Megatron-Bridge's usual log (a start-up, each step with its Step Time line, glued or
+    not, no prefix), read as whole records in bulk, and now and then what stops that: odd
+    values, a step without its companion, a stray companion, a prefix, a restart."""
+    lines = megatron_startup(8, 8) if draw(st.integers(0, 5)) else []
+    for k in range(1, draw(st.integers(1, 50)) + 1):
+        odd = draw(st.sampled_from([""] * 150 + ["restart", "nan", "1E+400", "nan iterations",
+                                                 "skipped", "time", "tflops", "prefix",
+                                                 "alone", "loss"]))
+        step = MegatronStep(max(1, k - 3) if odd == "restart" else k, 50,
+                            draw(st.sampled_from([4189.6, 4201.3, 950.0])), 1610.2,
+                            grad_norm=odd if odd in ("nan", "1E+400") else "9.961",
+                            nan=int(odd == "nan iterations"), skipped=int(odd == "skipped"))
+        parts = step.lines(glued=draw(st.booleans()))
+        if odd == "time":
+            parts[-1] = parts[-1].replace("4189.6", draw(st.sampled_from(VALUES)))
+        elif odd == "tflops":
+            parts[-1] = parts[-1].replace("1610.2", draw(st.sampled_from(["1.2.3", "12", "."])))
+        elif odd == "prefix":
+            parts = [draw(st.sampled_from(PREFIXES)) + p for p in parts]
+        elif odd == "alone":  # a step without its companion, or a companion without a step
+            parts = parts[-1:] if len(parts) > 1 else [NOISE[3], *parts]
+        elif odd == "loss":
+            parts[-1] = parts[-1].replace("lm loss: ", "lm loss: -")
+        lines += parts
+    return ("\n".join(lines) + draw(st.sampled_from(["\n", "", "\r\n"]))).encode()
+
+
 @settings(max_examples=300, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.one_of(nemo_log(), megatron_log()), st.sampled_from([64, 300, 4096, 1 << 22]))
+@given(st.one_of(nemo_log(), megatron_log(), bridge_log()),
+       st.sampled_from([64, 300, 4096, 1 << 22]))
 def test_bulk_and_line_by_line_give_the_same_scan(monkeypatch: pytest.MonkeyPatch, text: bytes,
                                                   chunk: int) -> None:
     fast, slow = scans(text, chunk, monkeypatch)
@@ -104,5 +135,8 @@ def test_a_plain_log_is_read_in_bulk(monkeypatch: pytest.MonkeyPatch, lines: lis
     family = "megatron" if b"elapsed time" in buf else "nemo"
     rows = bulk.read(buf, len(buf), family)
     assert rows is not None and rows.index == list(range(50)) and rows.final == 49
+    if b"Step Time" in buf:  # Megatron-Bridge's whole steps: read in one pass
+        whole = bulk._records(b"\n" + buf, len(buf) + 1)
+        assert whole is not None and whole == bulk._megatron(b"\n" + buf, len(buf) + 1, None)
     fast, slow = scans(buf, 1 << 22, monkeypatch)
     assert fast == slow and fast.complete() and len(fast.steps) == 50

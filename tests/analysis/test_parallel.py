@@ -101,3 +101,29 @@ def test_ctrl_c_stops_the_pool_in_one_line(tmp_path: Path) -> None:
         except FileNotFoundError:
             continue
         assert state == "Z"
+
+
+class InAWorker(LogAnalyzer):
+    """Dies (SIGKILL) or fails (no yaml) in a worker process; analyzes in this one."""
+
+    def __init__(self, base: str, how: str) -> None:
+        super().__init__(base, None, (11, 44))
+        self.how, self.here = how, os.getpid()
+
+    def __call__(self, task: Task) -> Outcome:
+        if os.getpid() != self.here and self.how == "dies":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if os.getpid() != self.here:
+            raise ModuleNotFoundError("No module named 'yaml'", name="yaml")
+        return super().__call__(task)
+
+
+@pytest.mark.skipif(parallel.workers() < 2, reason="one core: no pool")
+def test_a_worker_that_dies_or_fails_ends_the_analysis(tmp_path: Path) -> None:
+    tasks = tree(tmp_path, parallel.POOL_MIN_LOGS + 6)
+    with pytest.raises(parallel.WorkerDied, match="killed by signal 9 while analyzing"):
+        list(parallel.outcomes(InAWorker(str(tmp_path), "dies"), tasks))
+    with pytest.raises(ModuleNotFoundError) as failed:  # as the analyzer's process would
+        list(parallel.outcomes(InAWorker(str(tmp_path), "fails"), tasks))
+    assert failed.value.name == "yaml"
+    assert not children(os.getpid())  # every worker waited for

@@ -77,21 +77,21 @@ class Assembly:
         """A log's outcome, packed by a worker or not."""
         if outcome.result is not None:
             outcome = outcome.packed()
-        if outcome.skipped is not None or outcome.line is None or outcome.brief is None:
-            self.skip(outcome.path, outcome.skipped or "no result")
+        path, _, skipped, warning, manifest, catalog_error, line, brief = outcome
+        if skipped is not None or line is None or brief is None:
+            self.skip(path, skipped or "no result")
             return
-        brief = outcome.brief
-        self.catalog_error = self.catalog_error or outcome.catalog_error
-        if outcome.warning and outcome.manifest is not None:
-            self.warnings.setdefault(display(os.path.relpath(outcome.manifest, self.base)),
-                                     outcome.warning)
+        self.catalog_error = self.catalog_error or catalog_error
+        if warning and manifest is not None:
+            self.warnings.setdefault(display(os.path.relpath(manifest, self.base)), warning)
         self.status[brief["status"]] += 1
         self.unreadable += bool(brief["error"])
-        config = self._orders.get(brief["config_key"])
+        key, filename = brief["config_key"], brief["filename"]
+        config = self._orders.get(key)
         if config is None:  # the configuration's part of the order, once per configuration
-            config = self._orders[brief["config_key"]] = order(brief)[:-1]
-        place = (*config, brief["filename"])
-        self.results.add(place, (outcome.line, brief["config_key"], brief["filename"]))
+            config = self._orders[key] = order(brief)[:-1]
+        place = (*config, filename)
+        self.results.add(place, (line, key, filename))
         self.groups.add(place, brief)
 
     def finish(self) -> dict[str, Any]:

@@ -19,12 +19,13 @@ read line by line. Standard library only: it runs inside the log scan.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 from llmb.analysis import megatron_steps
 
-_NUM = rb"-?\d{1,18}(?:\.\d{1,18})?(?:[eE][-+]?\d{1,3})?"  # plain and finite
+_NUM = rb"-?\d{1,18}(?:\.\d{1,18})?(?:[eE][-+]?\d{1,2})?"  # plain and finite (< 1e118)
 # Each starts with literal text (the regular expression engine skips to it at memory speed);
 # what comes before it on its line is the line's prefix.
 _NEMO = re.compile(
@@ -44,6 +45,19 @@ _MEGATRON = re.compile(
     + _NUM + rb" \| loss scale: [0-9.]{1,20} \| grad norm: " + _NUM +
     rb" \| number of skipped iterations: +0 \| number of nan iterations: +0 \|"
     rb"(?=[\r\n]|\Z)")
+# Megatron-Bridge's step as it usually comes: a whole Step Time line (from a line end), then its
+# iteration line with no prefix but its time stamp, on the next line or glued. Its groups: the
+# TFLOPS, the line end between the two, k, N, the time (ms), the GBS, lm loss and grad norm (read
+# as float() reads them, as the line-by-line read does: cheaper than spelling them out here).
+_RECORD = re.compile(
+    rb"\nStep Time : [0-9.]{1,20}s GPU utilization: ([0-9.]{1,30})"
+    + re.escape(megatron_steps.COMPANION) + rb"(\n|\r\n|) ?\[[0-9 :.T+-]{1,40}\]"
+    rb" iteration +(\d{1,18})/ *(\d{1,18}) \| consumed samples: +\d{1,18} \| "
+    + megatron_steps.NEEDLE + rb" \(ms\): (\d{1,15}\.\d) \|"
+    rb"(?: throughput per GPU \(TFLOP/s/GPU\): \d{1,15}\.\d \|)?"
+    rb" learning rate: [0-9.E+-]{1,20} \| global batch size: +(\d{1,18}) \|"
+    rb" lm loss: ([0-9.E+-]{1,30}) \| loss scale: [0-9.]{1,20} \| grad norm: ([0-9.E+-]{1,30})"
+    rb" \| number of skipped iterations: +0 \| number of nan iterations: +0 \|(?![^\r\n])")
 _MEGATRON_KEYS = re.compile(rb"iteration|global batch size|lm loss|grad norm|throughput per GPU")
 _COMPANION = re.compile(rb"GPU utilization: (\d{1,15}(?:\.\d{1,15})?)" +
                         re.escape(megatron_steps.COMPANION))
@@ -73,6 +87,8 @@ def read(buf: bytes | bytearray, end: int, family: str, carried: object = None
         return None  # a companion that is no number: refused line by line
     if family == "nemo":
         return _nemo(buf, end)
+    if end <= DENSE and (rows := _records(buf, end)) is not None:
+        return rows
     return _megatron(buf, end, carried)
 
 
@@ -187,6 +203,37 @@ def _megatron(buf: bytes | bytearray, end: int, carried: object) -> Rows | None:
     return _rows(first, found[-1].end(), positions[-1] + size, [int(t) - 1 for t in totals],
                  list(map(int, gbs)), [int(k) - 1 for k in ks], [float(t) / 1000 for t in ms],
                  [float(t) if t else None for t in texts], texts)
+
+
+def _records(buf: bytes | bytearray, end: int) -> Rows | None:
+    """A chunk of _RECORD steps only, in one pass of the expression: every needle and every
+    companion is in one (so each step's companion is its own, as the line-by-line read pairs
+    them, and no line holds anything else it would read); else None."""
+    found = _RECORD.findall(buf, 0, end)
+    if not found or len(found) != buf.count(megatron_steps.NEEDLE, 0, end) \
+            or len(found) != buf.count(megatron_steps.COMPANION, 0, end):
+        return None
+    tflops, _, ks, totals, ms, gbs, loss, norm = zip(*found, strict=True)
+    index = list(map(int, ks))
+    try:
+        values: list[float | None] = list(map(float, tflops))
+        finite = all(map(math.isfinite, map(float, loss + norm)))
+    except ValueError:  # not a number: refused line by line
+        return None
+    head = _RECORD.search(buf, 0, end)
+    if min(index) < 1 or not finite or head is None:
+        return None
+    first = head.end(2)  # where the first iteration line begins (glued: its Step Time line)
+    first = first if head.group(2) else head.start() + 1
+    pos = buf.rfind(megatron_steps.NEEDLE, 0, end)
+    return _rows(first, _stop(buf, pos, end), pos + len(megatron_steps.NEEDLE),
+                 [int(t) - 1 for t in set(totals)], list(map(int, set(gbs))),
+                 list(map(_LESS_ONE, index)), list(map(_MS.__rtruediv__, map(float, ms))),
+                 values, list(map(bytes.decode, tflops)))
+
+
+_LESS_ONE = (-1).__add__  # k - 1, in C
+_MS = 1000.0  # a time in ms: t / _MS is t / 1000, in C
 
 
 def _companion_texts(companions: list[re.Match[bytes]], positions: list[int], own: list[str],

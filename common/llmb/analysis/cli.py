@@ -16,6 +16,7 @@ is a log to identify, matplotlib only for --report.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 import os
@@ -213,20 +214,24 @@ def _tasks(roots: list[str], base: str, skips: deque[tuple[str, str]]) -> Iterat
 
     manifests = Manifests()
     traced_roots = {r for r in roots if NCCL_TAG in os.path.basename(os.path.abspath(r))}
-    for found in discover.walk(roots):
-        if found.problem is not None:
-            skips.append((found.path, found.problem))
+    task = functools.partial(tuple.__new__, Task)  # (Task's, made in C: one per log)
+    place: tuple[str, str] | None = None  # the folder (and DIR) of the logs that come now
+    manifest, traced = None, False  # its manifest, and whether it says NCCL trace
+    for root, path, problem in discover.walk(roots):
+        if problem is not None:
+            skips.append((path, problem))
             continue
-        path = found.path
-        if os.path.basename(path).startswith("sbatch_"):
+        folder, _, name = path.rpartition(os.sep)
+        if name.startswith("sbatch_"):
             skips.append((path, "sbatch output"))
             continue
-        manifest = manifests.near(path)
-        if nccl_traced(manifest[1] if manifest else None) or found.root in traced_roots \
-                or (NCCL_TAG in path and NCCL_TAG in discover.relative(path, base)):
+        if (folder, root) != place:  # worked out once per folder: its logs come together
+            place, manifest = (folder, root), manifests.near(path)
+            traced = bool(manifest and nccl_traced(manifest[1])) or root in traced_roots
+        if traced or (NCCL_TAG in path and NCCL_TAG in discover.relative(path, base)):
             skips.append((path, "NCCL trace"))
             continue
-        yield Task(found.root, path, manifest)
+        yield task((root, path, manifest))
 
 
 def analyze_tree(roots: str | list[str], gpu_type: str | None = None,
@@ -303,7 +308,8 @@ def _validate(opts: Options) -> int | None:
     """Checks that need the environment; an exit status when one fails, before any work."""
     if opts.gpu_type is not None:
         try:
-            from llmb.recipes import catalog
+            from llmb.recipes import catalog, catalogcache
+            catalogcache.prime()  # gpus.yaml as an earlier run loaded it, when unchanged
             known: list[str] | None = list(catalog.gpu_types())
         except ModuleNotFoundError:
             known = None  # reported later, with the fix

@@ -13,7 +13,10 @@ a tree of 200,000 runs costs no more memory than one of ten.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
@@ -33,6 +36,7 @@ class Found(NamedTuple):
     problem: str | None = None
 
 
+_found = functools.partial(tuple.__new__, Found)
 def check_roots(roots: list[str]) -> None:
     """FileNotFoundError (one line) for a DIR that is missing or not a directory."""
     for root in roots:
@@ -113,24 +117,71 @@ def _walk_root(root: str, state: _Walk, guard: LinkGuard) -> Iterator[Found]:
             continue
         top = os.path.join(parent, names.pop()) if parent else names.pop()
         try:
-            with os.scandir(top) as listing:
-                entries = sorted(listing, key=lambda e: e.name)
+            dirs, logs = _listed(top)
         except OSError as exc:
             yield Found(root, str(exc.filename or top), f"cannot list: {exc.strerror}")
             continue
-        subdirs = []
-        for entry in entries:
-            if _is_dir(entry):
-                why = _refused(entry, guard) or (VIRTUAL_DIR if entry.path in virtual else None)
-                if why is not None:
-                    yield Found(root, entry.path, why)
-                elif state.keep(top, entry.name, entry.is_symlink()):
-                    subdirs.append(entry.name)
-                    if entry.name.endswith(".out"):
-                        yield Found(root, entry.path, "directory")
-            elif entry.name.endswith(".out"):
-                yield Found(root, entry.path)
+        subdirs: list[str] = []
+        prefix, d = os.path.join(top, ""), 0  # (a log's path: as its os.DirEntry's)
+        for name in logs:
+            while d < len(dirs) and dirs[d].name < name:  # the directories among them first
+                yield from _directory(root, top, dirs[d], state, guard, subdirs, virtual)
+                d += 1
+            yield _found((root, prefix + name, None))  # (Found's, made in C: one per log)
+        for entry in dirs[d:]:
+            yield from _directory(root, top, entry, state, guard, subdirs, virtual)
         pending.append((top, subdirs[::-1]))
+
+
+def _listed(top: str) -> tuple[list[os.DirEntry[str]], list[str]]:
+    """The directories of a folder (entries) and its *.out files (names), each in name order;
+    a file is kept as its name only (thousands of entries held would be thousands of objects
+    for the garbage collector to go through, again and again)."""
+    dirs, logs = [], []
+    with os.scandir(top) as listing:
+        for entry in listing:
+            try:
+                is_dir = entry.is_dir()  # a link to a directory too
+            except OSError:
+                is_dir = False
+            if is_dir:
+                dirs.append(entry)
+            elif entry.name.endswith(".out"):
+                logs.append(entry.name)
+    dirs.sort(key=lambda e: e.name)
+    logs.sort()
+    # the jobs that left a batch output here: the names from `sbatch_` on (they sort together)
+    batches = logs[bisect.bisect_left(logs, "sbatch_"):bisect.bisect_left(logs, "sbatch`")]
+    batches += [e.name for e in dirs if e.name.startswith("sbatch_")]
+    if len(_batch_jobs) >= FOLDERS_KEPT:
+        _batch_jobs.clear()
+    _batch_jobs[os.path.dirname(os.path.join(top, ""))] = {
+        m.group(1) for name in batches if (m := BATCH.match(name))}
+    return dirs, logs
+
+
+BATCH = re.compile(r"^sbatch_.*_(\d+)\.out$")  # a job's batch output, sbatch_<name>_<job>.out
+FOLDERS_KEPT = 4096
+_batch_jobs: dict[str, set[str]] = {}  # folder -> the jobs with a batch output in it, as walked
+
+
+def batch_jobs(folder: str) -> set[str] | None:
+    """The jobs that left a batch output in folder (as a log's os.path.dirname names it) when
+    the walk listed it; None when it did not (or forgot it: FOLDERS_KEPT are kept)."""
+    return _batch_jobs.get(folder)
+
+
+def _directory(root: str, top: str, entry: os.DirEntry[str], state: _Walk, guard: LinkGuard,
+               subdirs: list[str], virtual: set[str]) -> Iterator[Found]:
+    """A directory of the folder top: walked later (its name added to subdirs), or said why
+    not (`virtual`: /proc, /sys and /dev when DIR is /); one named *.out is said too."""
+    why = _refused(entry, guard) or (VIRTUAL_DIR if entry.path in virtual else None)
+    if why is not None:
+        yield Found(root, entry.path, why)
+    elif state.keep(top, entry.name, entry.is_symlink()):
+        subdirs.append(entry.name)
+        if entry.name.endswith(".out"):
+            yield Found(root, entry.path, "directory")
 
 
 def _refused(entry: os.DirEntry[str], guard: LinkGuard) -> str | None:
@@ -141,13 +192,6 @@ def _refused(entry: os.DirEntry[str], guard: LinkGuard) -> str | None:
         return guard.refused(entry.stat())
     except OSError:
         return None
-
-
-def _is_dir(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir()  # a link to a directory too
-    except OSError:
-        return False
 
 
 def relative(path: str, base: str) -> str:

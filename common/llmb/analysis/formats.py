@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import re
 from collections import Counter
@@ -94,23 +95,34 @@ _string = json.encoder.encode_basestring_ascii
 def _json_list(out: TextIO, items: Iterable[Any], level: int, one_line: bool = False) -> None:
     """A list written item by item, as json.dumps(indent=2) writes it, or with each item on
     one line (json's C encoder: fast)."""
-    pad, opened = "  " * (level + 1), False
-    for item in items:
-        text = (_string(item) if isinstance(item, str)
-                else json.dumps(item, ensure_ascii=True, allow_nan=False) if one_line
-                else _dumps(item, level + 1))
-        out.write((",\n" if opened else "[\n") + pad + text)
-        opened = True
-    out.write("\n" + "  " * level + "]" if opened else "[]")
+    pad = "  " * (level + 1)
+    texts = (_string(item) if isinstance(item, str)
+             else json.dumps(item, ensure_ascii=True, allow_nan=False) if one_line
+             else _dumps(item, level + 1) for item in items)
+    if _joined(out, texts, pad):
+        out.write("\n" + "  " * level + "]")
 
 
 def _lines_list(out: TextIO, lines: Iterable[str]) -> None:
     """_json_list(one_line=True) of items already written as JSON lines."""
-    opened = False
-    for line in lines:
-        out.write((",\n    " if opened else "[\n    ") + line)
-        opened = True
-    out.write("\n  ]" if opened else "[]")
+    if _joined(out, lines, "    "):
+        out.write("\n  ]")
+
+
+WRITTEN_TOGETHER = 256  # items a write call takes (one call per item is a tenth of the time)
+
+
+def _joined(out: TextIO, texts: Iterable[str], pad: str) -> bool:
+    """`[`, then the texts one a line after pad, comma-separated; `[]` and False for none."""
+    texts = iter(texts)
+    sep, opened = ",\n" + pad, "[\n" + pad
+    while batch := list(itertools.islice(texts, WRITTEN_TOGETHER)):
+        out.write(opened + sep.join(batch))
+        opened = sep
+    if opened[0] == "[":
+        out.write("[]")
+        return False
+    return True
 
 
 def write_json(analysis: Mapping[str, Any], out: TextIO) -> None:

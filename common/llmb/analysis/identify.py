@@ -36,6 +36,8 @@ SCALINGS = ("weak", "strong")
 
 def display(path: str) -> str:
     """A path as text that any encoder accepts (undecodable bytes become U+FFFD)."""
+    if path.isascii():  # (most paths: as they are, without a round trip through bytes)
+        return path
     return path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
@@ -240,17 +242,21 @@ class Identifier:
     """Turns a manifest or an experiment name into the run's catalog identity."""
 
     def __init__(self, gpu_type: str | None) -> None:
-        from llmb.recipes import catalog  # pyyaml: only once there is a log to identify
+        from llmb.recipes import catalog, catalogcache  # pyyaml: only once a log is identified
 
         self.catalog = catalog
         self.gpu_type = gpu_type or DEFAULT_GPU
+        primed = catalogcache.prime()  # as an earlier run loaded it, when nothing changed
         try:
             self.recipes = {r.workload: r for r in catalog.all_recipes()}
+            catalog.gpu_types()
         except catalog.CatalogError as exc:  # a broken metadata.yaml: analyze, do not identify
             self.recipes = {}
             self.error: str | None = str(exc)
         else:
             self.error = None
+            if not primed:
+                catalogcache.store()
         self._by_name = {r.name: r for r in self.recipes.values()}
         # the identities of the last MANIFESTS_KEPT manifests (a run's logs come together)
         self._manifests: OrderedDict[str, tuple[dict[str, Any] | None, str | None]] = \

@@ -14,11 +14,12 @@ step line, whether it is another tool's output. Standard library only.
 from __future__ import annotations
 
 import math
+import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from itertools import pairwise
-from typing import TYPE_CHECKING, NamedTuple
+from itertools import islice, pairwise, repeat
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from llmb.analysis import stepline
 from llmb.analysis.failures import Findings, classify
@@ -77,8 +78,10 @@ class LogScan:
     checkpoint_save_s: float | None = None
     checkpoint_load_s: float | None = None
     looks_like_log: bool = False
-    training: bool = False  # a training start-up line (NeMo, Lightning, torchrun, Megatron)
-    foreign: str | None = None  # another tool's output: nccl-tests, Nsight Systems, print_env.sh
+    # of a file without a step line: a training start-up line (NeMo, Lightning, torchrun,
+    # Megatron), another tool's output (nccl-tests, Nsight Systems, print_env.sh)
+    training: bool = False
+    foreign: str | None = None
     encoding: str | None = None  # None: UTF-8 (or ASCII); else the codec it was decoded with
     reached: int | None = None  # highest iteration of the last attempt, its time valid or not
     bad_times: int = 0  # step lines whose time is not a plausible number of seconds
@@ -169,29 +172,36 @@ class LogScan:
         limits): the caller then reads them line by line."""
         index, final = rows.index, rows.final
         previous = self._previous
+        rising = all(map(operator.lt, index, islice(index, 1, None)))  # (C loops: ~50 a log)
         if (self.final_index not in (None, final) or max(index) > final
                 or self.gbs not in (None, rows.gbs)
                 or not MIN_STEP_SECONDS <= min(rows.time) <= max(rows.time) < MAX_STEP_SECONDS
                 or (previous is not None and index[0] < previous - RESTART_DROP)
-                or any(b < a - RESTART_DROP for a, b in pairwise(index))):
+                or (not rising and any(b < a - RESTART_DROP for a, b in pairwise(index)))):
             return False
         ready()  # (what comes before a log's first step line is read first)
         self.step_lines += len(index)
         self.final_index, self.gbs, self._previous = final, rows.gbs, index[-1]
-        top = max(index)
+        top = index[-1] if rising else max(index)
         self.reached = top if self.reached is None else max(self.reached, top)
-        values = [t for t in rows.tflops if t is not None]
-        if values and (self.tflops_max is None or max(values) > self.tflops_max[0]):
-            at = rows.tflops.index(max(values))
-            self.tflops_max = (max(values), index[at], stepline.short(rows.tflops_text[at]))
+        tflops = rows.tflops
+        values = ([t for t in tflops if t is not None] if None in tflops
+                  else cast(list[float], tflops))
+        if values:
+            best = max(values)
+            if self.tflops_max is None or best > self.tflops_max[0]:
+                at = tflops.index(best)
+                self.tflops_max = (best, index[at], stepline.short(rows.tflops_text[at]))
         steps = self.steps
+        made = cast(Iterator[Step], map(tuple.__new__, repeat(Step),
+                                        zip(rows.time, tflops, strict=True)))
         if (previous is None or (index[0] > previous and not steps.keys() & set(index))) \
-                and all(b > a for a, b in pairwise(index)):  # new steps in order: added as such
-            steps.update(zip(index, map(Step, rows.time, rows.tflops), strict=True))
+                and rising:  # new steps in order: added as such (Steps made in C)
+            steps.update(zip(index, made, strict=True))
             return True
-        for i, time, tflops in zip(index, rows.time, rows.tflops, strict=True):
+        for i, step in zip(index, made, strict=True):
             steps.pop(i, None)  # re-insert: dict order follows the last occurrence
-            steps[i] = Step(time, tflops)
+            steps[i] = step
         return True
 
     def _final(self, index: int, final: int | None) -> None:
@@ -287,6 +297,8 @@ class LogScan:
         self.commit_checkpoints()
         self.drop_checkpoints()
         self._carry = None
+        if self.step_lines:  # said of a file without a step line only (whatever its chunks)
+            self.training, self.foreign = False, None
 
 
 def clean(raw: bytes | bytearray) -> str:

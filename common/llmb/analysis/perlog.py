@@ -8,6 +8,7 @@ skipped) that a worker sends back to the process assembling the analysis.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -37,6 +38,10 @@ BRIEF_FIELDS = ("recipe", "model_size", "dtype", "gpu_type", "num_gpus", "scalin
                 "final_iteration", "time_mean", "time_std_dev", "mfu", "tokens_per_second")
 
 
+# json.dumps(value, ensure_ascii=True, allow_nan=False), its encoder made once (not per log)
+encode = json.JSONEncoder(ensure_ascii=True, allow_nan=False).encode
+
+
 class Outcome(NamedTuple):
     """A log's result (with a warning about its manifest, if any), or why it is skipped. A
     worker sends the result packed (`packed`): as its JSON line and its brief."""
@@ -55,8 +60,7 @@ class Outcome(NamedTuple):
         fraction of the time the whole result takes, and what the output is written from."""
         if self.result is None:
             return self
-        return self._replace(result=None, line=json.dumps(self.result, ensure_ascii=True,
-                                                          allow_nan=False),
+        return self._replace(result=None, line=encode(self.result),
                              brief={k: self.result[k] for k in BRIEF_FIELDS})
 
     def full(self) -> dict[str, Any] | None:
@@ -71,7 +75,9 @@ class LogAnalyzer:
         self.base, self.gpu_type, self.window = base, gpu_type, window
         self.identifier: Identifier | None = None
         self._empties: dict[tuple[str, str, str, str | None], _Empty] = {}
-        self._batch_jobs: dict[str, set[str]] = {}  # folder -> jobs with a batch output
+        # folder -> (jobs with a batch output, what a log's path and file name show before
+        # its name)
+        self._folders: dict[str, tuple[set[str], str, str]] = {}
 
     def prepare(self) -> None:
         """Import what analyzing a log needs and load the catalog now: worker processes forked
@@ -135,21 +141,36 @@ class LogAnalyzer:
         job = _JOB.match(name)
         if job is None or not os.access(path, os.R_OK):
             return None
-        jobs = self._batch_jobs.get(folder)
-        if jobs is None:
-            jobs = self._batch_jobs[folder] = batch_jobs(folder)
-        if job.group(2) in jobs:
+        known = self._folders.get(folder)
+        if known is None:
+            if len(self._folders) >= FOLDERS_KEPT:
+                self._folders.clear()
+            jobs = discover.batch_jobs(folder)  # as the walk found them, else listed now
+            known = self._folders[folder] = (batch_jobs(folder) if jobs is None else jobs,
+                                             *self._prefixes(folder))
+        if job.group(2) in known[0]:
             return None
         key = (folder, job.group(1), task.root, task.manifest[0] if task.manifest else None)
         kept = self._empties.get(key)
-        rel = discover.relative(path, self.base)
         if kept is None:
             outcome = self.analyze(task)
+            rel = discover.relative(path, self.base)
             if outcome.result is None or outcome.result["filename"] != display(rel):
                 return outcome.packed()
-            self._empties[key] = kept = _Empty(outcome)
+            if len(self._empties) >= FOLDERS_KEPT:
+                self._empties.clear()
+            self._empties[key] = _Empty(outcome)
             return outcome.packed()
-        return kept.like(path, display(rel), display(os.path.abspath(path)))
+        shown = display(name)  # shown as relative() and os.path.abspath show it: folder, name
+        return kept.like(path, known[2] + shown, known[1] + shown)
+
+    def _prefixes(self, folder: str) -> tuple[str, str]:
+        """What a log's path shows before its name in a result: as os.path.abspath shows it,
+        and as discover.relative (the file name) does."""
+        where = display(os.path.abspath(folder or "."))
+        rel = display(discover.relative(folder or ".", self.base))
+        return (where if where == os.sep else where + os.sep,
+                "" if rel == os.curdir else rel + os.sep)
 
     def _done(self, task: Task, result: dict[str, Any], rel: str, warning: str | None = None
               ) -> Outcome:
@@ -179,6 +200,8 @@ class LogAnalyzer:
 _string = json.encoder.encode_basestring_ascii
 _JOB = re.compile(r"(.*)_(\d+)_\d+\.out$")  # nemo-run's log-<name>_<job>_<n>.out
 _MARK = ("\x00filename\x00", "\x00path\x00")  # stand-ins a result's JSON holds once each
+outcome_of = functools.partial(tuple.__new__, Outcome)  # Outcome's, made in C (a log each)
+FOLDERS_KEPT = 4096  # folders (and empty-log templates) remembered: forgotten all at once
 
 
 class _Empty:
@@ -197,6 +220,7 @@ class _Empty:
         """The outcome of the log at raw, shown as filename (relative) and path."""
         head, middle, tail = self.parts
         line = "".join((head, _string(filename), middle, _string(path), tail))
-        assert self.outcome.brief is not None
-        return self.outcome._replace(path=raw, line=line,
-                                     brief={**self.outcome.brief, "filename": filename})
+        kept = self.outcome
+        assert kept.brief is not None
+        return outcome_of((raw, None, None, kept.warning, kept.manifest, kept.catalog_error, line,
+                         {**kept.brief, "filename": filename}))

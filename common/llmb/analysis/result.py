@@ -19,7 +19,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from llmb.analysis import crosscheck, failures, timing
+from llmb.analysis import crosscheck, discover, failures, timing
 from llmb.analysis.formats import RESULT_FIELDS
 from llmb.analysis.identify import display
 from llmb.recipes import perf
@@ -46,10 +46,12 @@ def finite(value: float | None) -> float | None:
 def _round(value: float | None, places: int) -> float | None:
     """Rounded to `places` decimals, but never below 9 significant digits (0.0004402 stays);
     None for None and for anything not finite."""
-    value = finite(value)
-    if value is None:
+    if value is None or not math.isfinite(value):
         return None
-    return round(value, places) if abs(value) >= 10 ** (9 - places) else float(f"{value:.9g}")
+    return round(value, places) if abs(value) >= _FLOOR[places] else float(f"{value:.9g}")
+
+
+_FLOOR = [10 ** (9 - places) for places in range(16)]  # _round's, by places
 
 
 # A run's figure needs a step line with a plausible time for this share of the window's
@@ -103,7 +105,7 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any]
     complete = scan.complete(final_hint)
     span = window_span(scan, window, final)
     idx = timing.window_values(scan.steps, span.iterations) if span.iterations else []
-    times = timing.stats(scan.steps[i].time for i in idx)
+    times = timing.stats([scan.steps[i].time for i in idx])
     result.update(
         max_iteration=scan.max_iteration, final_iteration=final,
         window_steps=times.count, time_mean=_round(times.mean, 6),
@@ -180,7 +182,7 @@ def _tflops(result: dict[str, Any], scan: timing.LogScan, ident: dict[str, Any] 
                               for i in idx)
         result["tflops_source"] = "computed"
     else:
-        tflops = timing.stats(t for t in log_tflops if t is not None)
+        tflops = timing.stats([t for t in log_tflops if t is not None])
         result["tflops_source"] = "log" if tflops.count else None
     result.update(tflops_per_gpu_mean=_round(tflops.mean, 4),
                   tflops_per_gpu_std_dev=_round(tflops.std_dev, 4))
@@ -261,7 +263,7 @@ def _skipped(scan: timing.LogScan) -> str:
 
 
 _JOB_LOG = re.compile(r"_(\d+)_\d+\.out$")  # nemo-run's log-<name>_<job>_<n>.out
-_BATCH = re.compile(r"^sbatch_.*_(\d+)\.out$")  # and its batch output, sbatch_<name>_<job>.out
+_BATCH = discover.BATCH  # and its batch output, sbatch_<name>_<job>.out
 BATCH_FOLDERS_KEPT = 8
 # folder -> (its mtime, job id -> the batch output names of that job): a folder is listed once,
 # not once per failed log (a folder of 20,000 logs was listed 20,000 times: quadratic)

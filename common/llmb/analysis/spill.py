@@ -2,13 +2,15 @@
 
 `Spill` holds up to `limit` items in memory; beyond that it sorts them and writes them to a
 temporary file (pickle, private to the user), and its iteration merges the files and what is
-still in memory (heapq.merge). A tree of a few hundred logs never touches the disk; one of
-200,000 costs a few runs of a few MB each. Items are plain data (dicts, tuples, strings).
+still in memory (heapq.merge; items that all came in order, as a walk of one folder gives
+them, need neither the sort nor the merge). A tree of a few hundred logs never touches the disk;
+one of 200,000 costs a few runs of a few MB each. Items are plain data (dicts, tuples, strings).
 """
 
 from __future__ import annotations
 
 import heapq
+import itertools
 import os
 import pickle
 import shutil
@@ -29,11 +31,16 @@ class Spill:
         self._runs: list[str] = []
         self._dir: str | None = None
         self._count = 0
+        self._last: Any = None  # the last key added, while every key came in order
+        self._ordered = True
 
     def __len__(self) -> int:
         return self._count
 
     def add(self, key: Any, item: Any) -> None:
+        if self._ordered and self._count and key < self._last:
+            self._ordered = False
+        self._last = key
         self._items.append((key, self._count, item))
         self._count += 1
         if len(self._items) >= self.limit:
@@ -42,7 +49,8 @@ class Spill:
     def _flush(self) -> None:
         if self._dir is None:
             self._dir = tempfile.mkdtemp(prefix="llmb-analysis-")  # mode 0700
-        self._items.sort()  # by key, then order added: (key, n) is unique, items never compared
+        if not self._ordered:  # (items that came in order are their own sorted run)
+            self._items.sort()  # by key, then order added: (key, n) is unique, items never compared
         path = os.path.join(self._dir, f"run{len(self._runs)}.pickle")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with open(fd, "wb") as f:
@@ -52,7 +60,8 @@ class Spill:
         self._items = []
 
     def __iter__(self) -> Iterator[Any]:
-        self._items.sort()
+        if not self._ordered:
+            self._items.sort()
         if not self._runs:
             return (item for _, _, item in self._items)
         return self._merged()
@@ -61,7 +70,9 @@ class Spill:
         files = [open(path, "rb") for path in self._runs]  # noqa: SIM115 (closed below)
         try:
             streams = [_entries(f) for f in files] + [iter(self._items)]
-            for _, _, item in heapq.merge(*streams):
+            # items that all came in order: the runs one after the other, not compared again
+            merged = itertools.chain(*streams) if self._ordered else heapq.merge(*streams)
+            for _, _, item in merged:
                 yield item
         finally:
             for f in files:

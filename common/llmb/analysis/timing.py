@@ -113,6 +113,8 @@ HEAD_BYTES = 4096  # what the encoding is told from
 # Lines classified per stretch after a step line: enough for any real ending (1024 ranks each
 # printing a traceback), and a bound on the work for a log that is nothing but error lines.
 EVIDENCE_LINES_MAX = 20000
+# The family's needles are looked for this far first (then through the chunk).
+FAMILY_REACH = 1 << 16
 # Where a Megatron `Step Time` companion's figure is looked for before its marker.
 COMPANION_REACH = 200
 
@@ -169,9 +171,12 @@ def _reader(scan: LogScan, buf: Buffer, end: int) -> Reader | None:
     if scan.family is not None:
         return _BY_FAMILY[scan.family]
     reader, first = None, end
-    for each in READERS:  # each looked for only before the first found so far
-        if (pos := buf.find(each.needle, 0, first)) >= 0:
-            reader, first = each, pos
+    for limit in (min(end, FAMILY_REACH), end):  # a log whose steps start early: no full pass
+        for each in READERS:  # each looked for only before the first found so far
+            if (pos := buf.find(each.needle, 0, min(first, limit))) >= 0:
+                reader, first = each, pos
+        if reader is not None:
+            break
     if reader is not None:
         scan.family = reader.family
     return reader
@@ -235,6 +240,8 @@ def _feed(scan: LogScan, buf: Buffer, end: int) -> None:
                 each.tail(scan, buf, 0, end)
     if scan._previous is None:
         _startup(scan, buf, startup_from, end)
+    if scan.step_lines == 0:
+        _what_file(scan, buf, end)
     _checkpoints(scan, buf, gap, end)
     _evidence(scan, buf, gap, end)
     if not scan.looks_like_log:
@@ -253,10 +260,9 @@ def _first(scan: LogScan, buf: Buffer, start: int) -> None:
 
 def _startup(scan: LogScan, buf: Buffer, begin: int, end: int) -> None:
     """What the lines before the first step line say: the world size (the first line of each
-    kind: every rank prints one), the configuration's facts, a training start-up, another
-    tool's output."""
+    kind: every rank prints one) and the configuration's facts."""
     for kind, needle in enumerate(WORLD_NEEDLES):
-        if kind in scan._world_kinds:
+        if kind in scan._world_kinds or buf.find(needle, begin, end) < 0:  # (most: not there)
             continue
         for start, stop, _ in _lines_with(buf, needle, begin, end):
             if scan.world_line(kind, buf[start:stop]):
@@ -264,15 +270,23 @@ def _startup(scan: LogScan, buf: Buffer, begin: int, end: int) -> None:
     for needle in FACT_NEEDLES:
         if scan.seq_length is not None and scan.data_parallel is not None:
             break
+        if buf.find(needle, begin, end) < 0:
+            continue
         for start, stop, _ in _lines_with(buf, needle, begin, end):
             scan.fact_line(buf[start:stop])
             if (scan.seq_length if needle == b"seq_length" else scan.data_parallel) is not None:
                 break
+
+
+def _what_file(scan: LogScan, buf: Buffer, end: int) -> None:
+    """What a file without a step line (so far) is: a training start-up, another tool's output
+    (LogScan.finish forgets it once a step line is found: a training log's start-up says no
+    more, and it is not looked for in the chunks after the first step line)."""
     if not scan.training:
-        scan.training = any(buf.find(m, begin, end) >= 0 for m in TRAINING_MARKERS)
+        scan.training = any(buf.find(m, 0, end) >= 0 for m in TRAINING_MARKERS)
     if scan.foreign is None:
         scan.foreign = next((what for what, marks in FOREIGN.items()
-                             if any(buf.find(m, begin, end) >= 0 for m in marks)), None)
+                             if any(buf.find(m, 0, end) >= 0 for m in marks)), None)
 
 
 def _checkpoints(scan: LogScan, buf: Buffer, begin: int, end: int) -> None:
@@ -449,16 +463,18 @@ def stats(values: Iterable[float]) -> WindowStats:
     and inventing one from warm-up steps would be misleading. Values that are not finite are
     left out.
     """
-    data = [v for v in values if math.isfinite(v)]
+    data = values if isinstance(values, list) else list(values)
+    if not all(map(math.isfinite, data)):
+        data = [v for v in data if math.isfinite(v)]
     if not data:
         return WindowStats(0, None, None)
     n = len(data)
     # values far from 1 are scaled down (or up) first, so that their squares stay floats
-    scale = max(abs(v) for v in data)
+    scale = max(max(data), -min(data))  # the largest magnitude
     scale = scale if scale and not 1e-100 < scale < 1e100 else 1.0
     scaled = [v / scale for v in data] if scale != 1.0 else data
     mean = math.fsum(scaled) / n
-    spread = math.sqrt(math.fsum((v - mean) ** 2 for v in scaled) / n)
+    spread = math.sqrt(math.fsum([(v - mean) ** 2 for v in scaled]) / n)
     return WindowStats(n, mean * scale, spread * scale)
 
 

@@ -9,7 +9,6 @@ checks what they hold.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -303,14 +302,34 @@ def _ordered(items: Iterable[str]) -> list[str]:
 
 # --- loading and validation -----------------------------------------------------------------
 
-@functools.cache
+# What was loaded and validated (or primed: llmb.recipes.catalogcache), once per process:
+# gpus.yaml's GPU types and its parsed data; each recipe by its folder (resolved).
+_gpus: tuple[dict[str, GpuType], dict[str, Any]] | None = None
+_recipes: dict[Path, Recipe] = {}
+
+
 def _gpu_table() -> dict[str, GpuType]:
-    data = files.load_yaml(GPUS_FILE.read_text())
-    table = {}
-    for name, entry in data.items():
-        schema.check_gpu(f"{GPUS_FILE}: {name}", entry)
-        table[name] = GpuType(name=name, **entry)
-    return table
+    global _gpus
+    if _gpus is None:
+        data = files.load_yaml(GPUS_FILE.read_text())
+        for name, entry in data.items():
+            schema.check_gpu(f"{GPUS_FILE}: {name}", entry)
+        _gpus = ({name: GpuType(name=name, **entry) for name, entry in data.items()}, data)
+    return _gpus[0]
+
+
+def prime(gpus: dict[str, Any], recipes: dict[Path, dict[str, Any]]) -> None:
+    """Take gpus.yaml's data and each recipe folder's metadata as already loaded and validated
+    (llmb.recipes.catalogcache: exactly as an earlier load found them)."""
+    global _gpus
+    _gpus = ({name: GpuType(name=name, **entry) for name, entry in gpus.items()}, gpus)
+    _recipes.update((folder, Recipe(folder, data)) for folder, data in recipes.items())
+
+
+def loaded() -> tuple[dict[str, Any] | None, dict[Path, dict[str, Any]]]:
+    """gpus.yaml's data (None when not loaded) and each loaded recipe's metadata, by folder."""
+    return (_gpus[1] if _gpus else None,
+            {folder: dict(recipe.data) for folder, recipe in _recipes.items()})
 
 
 def gpu_types() -> list[str]:
@@ -325,14 +344,17 @@ def get_gpu_type(name: str) -> GpuType:
                            "gpu_type", name, gpu_types()) from None
 
 
-@functools.cache
 def load_recipe(directory: Path | str) -> Recipe:
-    """Load, validate and check every published row of one recipe folder."""
-    path = Path(directory).resolve() / "metadata.yaml"
-    data = files.read_yaml(path, str(path), CatalogError)
-    schema.validate(data, str(path), gpu_types())
-    recipe = Recipe(path.parent, data)
-    recipe.rows()  # every published row must satisfy the DP/GA arithmetic
+    """Load, validate and check every published row of one recipe folder (once a folder)."""
+    folder = Path(directory).resolve()
+    recipe = _recipes.get(folder)
+    if recipe is None:
+        path = folder / "metadata.yaml"
+        data = files.read_yaml(path, str(path), CatalogError)
+        schema.validate(data, str(path), gpu_types())
+        recipe = Recipe(folder, data)
+        recipe.rows()  # every published row must satisfy the DP/GA arithmetic
+        _recipes[folder] = recipe
     return recipe
 
 
