@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import re
 
-from llmb.analysis.stepline import StepLine, number
+from llmb.analysis.stepline import StepLine, health, number
 
 NEEDLE = b"elapsed time per iteration"  # every iteration line holds it
 COMPANION = b"MODEL_TFLOP/s/GPU"
@@ -80,15 +80,8 @@ def parse(line: str, tflops: tuple[float | None, str] | None = None) -> StepLine
             gbs = int(value)
         else:
             refused = refused or ("global batch size", gbs_text)
-    nonfinite = None
-    for name in HEALTH:
-        if (text := fields.get(name)) is None:
-            continue
-        value = number(text)
-        if value is None:
-            refused = refused or (name, text)
-        elif not math.isfinite(value) and nonfinite is None:
-            nonfinite = (name, text)
+    nonfinite, bad = health(fields, HEALTH)
+    refused = refused or bad
     counts = []
     for name in COUNTS:
         value = number(fields.get(name, "0"))

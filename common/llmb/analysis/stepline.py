@@ -81,6 +81,23 @@ def number(text: str) -> float | None:
     return float(text) if _WHOLE_NUMBER.fullmatch(text) else None
 
 
+def health(fields: dict[str, str], names: tuple[str, ...]
+           ) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
+    """A step's health fields (its loss, its gradient norm): the first that is not finite
+    (nan, inf) and the first that is not a number, each as (name, text as printed)."""
+    nonfinite = refused = None
+    for name in names:
+        text = fields.get(name)
+        if text is None:
+            continue
+        value = number(text)
+        if value is None:
+            refused = refused or (name, text)
+        elif not math.isfinite(value) and nonfinite is None:
+            nonfinite = (name, text)
+    return nonfinite, refused
+
+
 def _fields(line: str) -> dict[str, str]:
     found: dict[str, str] = {}
     for key, value in _FIELD.findall(line.lower()):
@@ -123,15 +140,7 @@ def parse(line: str) -> StepLine | None:
             gbs = int(value)
         else:
             refused = refused or (GBS, gbs_text)
-    nonfinite = None
-    for name in HEALTH:
-        text = fields.get(name)
-        if text is None:
-            continue
-        value = number(text)
-        if value is None:
-            refused = refused or (name, text)
-        elif not math.isfinite(value) and nonfinite is None:
-            nonfinite = (name, text)
+    nonfinite, bad = health(fields, HEALTH)
+    refused = refused or bad
     return StepLine(where[0], where[1], time_text, number(time_text), tflops, tflops_text, gbs,
                     nonfinite, refused)

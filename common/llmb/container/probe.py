@@ -164,19 +164,28 @@ def allreduce_sweep(device: Device, group: Any, ranks: int, sizes: Sequence[int]
         buf = torch.zeros(nbytes // 4, dtype=torch.float32, device=device.torch())
         for _ in range(warmup):
             dist.all_reduce(buf, group=group)
-        device.sync()
-        start = time.perf_counter()
-        for _ in range(iters):
-            dist.all_reduce(buf, group=group)
-        device.sync()
-        mine = torch.tensor([(time.perf_counter() - start) / iters], dtype=torch.float64,
-                            device=device.torch())
-        dist.all_reduce(mine, group=group)  # the sum over the ranks: their mean below
-        seconds = float(mine.item()) / ranks
+        seconds = _timed_allreduce(device, group, buf, iters, ranks)
         algbw, busbw = bandwidths(nbytes, seconds, ranks)
         rows.append({"bytes": nbytes, "time_us": seconds * 1e6, "algbw_gbps": algbw,
                      "busbw_gbps": busbw})
     return rows
+
+
+def _timed_allreduce(device: Device, group: Any, buf: Any, count: int, ranks: int) -> float:
+    """Seconds per all-reduce of buf, `count` of them timed back to back: the ranks' mean (the
+    same on every rank)."""
+    import torch
+    import torch.distributed as dist
+
+    device.sync()
+    start = time.perf_counter()
+    for _ in range(count):
+        dist.all_reduce(buf, group=group)
+    device.sync()
+    mine = torch.tensor([(time.perf_counter() - start) / count], dtype=torch.float64,
+                        device=device.torch())
+    dist.all_reduce(mine, group=group)  # the sum over the ranks: their mean below
+    return float(mine.item()) / ranks
 
 
 def allreduce_repeats(device: Device, group: Any, ranks: int, nbytes: int, seconds_each: float,
@@ -186,21 +195,13 @@ def allreduce_repeats(device: Device, group: Any, ranks: int, nbytes: int, secon
     mean: the same on every rank) and at least `iters` all-reduces: (busbw per repeat, the
     all-reduces each timed)."""
     import torch
-    import torch.distributed as dist
 
     count = max(iters, math.ceil(window_s / seconds_each)) if seconds_each > 0 else iters
     buf = torch.zeros(nbytes // 4, dtype=torch.float32, device=device.torch())
     out = []
     for _ in range(repeats):
-        device.sync()
-        start = time.perf_counter()
-        for _ in range(count):
-            dist.all_reduce(buf, group=group)
-        device.sync()
-        mine = torch.tensor([(time.perf_counter() - start) / count], dtype=torch.float64,
-                            device=device.torch())
-        dist.all_reduce(mine, group=group)
-        out.append(bandwidths(nbytes, float(mine.item()) / ranks, ranks)[1])
+        out.append(bandwidths(nbytes, _timed_allreduce(device, group, buf, count, ranks),
+                              ranks)[1])
     return out, count
 
 
