@@ -29,7 +29,7 @@ from llmb.install.fields import InstallError
 from llmb.install.prompts import Answers, Ask
 from llmb.install.steps import Plan, Step
 from llmb.recipes import catalog
-from llmb.shared import files, front, redact, shellsafe, slurmquery, values
+from llmb.shared import front, redact, shellsafe, slurmquery, values, yamlfile
 from llmb.shared.values import shown
 
 REPO = catalog.REPO_ROOT
@@ -170,7 +170,7 @@ def _read_token(path_value: object) -> str:
 
 def plan_from_config(path: Path, environ: Mapping[str, str]) -> Plan:
     label = f"--config {path}"
-    data = files.read_yaml(path, label, InstallError)
+    data = yamlfile.read_yaml(path, label, InstallError)
     try:
         data = fields.check_map(label, data)
         fields.unknown_keys(label, data, CONFIG_KEYS)

@@ -49,7 +49,7 @@ from llmb.llmbrun.clusterconfig import ClusterConfig, find_config
 from llmb.llmbrun.errors import PROG, RunError
 from llmb.llmbrun.tasks import MAX_SCALE, Task, parse_env_overrides, tasks_from_bulk, validate_all
 from llmb.recipes import catalog
-from llmb.shared import files, front, redact, startvars, values
+from llmb.shared import front, redact, startvars, values, yamlfile
 from llmb.shared.errors import UsageError
 
 MAX_NODES = 100_000
@@ -324,7 +324,7 @@ def cmd_bulk(cfg: ClusterConfig, file: str, place: Placement, dry_run: bool, smo
     from llmb.llmbrun.submit import report_errors, run_tasks
 
     path = Path(file)
-    data = files.read_yaml(path, f"bulk file {values.shown(path)}", RunError)
+    data = yamlfile.read_yaml(path, f"bulk file {values.shown(path)}", RunError)
     tasks, errors = tasks_from_bulk(data, values.shown(path), place)
     if errors:
         more, _, _ = validate_all(cfg, tasks)

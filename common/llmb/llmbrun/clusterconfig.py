@@ -21,7 +21,7 @@ from llmb.launch import overrides
 from llmb.llmbrun.errors import RunError
 from llmb.llmbrun.history import History
 from llmb.recipes import catalog
-from llmb.shared import files, values
+from llmb.shared import files, values, yamlfile
 
 CONFIG_FILE = layout.CONFIG_FILE
 SCHEMA = 1
@@ -117,7 +117,7 @@ def find_config(explicit: str | None, environ: Mapping[str, str]) -> ClusterConf
     for path in candidates:
         problem = files.path_problem(path, "file")  # never raises (a name too long, ...)
         if problem is None and path.is_file():
-            return from_data(path, files.read_yaml(path, str(path), RunError))
+            return from_data(path, yamlfile.read_yaml(path, str(path), RunError))
         if explicit and problem and problem.startswith("cannot be read"):
             raise RunError(f"--config {values.shown(path)} {problem}")
     where = " or ".join(values.shown(p) for p in candidates)

@@ -17,7 +17,7 @@ from typing import Any
 from llmb.recipes import nemojob, perf, schema
 from llmb.recipes.schema import CLUSTER_TYPES as CLUSTER_TYPES  # the names metadata.yaml uses
 from llmb.recipes.schema import DTYPES, SCALINGS, SOURCE_PRECEDENCE, CatalogError
-from llmb.shared import files
+from llmb.shared import yamlfile
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 GPUS_FILE = REPO_ROOT / "common" / schema.GPUS_YAML
@@ -311,7 +311,7 @@ _recipes: dict[Path, Recipe] = {}
 def _gpu_table() -> dict[str, GpuType]:
     global _gpus
     if _gpus is None:
-        data = files.load_yaml(GPUS_FILE.read_text())
+        data = yamlfile.load_yaml(GPUS_FILE.read_text())
         for name, entry in data.items():
             schema.check_gpu(f"{GPUS_FILE}: {name}", entry)
         _gpus = ({name: GpuType(name=name, **entry) for name, entry in data.items()}, data)
@@ -350,7 +350,7 @@ def load_recipe(directory: Path | str) -> Recipe:
     recipe = _recipes.get(folder)
     if recipe is None:
         path = folder / "metadata.yaml"
-        data = files.read_yaml(path, str(path), CatalogError)
+        data = yamlfile.read_yaml(path, str(path), CatalogError)
         schema.validate(data, str(path), gpu_types())
         recipe = Recipe(folder, data)
         recipe.rows()  # every published row must satisfy the DP/GA arithmetic

@@ -5,13 +5,13 @@ them and every published row) costs about 30 ms, a fifth of the analyzer's start
 run, for files that seldom change. `prime` takes them from `$XDG_CACHE_HOME/llmb/` (default
 `~/.cache/llmb/`) instead when that file was written from files of the same size and
 modification time, read and checked by code of the same size and modification time (the
-catalog's modules, llmb.shared.files, PyYAML) under the same Python; `store` writes it after a
-load that found everything valid. A catalog with a problem is never kept: each run loads it and
-says what is wrong, as before. The file holds the parsed data in marshal's format (plain data:
-text, numbers, lists and mappings with the keys YAML gave them, never code that runs), written
-in one step, private to the user; one that cannot be read, written or trusted (not the user's
-own, or writable by others) is ignored, and the catalog is loaded as if there were none. Only
-the analyzer uses it.
+catalog's modules, llmb.shared.files and .yamlfile, PyYAML) under the same Python; `store`
+writes it after a load that found everything valid. A catalog with a problem is never kept:
+each run loads it and says what is wrong, as before. The file holds the parsed data in
+marshal's format (plain data: text, numbers, lists and mappings with the keys YAML gave them,
+never code that runs), written in one step, private to the user; one that cannot be read,
+written or trusted (not the user's own, or writable by others) is ignored, and the catalog is
+loaded as if there were none. Only the analyzer uses it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from llmb.recipes import catalog
-from llmb.shared import files
+from llmb.shared import files, yamlfile
 from llmb.shared.errors import LlmbError
 
 VERSION = 1
@@ -51,6 +51,7 @@ def _stamp() -> list[Any] | None:
     yaml = importlib.util.find_spec("yaml")
     sources = [catalog.GPUS_FILE, *(d / "metadata.yaml" for d in catalog.recipe_dirs()),
                *(here / name for name in _CODE), Path(files.__file__),
+               Path(yamlfile.__file__),
                *([Path(yaml.origin)] if yaml is not None and yaml.origin else [])]
     try:
         seen = [(str(p), (st := os.stat(p)).st_size, st.st_mtime_ns) for p in sources]
