@@ -97,9 +97,10 @@ def test_archive_of_runs_that_ran_here_verifies_and_a_tampered_copy_fails(ran, t
         for m in src.getmembers():
             data = src.extractfile(m).read() if m.isfile() else None
             if m.name.endswith(f"_{job}_0.out") and "/log-" in m.name:
-                data = re.sub(rb"train_step_timing in s: [0-9.e+-]+",
-                              b"train_step_timing in s: 0.01", data)
-                m.size = len(data)
+                # each step time's first digit another: the same size (so the index's size
+                # check lets it through), other bytes (its sha256), other figures (analysis)
+                data = re.sub(rb"(train_step_timing in s: )([0-9])",
+                              lambda t: t.group(1) + (b"1" if t.group(2) == b"9" else b"9"), data)
             dst.addfile(m, io.BytesIO(data) if data is not None else None)
     bad = llmb_run(["verify-archive", str(tampered)], tmp_path, env)
     assert bad.returncode == 1

@@ -28,6 +28,7 @@ import runinstall
 import yaml
 from paths import E2E_BIN, REPO
 from runinstall import llmb_run
+from screenfiles import LEAST
 
 pytestmark = pytest.mark.e2e
 
@@ -180,7 +181,7 @@ def test_exclude_suspect_leaves_out_what_the_newest_screen_named(site):
     root, env = site
     screen = root / "screens" / "20250101-000000"
     screen.mkdir(parents=True)
-    (screen / "screen.json").write_text(json.dumps({"suspects": ["node1"]}))
+    (screen / "screen.json").write_text(json.dumps({**LEAST, "suspects": ["node1"]}))
     proc = llmb_run(site, "suite", "submit", "-w", "pretrain_llama3.1", "--dtype", "fp8",
                     "--max-scale", "8", "--repeats", "1", "--smoke", "--yes",
                     "--exclude-suspect")

@@ -16,6 +16,10 @@ from llmb.container import screenrun
 from llmb.llmbrun.screen import results as screenresults
 
 NODES = ["node1", "node2", "node3", "node4"]
+# The least a screen.json of its type holds (llmb.llmbrun.screen.results.ScreenDocument): what
+# a test that needs only a screen's suspects writes, with them
+LEAST = {"mode": "cpu", "gpus_per_node": 1, "backend": None, "measured_by": None, "nodes": [],
+         "pairs": [], "rounds": [], "named": [], "suspects": []}
 PER_NODE = 2
 
 

@@ -8,10 +8,7 @@ import pytest
 from llmb import layout
 from llmb.llmbrun.errors import RunError
 from llmb.llmbrun.screen import suspects
-
-# The least a screen.json of its type holds (llmb.llmbrun.screen.results.ScreenDocument)
-EMPTY = {"mode": "cpu", "gpus_per_node": 1, "backend": None, "measured_by": None, "nodes": [],
-         "pairs": [], "rounds": [], "named": [], "suspects": []}
+from screenfiles import LEAST
 
 
 def screen(tree: layout.Install, stamp: str, data: object | None) -> None:
@@ -22,7 +19,7 @@ def screen(tree: layout.Install, stamp: str, data: object | None) -> None:
 
 
 def complete(suspects: list[str]) -> dict[str, object]:
-    return {**EMPTY, "suspects": suspects}
+    return {**LEAST, "suspects": suspects}
 
 
 def test_no_screen(tmp_path):
@@ -42,7 +39,7 @@ def test_the_newest_complete_screen_counts(tmp_path):
 
 @pytest.mark.parametrize("data", [[1], complete("node1"), complete(["a b"]),
                                   complete(["$(touch x)"]), {}, {"suspects": ["node1"]},
-                                  {**EMPTY, "nodes": [{"node": 5}]}])
+                                  {**LEAST, "nodes": [{"node": 5}]}])
 def test_broken_results_are_one_line(tmp_path, data):
     tree = layout.Install(tmp_path)
     screen(tree, "20261121-101010", data)
