@@ -32,8 +32,9 @@ lint: venv ## shellcheck, ruff (style, complexity, heavy imports), mypy, import 
 test-unit: venv ## the unit tier, one worker per core (pytest-xdist)
 	$(PY) -m pytest -q -m "not e2e" -n auto
 
-test-e2e: venv ## the end-to-end tier on the real test Slurm cluster (root; else skipped, saying so)
-	$(PY) -m pytest -q -m e2e
+test-e2e: venv ## the end-to-end tier on real test Slurm clusters (root; else skipped, saying so)
+	$(PY) -m pytest -q -m "e2e and not alone" -n 2
+	$(PY) -m pytest -q -m "e2e and alone"
 
 test-py: test-unit test-e2e ## both pytest tiers
 

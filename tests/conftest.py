@@ -44,9 +44,9 @@ def metadata_copy(tmp_path: Path) -> Callable[[str, MetadataMutation], Path]:
 @pytest.fixture(scope="session")
 def slurm_cluster():
     """Client env of the real test Slurm cluster (tests/slurm), started for this session."""
-    from slurmcluster import session_cluster
+    from slurmcluster import session_cluster, two_nodes
 
-    resource = session_cluster()
+    resource = session_cluster(two_nodes())
     state = next(resource)
     if isinstance(state, str):
         pytest.skip(state)

@@ -7,7 +7,8 @@ reason.
 Two of them: the 2-node cluster every end-to-end test shares (LLMB_SLURM_STATE and
 LLMB_SLURM_PORT_BASE of the caller), and a 4-node one for the screen's pairing rounds
 (`four_nodes()`: its own state dir `<state>-4nodes` and port base + 40, never linked into
-/etc), so that the tests written for two nodes ("the other node") keep their cluster.
+/etc), so that the tests written for two nodes ("the other node") keep their cluster. Under
+pytest-xdist each worker past the first has clusters of its own (`two_nodes()`).
 """
 
 from __future__ import annotations
@@ -23,12 +24,38 @@ SKIP_CODE = 77
 
 
 FOUR_NODES_PORT_OFFSET = 40
+WORKER_PORT_OFFSET = 100  # each pytest-xdist worker's clusters: ports of their own
+
+
+def _worker() -> int:
+    """This pytest-xdist worker's number (gw3: 3); 0 without xdist."""
+    return int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+
+
+def _state_and_port(suffix: str, offset: int) -> tuple[str, int]:
+    n = _worker()
+    state = os.environ.get("LLMB_SLURM_STATE", "/tmp/llmb-slurm").rstrip("/") + suffix
+    port = int(os.environ.get("LLMB_SLURM_PORT_BASE", "16817")) + offset
+    if n:
+        state, port = f"{state}-gw{n}", port + n * WORKER_PORT_OFFSET
+    return state, port
+
+
+def two_nodes() -> dict[str, str] | None:
+    """cluster.sh's variables for the 2-node cluster: the caller's (None) in one process or on
+    xdist's first worker; on another worker a cluster of its own (its state dir `<state>-gwN`,
+    port base + 100 N, never linked into /etc), so that workers run end-to-end tests side by
+    side, and one may pause its controller without the others seeing it."""
+    if not _worker():
+        return None
+    state, port = _state_and_port("", 0)
+    return {"LLMB_SLURM_STATE": state, "LLMB_SLURM_PORT_BASE": str(port),
+            "LLMB_SLURM_SYSTEM_CONF": "0"}
 
 
 def four_nodes() -> dict[str, str]:
     """cluster.sh's variables for the 4-node cluster beside the caller's 2-node one."""
-    state = os.environ.get("LLMB_SLURM_STATE", "/tmp/llmb-slurm").rstrip("/") + "-4nodes"
-    port = int(os.environ.get("LLMB_SLURM_PORT_BASE", "16817")) + FOUR_NODES_PORT_OFFSET
+    state, port = _state_and_port("-4nodes", FOUR_NODES_PORT_OFFSET)
     return {"LLMB_SLURM_STATE": state, "LLMB_SLURM_PORT_BASE": str(port),
             "LLMB_SLURM_SYSTEM_CONF": "0", "LLMB_SLURM_NODES": "4"}
 
