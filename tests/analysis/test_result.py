@@ -278,3 +278,21 @@ def test_a_batch_output_without_errors_adds_nothing(tmp_path: Path) -> None:
     log = job_files(tmp_path, "43", "+ export PYTHONUNBUFFERED=1\n")
     assert result.add_batch_output(str(log), timing.scan_log(log)) is False
     assert result.add_batch_output(str(tmp_path / "gone" / log.name), timing.LogScan()) is False
+
+
+TOKEN = "hf_" + "Zq9" * 12  # shaped like a Hugging Face token
+
+
+def test_a_secret_a_log_quotes_never_reaches_the_reason(by_manifest: dict[str, Any],
+                                                         identifier: identify.Identifier,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that died on an error line quoting HF_TOKEN's value (or any token-shaped string):
+    the reason says why, the token masked, as every message of llmb masks it."""
+    monkeypatch.setenv("HF_TOKEN", "s3cret-value-of-the-install")
+    log = [*lines(upto=20), "RuntimeError: 401 for token s3cret-value-of-the-install",
+           f"RuntimeError: 401 Client Error for token {TOKEN}"]
+    r = analyze(log, by_manifest, identifier)
+    assert r["status"] == "Failed" and r["reason"]
+    assert "s3cret-value" not in r["reason"] and TOKEN not in r["reason"]
+    gone = result.unreadable("e/log.out", "/exp/e/log.out", f"cannot read: {TOKEN}")
+    assert TOKEN not in gone["reason"] and TOKEN not in gone["error"]

@@ -86,11 +86,14 @@ def test_a_bad_field_is_one_line_naming_file_field_and_value(
     assert "\n" not in str(err.value) and err.value.status == 1
 
 
-@pytest.mark.parametrize("data", [None, "schema: 1", ["llmb"]])
-def test_a_file_that_is_no_mapping(data: object) -> None:
-    with pytest.raises(RunError, match=r"the file=.* must be a mapping with llmb, launcher, "
-                                       "workloads"):
+@pytest.mark.parametrize("data", [None, "schema: 1", ["llmb"],
+                                  "root:x:0:0:root:/root:/bin/bash daemon:x:1:1"])
+def test_a_file_that_is_no_mapping_is_described_never_printed(data: object) -> None:
+    """--config /etc/passwd: the file's type and size, not its content."""
+    with pytest.raises(RunError, match=r"the file is .*, not a mapping with llmb, launcher, "
+                                       "workloads") as err:
         clusterconfig.check_config(data, PATH)
+    assert "root" not in str(err.value) and "schema" not in str(err.value)
 
 
 def test_a_long_value_is_cut_short_in_the_message() -> None:

@@ -23,6 +23,7 @@ from llmb.analysis import crosscheck, discover, failures, timing
 from llmb.analysis.formats import RESULT_FIELDS
 from llmb.analysis.identify import display
 from llmb.recipes import perf
+from llmb.shared import redact
 
 
 def empty_result(rel: str, path: str) -> dict[str, Any]:
@@ -35,6 +36,7 @@ def empty_result(rel: str, path: str) -> dict[str, Any]:
 def unreadable(rel: str, path: str, error: str) -> dict[str, Any]:
     """The result of a log that could not be read or analyzed: Failed, the error its reason."""
     result = empty_result(rel, path)
+    error = redact.for_people(error)
     result.update(error=error, reason=error)
     return result
 
@@ -142,7 +144,9 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any]
                          "judge")
     result["status"] = ("Invalid" if invalid or nan_grads else
                         "Success" if complete else "Failed")
-    result["reason"] = "; ".join(n for n in notes if n) or None
+    # (a log's error line may quote a secret: HF_TOKEN's value, a credential-shaped string)
+    reason = "; ".join(n for n in notes if n)
+    result["reason"] = redact.for_people(reason) if reason else None
     result["suspect_nodes"] = sorted(set(scan.findings.suspects())
                                      | set(scan.before_restart.suspects()))
     return result

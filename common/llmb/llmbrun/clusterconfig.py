@@ -165,8 +165,11 @@ def _text(path: Path, data: Mapping[str, Any], key: str, where: str,
 
 def check_config(data: Any, path: Path) -> dict[str, Any]:
     """The config with each field llmb-run uses checked (and defaults filled in)."""
-    if not isinstance(data, dict):
-        raise _bad(path, "the file", data, "must be a mapping with llmb, launcher, workloads")
+    if not isinstance(data, dict):  # described, never printed: it may be any file at all
+        what = f"text of {len(data)} characters" if isinstance(data, str) else \
+            f"a list of {len(data)} item(s)" if isinstance(data, list) else type(data).__name__
+        raise RunError(f"{path}: the file is {what}, not a mapping with llmb, launcher, "
+                       "workloads; give the install's cluster_config.yaml or rerun the installer")
     schema = data.get("schema", SCHEMA)
     if isinstance(schema, str) and schema.strip() == str(SCHEMA):
         raise RunError(f"{path}: schema={values.shown(repr(schema))} is a string; write "

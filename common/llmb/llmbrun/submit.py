@@ -159,7 +159,7 @@ def submit(cfg: ClusterConfig, task: Task, env: Mapping[str, str],
 def report_errors(errors: list[str]) -> None:
     """Every error on its own line; with more than one, a last line counting them."""
     for e in errors:
-        print(f"{PROG}: {e}", file=sys.stderr)
+        print(f"{PROG}: {redact.for_people(e)}", file=sys.stderr)
     if len(errors) > 1:
         print(f"{PROG}: {len(errors)} errors; nothing was submitted", file=sys.stderr)
 
@@ -229,7 +229,7 @@ def run_tasks(cfg: ClusterConfig, tasks: list[Task], dry_run: bool, smoke: bool,
             record = submit(cfg, task, env, rerun_of[i] if rerun_of else None,
                             extra[i] if extra else None)
         except RunError as exc:
-            print(f"{PROG}: {exc}", file=sys.stderr)
+            print(f"{PROG}: {redact.for_people(str(exc))}", file=sys.stderr)
             failed += 1
             continue
         if record is not None:

@@ -20,6 +20,7 @@ import pytest
 import runinstall
 import screenfiles
 from llmb.llmbrun.archive import unpack as unpacking
+from llmb.llmbrun.archive import verify as verifying
 from llmb.llmbrun.archive.format import INDEX, ROOT, list_files
 
 
@@ -323,3 +324,14 @@ def test_a_relabelled_run_in_the_analysis_is_caught(made, tmp_path):
     proc = verify(repack(tree, tmp_path / "t.tar.gz"))
     assert proc.returncode == 1
     assert "analysis.json says experiment=someone_elses_run, its log gives " in proc.stdout
+
+
+def test_a_json_member_of_millions_of_values_is_refused_before_it_is_parsed(tmp_path):
+    """analysis.json of 210 MB of `{},` took 5.4 GB to parse: brackets past the bound are
+    counted on the bytes and refused first."""
+    path = tmp_path / "analysis.json"
+    path.write_bytes(b"[" + b"{}," * (verifying.MAX_JSON_CONTAINERS + 1) + b"{}]")
+    with pytest.raises(ValueError, match="holds more objects, lists or values"):
+        verifying.read_json(path)
+    path.write_bytes(b'{"results": [' + b"{}," * 1000 + b"{}]}")
+    assert len(verifying.read_json(path)["results"]) == 1001

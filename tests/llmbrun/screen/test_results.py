@@ -12,6 +12,7 @@ import screenfiles
 from llmb.container import screenrun
 from llmb.llmbrun.screen import precision
 from llmb.llmbrun.screen import results as screenresults
+from llmb.shared import records
 
 NODES, PER_NODE = screenfiles.NODES, screenfiles.PER_NODE
 write_screen = screenfiles.write_screen
@@ -142,3 +143,19 @@ def test_a_foreign_rank_file_is_skipped(tmp_path, content):
     write_screen(tmp_path)
     (tmp_path / "ranks" / "rank-99999.json").write_bytes(content)
     assert len(screenresults.read_ranks(tmp_path)) == 8
+
+
+@pytest.mark.parametrize(("change", "field"), [
+    (lambda d: d["named"].append({"kind": "node", "node": "n1", "figure": "x"}), "named[0]"),
+    (lambda d: d["named"].append({"kind": "link", "name": "n1"}), "named[0]"),
+    (lambda d: d["nodes"][0].pop("verdict"), "nodes[0]"),
+])
+def test_what_the_report_prints_of_a_screen_is_required(tmp_path: Path, change: Any,
+                                                         field: str) -> None:
+    """A hand-edited screen.json without a named entry's name or why, or a node's verdict, is
+    refused by its type (one line naming the field), not a KeyError in report or archive."""
+    doc = screenfiles.screen_json(tmp_path)
+    change(doc)
+    with pytest.raises(records.BadRecord) as err:
+        screenresults.checked(doc)
+    assert err.value.field.startswith(field), err.value

@@ -72,7 +72,7 @@ def named_lines(doc: Mapping[str, Any]) -> list[str]:
         if n.get("value") is None:  # a fact, not a figure: health, transport
             out.append(f"{n['name']}: {n['figure']}: {n['why']}")
             continue
-        out.append(f"{n['name']}: {n['figure']} {_num(n['value'])} < floor {_num(n['floor'])}"
+        out.append(f"{n['name']}: {n['figure']} {_num(n['value'])} < floor {_num(n.get('floor'))}"
                    f" (peers' median {_num(n.get('peers_median'))}"
                    + (f", expected {_num(n['expected'])}" if n.get("expected") else "")
                    + f"): {n['why']}")

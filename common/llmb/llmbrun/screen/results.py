@@ -104,25 +104,30 @@ class _NodeKeys(TypedDict):
     gpus: Annotated[list[dict[str, Any]], Shape(ScreenGpu), Bound(items=MAX_GPUS)]
     pairs: Annotated[list[dict[str, Any]], Shape(NodePair), Bound(items=MAX_NODES)]
     reasons: list[str]
+    verdict: Name | None
 
 
 class ScreenNode(_NodeKeys, total=False):
     """One node of screen.json (its partner in each pair under `with`)."""
 
-    verdict: Name | None
     error: str | None
     allreduce: Annotated[dict[str, Any], Shape(Allreduce)] | None
 
 
-class Named(TypedDict, total=False):
+class _NamedKeys(TypedDict):
     kind: Name
     name: Name
+    why: str
+
+
+class Named(_NamedKeys, total=False):
+    """What the screen named: a GPU, a node, a link, the cluster (what report prints of it)."""
+
     figure: Name | None
     value: float | None
     floor: float | None
     expected: float | None
     peers_median: float | None
-    why: str
 
 
 class Round(TypedDict):
