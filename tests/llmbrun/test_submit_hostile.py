@@ -185,3 +185,15 @@ def test_a_hook_or_huge_setting_on_the_command_line_is_one_line(install, env, me
     assert proc.returncode in (1, 2) and "Traceback" not in proc.stderr
     assert len(proc.stderr.splitlines()) == 1 and message in proc.stderr
     assert not log.exists()
+
+
+def test_error_lines_mask_a_secret_a_value_holds(capsys, monkeypatch):
+    """`-w <the token>` (pasted in the wrong place): the refusal names the flag, the token
+    masked, as every front's line masks it."""
+    from llmb.llmbrun import submit
+
+    token = "hf_ADVcanary0123456789abcdefghijklmn"
+    monkeypatch.setenv("HF_TOKEN", token)
+    submit.report_errors([f"-w {token} is not a workload", "x"])
+    err = capsys.readouterr().err
+    assert token not in err and "-w ******** is not a workload" in err
