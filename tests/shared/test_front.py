@@ -85,3 +85,21 @@ def test_a_killed_reader_is_not_a_success_in_a_pipeline() -> None:
     proc = subprocess.run(["bash", "-c", script], env={**os.environ, "PYTHONPATH": str(COMMON)},
                           capture_output=True, text=True, timeout=60)
     assert (proc.returncode, proc.stderr) == (141, "")
+
+
+LEAVING = """
+from llmb.shared import front
+from llmb.shared.errors import LlmbError
+def body():
+    raise LlmbError("refused")
+front.leave(front.run("prog", body))
+"""
+
+
+def test_pythoninspect_in_the_callers_shell_adds_no_traceback_and_no_prompt() -> None:
+    """PYTHONINSPECT=1 (which llmb refuses for a run) makes Python print SystemExit as a
+    traceback and wait at a prompt after the program; a front still ends on its one line."""
+    proc = subprocess.run([sys.executable, "-c", LEAVING], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(COMMON), "PYTHONINSPECT": "1"},
+                          stdin=subprocess.DEVNULL, timeout=60)
+    assert (proc.returncode, proc.stderr, proc.stdout) == (1, "prog: refused\n", "")

@@ -354,4 +354,4 @@ def install(args: argparse.Namespace, input_fn: Ask, secret_fn: Ask,
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    front.leave(main())

@@ -28,6 +28,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable
+from typing import NoReturn
 
 from llmb.shared.errors import LlmbError
 from llmb.shared.redact import for_people
@@ -51,6 +52,18 @@ def run(prog: str, body: Callable[[], int], interrupted: str = "interrupted") ->
     except KeyboardInterrupt:
         return _say(prog, interrupted, EXIT_INTERRUPTED)
     return status
+
+
+def leave(status: int) -> NoReturn:
+    """End the process with `status` (a front's `if __name__ == "__main__"`). PYTHONINSPECT set
+    in the caller's shell would have Python print the SystemExit as a traceback and wait for
+    input after the front's one line; then the process ends here, its output flushed."""
+    if sys.flags.inspect:
+        with contextlib.suppress(OSError, ValueError):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(status)
+    sys.exit(status)
 
 
 def quiet_stdout() -> None:
