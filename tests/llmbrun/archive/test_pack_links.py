@@ -109,3 +109,24 @@ def test_a_suite_record_that_is_a_link_is_left_out(install, tmp_path):
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
     assert "llmb-run: archive: warning: the suite's record is left out: " in proc.stderr
     assert MARK not in archived_text(out)
+
+
+def test_a_run_or_log_named_with_a_secret_is_left_out_and_said(install, tmp_path):
+    """Names travel unredacted (members, the index, the analysis, the report): a run directory
+    or a log named with HF_TOKEN's value is left out whole, said with the value masked."""
+    token = "s3cret-token-value-of-this-user"
+    run = next(install.glob("workloads/*/experiments/*/*/"))
+    named = run.parent / f"exp_{token}"
+    shutil.copytree(run, named)
+    log = next(run.glob("*/log-*.out"))
+    shutil.copy(log, log.with_name(f"log-{token}_101_1.out"))
+    out = tmp_path / "a.tar.gz"
+    proc = runinstall.run(["archive", "--output", str(out)], install, timeout=300,
+                          path=f"{SHIMS}:{os.environ['PATH']}", HF_TOKEN=token)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    assert "archive: warning: a run whose name holds a secret is left out: " in proc.stderr
+    assert "archive: warning: a file whose name holds a secret is left out: " in proc.stderr
+    assert token not in proc.stderr + proc.stdout
+    with tarfile.open(out) as tar:
+        assert not [m.name for m in tar if token in m.name]
+    assert token not in archived_text(out)

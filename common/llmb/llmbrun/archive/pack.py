@@ -34,12 +34,9 @@ into place only when complete.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
-import platform
 import shutil
-import subprocess
 import sys
 import tarfile
 import tempfile
@@ -49,12 +46,11 @@ from typing import Any
 
 from llmb import layout, manifest
 from llmb.llmbrun import analyzer, report
-from llmb.llmbrun.archive import staging
+from llmb.llmbrun.archive import facts, staging
 from llmb.llmbrun.archive.format import FORMAT, INDEX, ROOT, list_files, pieces
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import PROG, RunError
-from llmb.recipes import catalog
-from llmb.shared import clock, files, redact, slurmquery, values
+from llmb.shared import clock, files, redact, values
 from llmb.shared.progress import Progress
 
 LEFT_OUT = {
@@ -64,11 +60,27 @@ LEFT_OUT = {
     "working_dir": "NeMo's working directory (code/: its own copies of the logs)",
     "links": "symbolic links (they could point anywhere)",
     "other": "files outside the allow-list",
+    "secret_in_name": "runs and files whose name holds a secret (names are not redacted)",
 }
 EXAMPLES = 10  # paths of "other" files named in the index
 
 
 # --- what goes in -----------------------------------------------------------------------------
+
+def named_with_secret(name: str, secrets: set[str]) -> bool:
+    """Whether a path's name holds a secret (a token used as a folder's or a log's name): names
+    travel unredacted (a member's name, the index, the analysis, the report), so such a path
+    is left out whole."""
+    return redact.redact(name, secrets) != name or redact.looks_like_token(name)
+
+
+def _left_for_its_name(left: dict[str, dict[str, Any]], name: str, what: str,
+                       secrets: set[str]) -> None:
+    info = left.setdefault("secret_in_name", {"files": 0, "bytes": 0, "examples": []})
+    info["files"] += 1
+    print(f"{PROG}: archive: warning: a {what} whose name holds a secret is left out: "
+          f"{values.shown(redact.for_people(redact.redact(name, secrets)))}", file=sys.stderr)
+
 
 def known_secrets(cfg: ClusterConfig) -> set[str]:
     """Values to mask wherever they appear: the HF token file's content and the values of
@@ -137,67 +149,6 @@ def classify(run_dir: Path, path: Path) -> str | None:
     return "other"
 
 
-def gpu_facts_from_preflight(found_report: dict[str, Any] | None) -> dict[str, Any] | None:
-    """What the newest preflight job saw on the compute nodes (GPUs, driver): a login node
-    usually has no GPU to ask."""
-    checks = (found_report or {}).get("checks") or []
-    found = {str(c.get("name")): c.get("detail") for c in checks if isinstance(c, dict)
-             and str(c.get("name", "")).startswith(("gpus", "driver"))}
-    return ({"preflight": found_report.get("created"), **found} if found and found_report
-            else None)
-
-
-def system_facts(cfg: ClusterConfig, preflight: dict[str, Any] | None = None
-                 ) -> dict[str, Any]:
-    from llmb.launch import job  # version helpers; nemo-run is not imported by them
-
-    facts: dict[str, Any] = {
-        "hostname": platform.node(), "platform": platform.platform(),
-        "python": platform.python_version(),
-        "llmb": {"version": job.llmb_version(), "git_commit": job.git_commit()},
-        "gpu_type": cfg.gpu_type, "cluster_type": cfg.cluster_type,
-        "slurm": dataclasses.asdict(cfg.slurm) if cfg.slurm else None,
-        "workloads": {}, "cluster": {}, "gpus_on_this_node": None, "gpus_in_jobs": None,
-    }
-    for name, w in cfg.workloads.items():
-        entry: dict[str, Any] = {"venv_kind": w.venv_kind}
-        entry["nemo_run"] = _output([str(w.python), "-c", "import importlib.metadata as m; "
-                                     "print(m.version('nemo_run'))"])
-        with contextlib.suppress(catalog.CatalogError):
-            entry["image_reference"] = catalog.find_recipe(name).image
-        if w.image:
-            image = Path(w.image)
-            entry["image_file"] = image.name
-            with contextlib.suppress(OSError):
-                st = image.stat()
-                entry["image_bytes"] = st.st_size
-                entry["image_mtime"] = clock.iso(st.st_mtime)
-        facts["workloads"][name] = entry
-    if cfg.cluster_type == "slurm":
-        facts["cluster"] = slurmquery.cluster_facts()
-    facts["gpus_on_this_node"] = _output(["nvidia-smi", "--query-gpu=name,driver_version,"
-                                          "memory.total", "--format=csv,noheader"], lines=True)
-    facts["gpus_in_jobs"] = gpu_facts_from_preflight(preflight)
-    return facts
-
-
-def _output(argv: list[str], lines: bool = False) -> Any:
-    """A local command's output (nvidia-smi, a venv's python), None where it cannot answer."""
-    if shutil.which(argv[0]) is None:
-        return None
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace",
-                              timeout=slurmquery.TIMEOUT_S, check=False, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if proc.returncode != 0:
-        return None
-    text = proc.stdout.strip()
-    return [ln for ln in text.splitlines() if ln.strip()] if lines else text
-
-
-# --- staging ----------------------------------------------------------------------------------
-
 def _files_under(run_dir: Path) -> list[Path]:
     """Every file and link under a run directory (links to directories included, never
     followed), sorted; without recursion: a tree of any depth."""
@@ -221,11 +172,18 @@ def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Prog
         found = [d for d in found if d.resolve() in only]
     for number, run_dir in enumerate(found, 1):
         rel = run_dir.relative_to(workloads)
+        if named_with_secret(rel.as_posix(), secrets):
+            _left_for_its_name(left, rel.as_posix(), "run", secrets)
+            continue
         progress.update(f"run {number}/{len(found)}: {rel.parts[0]} {run_dir.name}")
         entry: dict[str, Any] = {"run": f"runs/{rel.as_posix()}",
                                  "manifest": manifest.path_in(run_dir).is_file(), "logs": [],
                                  "job_script": None}
         for path in _files_under(run_dir):
+            if named_with_secret(path.relative_to(run_dir).as_posix(), secrets):
+                _left_for_its_name(left, path.relative_to(workloads).as_posix(), "file",
+                                   secrets)
+                continue
             kind = classify(run_dir, path)
             if kind is not None:
                 info = left.setdefault(kind, {"files": 0, "bytes": 0, "examples": []})
@@ -334,7 +292,7 @@ def stage(cfg: ClusterConfig, root: Path, progress: Progress,
     latest = stage_preflight(cfg, root, secrets, left)
     progress.update("system facts (sinfo, scontrol, nvidia-smi)")
     files.atomic_write(root / "system.json", redact.redact_text(
-        json.dumps(system_facts(cfg, latest), indent=2) + "\n", secrets))
+        json.dumps(facts.system_facts(cfg, latest), indent=2) + "\n", secrets))
     progress.update("analyzing the logs and writing the report")
     state = stage_analysis(root, analyzer.report_python(cfg))
     state["screen"] = stage_screen(cfg, root, secrets, state["report"]["status"] == "written",

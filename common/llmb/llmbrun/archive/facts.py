@@ -1,0 +1,79 @@
+"""The facts of the system an archive records (system.json): this host and Python, llmb's
+version, each workload's venv, nemo-run and image, the Slurm cluster, and the GPUs that the
+newest preflight job saw on the compute nodes (a login node usually has none to ask)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import platform
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from llmb.llmbrun.clusterconfig import ClusterConfig
+from llmb.recipes import catalog
+from llmb.shared import clock, slurmquery
+
+
+def gpu_facts_from_preflight(found_report: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the newest preflight job saw on the compute nodes (GPUs, driver): a login node
+    usually has no GPU to ask."""
+    checks = (found_report or {}).get("checks") or []
+    found = {str(c.get("name")): c.get("detail") for c in checks if isinstance(c, dict)
+             and str(c.get("name", "")).startswith(("gpus", "driver"))}
+    return ({"preflight": found_report.get("created"), **found} if found and found_report
+            else None)
+
+
+def system_facts(cfg: ClusterConfig, preflight: dict[str, Any] | None = None
+                 ) -> dict[str, Any]:
+    from llmb.launch import job  # version helpers; nemo-run is not imported by them
+
+    facts: dict[str, Any] = {
+        "hostname": platform.node(), "platform": platform.platform(),
+        "python": platform.python_version(),
+        "llmb": {"version": job.llmb_version(), "git_commit": job.git_commit()},
+        "gpu_type": cfg.gpu_type, "cluster_type": cfg.cluster_type,
+        "slurm": dataclasses.asdict(cfg.slurm) if cfg.slurm else None,
+        "workloads": {}, "cluster": {}, "gpus_on_this_node": None, "gpus_in_jobs": None,
+    }
+    for name, w in cfg.workloads.items():
+        entry: dict[str, Any] = {"venv_kind": w.venv_kind}
+        entry["nemo_run"] = _output([str(w.python), "-c", "import importlib.metadata as m; "
+                                     "print(m.version('nemo_run'))"])
+        with contextlib.suppress(catalog.CatalogError):
+            entry["image_reference"] = catalog.find_recipe(name).image
+        if w.image:
+            image = Path(w.image)
+            entry["image_file"] = image.name
+            with contextlib.suppress(OSError):
+                st = image.stat()
+                entry["image_bytes"] = st.st_size
+                entry["image_mtime"] = clock.iso(st.st_mtime)
+        facts["workloads"][name] = entry
+    if cfg.cluster_type == "slurm":
+        facts["cluster"] = slurmquery.cluster_facts()
+    facts["gpus_on_this_node"] = _output(["nvidia-smi", "--query-gpu=name,driver_version,"
+                                          "memory.total", "--format=csv,noheader"], lines=True)
+    facts["gpus_in_jobs"] = gpu_facts_from_preflight(preflight)
+    return facts
+
+
+def _output(argv: list[str], lines: bool = False) -> Any:
+    """A local command's output (nvidia-smi, a venv's python), None where it cannot answer."""
+    if shutil.which(argv[0]) is None:
+        return None
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, errors="replace",
+                              timeout=slurmquery.TIMEOUT_S, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode != 0:
+        return None
+    text = proc.stdout.strip()
+    return [ln for ln in text.splitlines() if ln.strip()] if lines else text
+
+
+# --- staging ----------------------------------------------------------------------------------
