@@ -313,9 +313,9 @@ def exclude_suspects(cfg: ClusterConfig, place: Placement) -> Placement:
               file=sys.stderr)
     else:
         already = [n for n in nodes if n not in new]
-        print(f"{PROG}: --exclude-suspect: leaving out {hostlist.compressed(nodes)} (named by "
-              f"{where})" + (f"; {hostlist.compressed(already)} already excluded" if already
-                             else ""), file=sys.stderr)
+        said = f"leaving out {hostlist.compressed(nodes)} (named by {where})" + (
+            f"; {hostlist.compressed(already)} already excluded" if already else "")
+        print(f"{PROG}: --exclude-suspect: {redact.for_people(said)}", file=sys.stderr)
     return widened
 
 
