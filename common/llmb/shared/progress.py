@@ -184,14 +184,22 @@ def wait(label: str, poll: Callable[[], str | None], interval: float,
 class _Forward:
     """While installed: SIGTERM (and SIGHUP) to this process go to the command's whole process
     group as SIGTERM, so what the command started (pip under setup.sh, enroot under its
-    progress line) stops with it instead of writing on as an orphan."""
+    progress line) stops with it instead of writing on as an orphan. Installed before the
+    command starts: a signal that comes while it is being started is passed on once it has."""
 
     SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
-        self.proc = proc
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
         self.received: int | None = None
         self.saved: dict[int, object] = {}
+
+    def attach(self, proc: subprocess.Popen[bytes]) -> None:
+        """The command started: signals go to its group from now on (one already received
+        goes now)."""
+        self.proc = proc
+        if self.received is not None:
+            signal_group(proc, signal.SIGTERM)
 
     def __enter__(self) -> _Forward:
         if threading.current_thread() is threading.main_thread():
@@ -201,7 +209,8 @@ class _Forward:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         self.received = signum
-        signal_group(self.proc, signal.SIGTERM)
+        if self.proc is not None:
+            signal_group(self.proc, signal.SIGTERM)
 
     def __exit__(self, *exc: object) -> None:
         for sig, handler in self.saved.items():
@@ -243,11 +252,12 @@ def run_command(argv: list[str], env: Mapping[str, str] | None, label: str,
     env_dict = dict(env) if env is not None else None
     tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
     with Progress(label, stream, tty, heartbeat_s, status="running") as progress:
-        proc = subprocess.Popen(argv, env=env_dict, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE if tty else None,
-                                stderr=subprocess.STDOUT if tty else None,
-                                start_new_session=True)
-        with _Forward(proc) as forward:
+        with _Forward() as forward:
+            proc = subprocess.Popen(argv, env=env_dict, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE if tty else None,
+                                    stderr=subprocess.STDOUT if tty else None,
+                                    start_new_session=True)
+            forward.attach(proc)
             try:
                 if proc.stdout is not None:
                     _follow_output(proc.stdout, tail, progress)
