@@ -14,6 +14,7 @@ it belongs to and the verdicts group the repeats among them.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -66,6 +67,13 @@ class ReportPython:
                 "workload venv (the installer does)")
 
 
+REPORT_MODULES = ("matplotlib", "yaml")
+# Whether a Python has them: found, not imported (importing matplotlib costs a Python a third
+# of a second; a broken install is the analyzer's to report, in its own line).
+_HAS_MODULES = ("import importlib.util as u, sys; "
+                f"sys.exit(0 if all(u.find_spec(m) for m in {REPORT_MODULES!r}) else 1)")
+
+
 def report_python(cfg: ClusterConfig) -> ReportPython:
     """A Python with matplotlib and PyYAML for the analyzer's --report: llmb-run's own, else
     a workload venv's (each gets common/requirements/report.txt). The installer may run
@@ -77,15 +85,20 @@ def report_python(cfg: ClusterConfig) -> ReportPython:
     tried: list[str] = []
     for python in dict.fromkeys(candidates):
         tried.append(python)
-        try:
-            probe = subprocess.run([python, "-c", "import matplotlib, yaml"],
-                                   capture_output=True, timeout=120, check=False,
-                                   stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.SubprocessError):
-            continue
-        if probe.returncode == 0:
+        if _has_report_modules(python):
             return ReportPython(python, tuple(tried))
     return ReportPython(None, tuple(tried))
+
+
+def _has_report_modules(python: str) -> bool:
+    if python == sys.executable:  # this Python: asked here, no second one started
+        return all(importlib.util.find_spec(m) is not None for m in REPORT_MODULES)
+    try:
+        probe = subprocess.run([python, "-c", _HAS_MODULES], capture_output=True, timeout=120,
+                               check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return probe.returncode == 0
 
 
 def last_line(text: str) -> str:
