@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import importlib.metadata
 import platform
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +44,7 @@ def system_facts(cfg: ClusterConfig, preflight: dict[str, Any] | None = None
     }
     for name, w in cfg.workloads.items():
         entry: dict[str, Any] = {"venv_kind": w.venv_kind}
-        entry["nemo_run"] = _output([str(w.python), "-c", "import importlib.metadata as m; "
-                                     "print(m.version('nemo_run'))"])
+        entry["nemo_run"] = nemo_run_version(str(w.python))
         with contextlib.suppress(catalog.CatalogError):
             entry["image_reference"] = catalog.find_recipe(name).image
         if w.image:
@@ -59,6 +61,20 @@ def system_facts(cfg: ClusterConfig, preflight: dict[str, Any] | None = None
                                           "memory.total", "--format=csv,noheader"], lines=True)
     facts["gpus_in_jobs"] = gpu_facts_from_preflight(preflight)
     return facts
+
+
+@functools.cache
+def nemo_run_version(python: str) -> str | None:
+    """nemo-run's version in a venv (workloads often share one: asked once each; llmb-run's
+    own Python is asked in-process)."""
+    if python == sys.executable:
+        try:
+            return importlib.metadata.version("nemo_run")
+        except importlib.metadata.PackageNotFoundError:
+            return None
+    version = _output([python, "-c", "import importlib.metadata as m; "
+                       "print(m.version('nemo_run'))"])
+    return version if isinstance(version, str) else None
 
 
 def _output(argv: list[str], lines: bool = False) -> Any:
