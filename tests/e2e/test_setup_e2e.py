@@ -73,7 +73,7 @@ def test_headless_install_then_bulk_sweep_succeeds(slurm_cluster, tmp_path):
         if all(j["state"] not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING")
                for j in jobs) or time.time() > deadline:
             break
-        time.sleep(10)
+        time.sleep(2)
     table = subprocess.run([llmb_run, "status"], cwd=install, env=env, capture_output=True,
                            text=True, timeout=120).stdout
     print(table)
