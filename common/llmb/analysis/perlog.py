@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 from llmb.analysis import discover
 from llmb.analysis.identify import Identifier, display
 from llmb.shared.files import path_problem
+from llmb.shared.redact import secret_values
 from llmb.shared.values import shown
 
 
@@ -74,6 +75,10 @@ class LogAnalyzer:
     def __init__(self, base: str, gpu_type: str | None, window: tuple[int, int]) -> None:
         self.base, self.gpu_type, self.window = base, gpu_type, window
         self.identifier: Identifier | None = None
+        # what a reason masks: the environment's secret values, taken once (the environment
+        # does not change while a tree is analyzed; going through it per log cost more than
+        # reading a small log)
+        self.secrets = frozenset(secret_values(os.environ))
         self._empties: dict[tuple[str, str, str, str | None], _Empty] = {}
         # folder -> (jobs with a batch output, what a log's path and file name show before
         # its name)
@@ -114,7 +119,8 @@ class LogAnalyzer:
             reason = exc.strerror or str(exc)
             if os.path.islink(path) and not os.path.exists(path):  # a loop is not dangling
                 reason = str(path_problem(path, "file")).removeprefix("is a ")
-            return self._done(task, unreadable(rel, path, f"cannot read: {reason}"), rel)
+            return self._done(task, unreadable(rel, path, f"cannot read: {reason}",
+                                               self.secrets), rel)
         if scan.step_lines == 0 and scan.foreign and not scan.training:
             return Outcome(path, skipped=f"not a training log: {scan.foreign}")
         if not scan.steps and not scan.reached and not scan.looks_like_log \
@@ -126,7 +132,7 @@ class LogAnalyzer:
             raise
         except Exception as exc:  # one bad log must never stop the report
             result, warning = unreadable(rel, path, f"cannot analyze: {type(exc).__name__}"
-                                              f": {shown(exc)[:200]}"), None
+                                              f": {shown(exc)[:200]}", self.secrets), None
         return self._done(task, result, rel, warning)
 
     def empty(self, task: Task) -> Outcome | None:
@@ -190,9 +196,11 @@ class LogAnalyzer:
         if self.identifier is None:
             self.identifier = Identifier(self.gpu_type)
         ident, warning = self.identifier.identify(task.manifest, rel, task.root)
-        result = analyze_log(task.path, rel, scan, ident, self.identifier, self.window)
+        result = analyze_log(task.path, rel, scan, ident, self.identifier, self.window,
+                             self.secrets)
         if result["status"] == "Failed" and add_batch_output(task.path, scan):
-            result = analyze_log(task.path, rel, scan, ident, self.identifier, self.window)
+            result = analyze_log(task.path, rel, scan, ident, self.identifier, self.window,
+                                 self.secrets)
         return result, warning
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 MASK = "********"
 MIN_VALUE_LEN = 8
@@ -124,13 +124,18 @@ def looks_like_token(text: str) -> bool:
     return _TOKEN_SHAPES.search(text) is not None
 
 
-def for_people(text: str, environ: Mapping[str, str] | None = None) -> str:
+def for_people(text: str, environ: Mapping[str, str] | None = None,
+               values: Collection[str] | None = None) -> str:
     """A message for a terminal or a log, every secret in it masked: the values of this
     environment's secret-named variables (HF_TOKEN, ...), credential-shaped strings, a URL's
     password, an Authorization header's credentials. Every front prints its refusals through
     it: a token typed where a file was asked, or a token file given as a config, is never
-    echoed. (Unlike redact_text it keeps `NAME=value` assignments: a message names settings.)"""
-    text = redact(text, secret_values(os.environ if environ is None else environ))
+    echoed. (Unlike redact_text it keeps `NAME=value` assignments: a message names settings.)
+    values: the environment's secret values, when the caller took them once (secret_values:
+    going through the environment costs more than the rest, for a caller with many messages)."""
+    if values is None:
+        values = secret_values(os.environ if environ is None else environ)
+    text = redact(text, values)
     text = _TOKEN_SHAPES.sub(MASK, text)
     text = _URL_PASSWORD.sub(lambda m: m.group("keep") + MASK, text)
     return _AUTH_HEADER.sub(lambda m: m.group("keep") + MASK, text)
