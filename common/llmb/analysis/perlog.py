@@ -143,7 +143,9 @@ class LogAnalyzer:
         from llmb.analysis.result import batch_jobs
 
         path = task.path
-        folder, name = os.path.split(path)
+        folder, _, name = path.rpartition(os.sep)  # os.path.split's cut, without its cost
+        if not folder or folder.endswith(os.sep):  # (/x.out, x.out, a//x.out: as it cuts them)
+            folder, name = os.path.split(path)
         job = _JOB.match(name)
         if job is None or not os.access(path, os.R_OK):
             return None

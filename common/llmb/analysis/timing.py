@@ -63,10 +63,12 @@ import codecs
 import errno
 import io
 import math
+import operator
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
@@ -114,7 +116,7 @@ HEAD_BYTES = 4096  # what the encoding is told from
 # printing a traceback), and a bound on the work for a log that is nothing but error lines.
 EVIDENCE_LINES_MAX = 20000
 # The family's needles are looked for this far first (then through the chunk).
-FAMILY_REACH = 1 << 16
+FAMILY_NEAR, FAMILY_REACH = 1 << 12, 1 << 16
 # Where a Megatron `Step Time` companion's figure is looked for before its marker.
 COMPANION_REACH = 200
 
@@ -171,7 +173,9 @@ def _reader(scan: LogScan, buf: Buffer, end: int) -> Reader | None:
     if scan.family is not None:
         return _BY_FAMILY[scan.family]
     reader, first = None, end
-    for limit in (min(end, FAMILY_REACH), end):  # a log whose steps start early: no full pass
+    # a log whose steps start early: no full pass (nor one through the chunk for the needle
+    # of the family it is not)
+    for limit in (min(end, FAMILY_NEAR), min(end, FAMILY_REACH), end):
         for each in READERS:  # each looked for only before the first found so far
             if (pos := buf.find(each.needle, 0, min(first, limit))) >= 0:
                 reader, first = each, pos
@@ -320,7 +324,7 @@ def wide_encoding(head: bytes) -> str | None:
         if head.startswith(bom):
             return codec
     pairs = len(head) // 2
-    if pairs < 8:
+    if pairs < 8 or 0 not in head:  # (no NUL at all: UTF-8 or ASCII, told without counting)
         return None
     odd, even = head[1:2 * pairs:2].count(0), head[0:2 * pairs:2].count(0)
     if odd >= 0.9 * pairs and even <= 0.1 * pairs:
@@ -474,7 +478,8 @@ def stats(values: Iterable[float]) -> WindowStats:
     scale = scale if scale and not 1e-100 < scale < 1e100 else 1.0
     scaled = [v / scale for v in data] if scale != 1.0 else data
     mean = math.fsum(scaled) / n
-    spread = math.sqrt(math.fsum([(v - mean) ** 2 for v in scaled]) / n)
+    # (v - mean) ** 2 for each v, in C (two per log)
+    spread = math.sqrt(math.fsum(map(pow, map(operator.sub, scaled, repeat(mean)), repeat(2))) / n)
     return WindowStats(n, mean * scale, spread * scale)
 
 
