@@ -343,23 +343,27 @@ def scan_log(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> LogScan:
     """
     scan = LogScan()
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise OSError(errno.EINVAL, "not a regular file", str(path))
-    # a log that fits a chunk is read in one go (one byte more: it may have grown since)
-    first = HEAD_BYTES if st.st_size >= chunk_bytes else max(HEAD_BYTES, st.st_size + 1)
-    with os.fdopen(fd, "rb", buffering=0) as f:
-        head = f.read(first)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        # a log that fits a chunk is read in one go (one byte more: it may have grown since),
+        # with os.read: a file object costs more than reading a small log
+        first = HEAD_BYTES if st.st_size >= chunk_bytes else max(HEAD_BYTES, st.st_size + 1)
+        head = os.read(fd, first)
         encoding = wide_encoding(head[:HEAD_BYTES])
-        if encoding is not None:
-            scan.encoding = encoding
-            _scan_chunks(scan, _transcoded(f, head, encoding, chunk_bytes))
-        elif len(head) < first:  # the whole file
+        if encoding is None and len(head) < first:  # the whole file
             if head:  # (an empty log: nothing to feed)
                 _feed(scan, head, len(head))
         else:
-            _scan_file(scan, f, head, chunk_bytes)
+            with os.fdopen(fd, "rb", buffering=0, closefd=False) as f:
+                if encoding is not None:
+                    scan.encoding = encoding
+                    _scan_chunks(scan, _transcoded(f, head, encoding, chunk_bytes))
+                else:
+                    _scan_file(scan, f, head, chunk_bytes)
+    finally:
+        os.close(fd)
     scan.finish()
     return scan
 
