@@ -15,8 +15,9 @@ import re
 import stat
 from typing import Any, NamedTuple
 
-from llmb.analysis import discover
+from llmb.analysis import discover, timing, verdicts
 from llmb.analysis.identify import Identifier, display
+from llmb.analysis.result import add_batch_output, analyze_log, batch_jobs, unreadable
 from llmb.shared.files import path_problem
 from llmb.shared.redact import secret_values
 from llmb.shared.values import shown
@@ -85,10 +86,9 @@ class LogAnalyzer:
         self._folders: dict[str, tuple[set[str], str, str]] = {}
 
     def prepare(self) -> None:
-        """Import what analyzing a log needs and load the catalog now: worker processes forked
-        after this share it instead of each loading their own."""
-        from llmb.analysis import result, timing, verdicts  # noqa: F401
-
+        """Load the catalog now: worker processes forked after this share it instead of each
+        loading their own. (What analyzing a log needs is imported with this module, not per
+        log: an import statement run per log costs as much as a small step of the analysis.)"""
         if self.identifier is None:
             self.identifier = Identifier(self.gpu_type)
 
@@ -105,9 +105,6 @@ class LogAnalyzer:
 
     def analyze(self, task: Task, st: os.stat_result | None = None) -> Outcome:
         """The task's outcome: its log read, identified and judged (st: its stat, if taken)."""
-        from llmb.analysis import timing
-        from llmb.analysis.result import unreadable
-
         path = task.path
         rel = discover.relative(path, self.base)
         try:
@@ -140,8 +137,6 @@ class LogAnalyzer:
         of a folder (with its name, manifest and DIR) is analyzed, the others take its result
         with their own file name and path. None where it must be analyzed: its job left a batch
         output, or it cannot be read (the caller found it an empty regular file)."""
-        from llmb.analysis.result import batch_jobs
-
         path = task.path
         folder, _, name = path.rpartition(os.sep)  # os.path.split's cut, without its cost
         if not folder or folder.endswith(os.sep):  # (/x.out, x.out, a//x.out: as it cuts them)
@@ -182,8 +177,6 @@ class LogAnalyzer:
 
     def _done(self, task: Task, result: dict[str, Any], rel: str, warning: str | None = None
               ) -> Outcome:
-        from llmb.analysis import verdicts
-
         if result["experiment"] is None:
             result["experiment"] = display(discover.experiment_of(rel, self.base))
         result["config_key"] = verdicts.config_key(result)
@@ -193,8 +186,6 @@ class LogAnalyzer:
 
     def _identified(self, task: Task, rel: str, scan: Any
                     ) -> tuple[dict[str, Any], str | None]:
-        from llmb.analysis.result import add_batch_output, analyze_log
-
         if self.identifier is None:
             self.identifier = Identifier(self.gpu_type)
         ident, warning = self.identifier.identify(task.manifest, rel, task.root)
