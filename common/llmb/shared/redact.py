@@ -97,8 +97,8 @@ _AUTH_NAME = re.compile("authorization", re.I)  # (as _AUTH_HEADER matches it: Ä
 
 
 def _may_hold_token(text: str) -> bool:
-    return ("hf_" in text or "nvapi-" in text or "gh" in text  # (ghp_..., github_pat_)
-            or "AKIA" in text or "ASIA" in text or "xox" in text)
+    return ("hf_" in text or "nvapi-" in text or "gh" in text  # (ghp_, gho_, ...)
+            or "github_pat_" in text or "AKIA" in text or "ASIA" in text or "xox" in text)
 
 
 def _may_hold_header(text: str) -> bool:
