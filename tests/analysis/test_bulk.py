@@ -140,3 +140,24 @@ def test_a_plain_log_is_read_in_bulk(monkeypatch: pytest.MonkeyPatch, lines: lis
         assert whole is not None and whole == bulk._megatron(b"\n" + buf, len(buf) + 1, None)
     fast, slow = scans(buf, 1 << 22, monkeypatch)
     assert fast == slow and fast.complete() and len(fast.steps) == 50
+
+
+def bridge_steps(count: int) -> list[str]:
+    return [x for k in range(1, count + 1)
+            for x in MegatronStep(k, 50, 4189.6, 1610.2).lines(False)]
+
+
+@pytest.mark.parametrize(("where", "line", "bulk_read"), [
+    (0, NOISE[0], True), (10, NOISE[0], True), (-1, NOISE[0], True),  # a gap: counted
+    (0, NOISE[3], False), (10, NOISE[3], False), (-1, NOISE[3], False),  # a stray companion
+    (0, "x elapsed time per iteration (ms): 1.0", False),  # a needle before the first record
+    (-1, "x elapsed time per iteration (ms): 1.0", False),  # and after the last
+])
+def test_records_are_read_in_bulk_only_when_no_needle_is_outside_them(
+        monkeypatch: pytest.MonkeyPatch, where: int, line: str, bulk_read: bool) -> None:
+    lines = bridge_steps(20)
+    lines.insert(len(lines) if where == -1 else where, line)
+    buf = ("\n" + "\n".join(lines) + "\n").encode()
+    assert (bulk._records(buf, len(buf)) is not None) is bulk_read
+    fast, slow = scans(buf, 1 << 22, monkeypatch)
+    assert fast == slow

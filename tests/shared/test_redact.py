@@ -104,3 +104,18 @@ def test_redacted_json_stays_json() -> None:
                            "NCCL_DEBUG": "INFO"}
     assert back["tokenizer"] == data["tokenizer"] and back["quote"] == data["quote"]
     assert back["hf_token_required"] is True
+
+
+@pytest.mark.parametrize("token", [
+    HF, "nvapi-ABCDEFGHIJKLMNOPQRSTUVWX01", "ghp_" + "a1B2" * 9, "gho_" + "Zz9" * 11,
+    "github_pat_" + "a_1" * 11, "AKIAABCDEFGHIJKLMNOP", "ASIAABCDEFGHIJKLMNOP",
+    "xoxb-1234567890-abcdefghij",
+])
+def test_every_token_shape_is_masked_in_a_message_and_in_text(token: str) -> None:
+    """Each form of credential-shaped string, alone in a line (the substitutions run only where
+    a line holds their literal part: each form's own is looked for)."""
+    for mask in (redact.for_people, redact.redact_text):
+        assert mask(f"error: {token} refused") == f"error: {redact.MASK} refused"
+    for text in ("https://me:pa55@github.com/x", "AUTHORIZATION: Bearer abc.def",
+                 "authorızation: bearer abc.def"):  # (re.I: a dotless ı is an i)
+        assert "pa55" not in redact.for_people(text) and "abc.def" not in redact.for_people(text)

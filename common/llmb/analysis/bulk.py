@@ -47,17 +47,19 @@ _MEGATRON = re.compile(
     rb"(?=[\r\n]|\Z)")
 # Megatron-Bridge's step as it usually comes: a whole Step Time line (from a line end), then its
 # iteration line with no prefix but its time stamp, on the next line or glued. Its groups: the
-# TFLOPS, the line end between the two, k, N, the time (ms), the GBS, lm loss and grad norm (read
-# as float() reads them, as the line-by-line read does: cheaper than spelling them out here).
+# whole record, the TFLOPS, the line end between the two, k, N, the time (ms), the GBS, lm loss
+# and grad norm (read as float() reads them, as the line-by-line read does: cheaper than
+# spelling them out here). A record holds one needle and one companion, and neither can run
+# over its ends (it begins with a line end and ends with `|`).
 _RECORD = re.compile(
-    rb"\nStep Time : [0-9.]{1,20}s GPU utilization: ([0-9.]{1,30})"
+    rb"(\nStep Time : [0-9.]{1,20}s GPU utilization: ([0-9.]{1,30})"
     + re.escape(megatron_steps.COMPANION) + rb"(\n|\r\n|) ?\[[0-9 :.T+-]{1,40}\]"
     rb" iteration +(\d{1,18})/ *(\d{1,18}) \| consumed samples: +\d{1,18} \| "
     + megatron_steps.NEEDLE + rb" \(ms\): (\d{1,15}\.\d) \|"
     rb"(?: throughput per GPU \(TFLOP/s/GPU\): \d{1,15}\.\d \|)?"
     rb" learning rate: [0-9.E+-]{1,20} \| global batch size: +(\d{1,18}) \|"
     rb" lm loss: ([0-9.E+-]{1,30}) \| loss scale: [0-9.]{1,20} \| grad norm: ([0-9.E+-]{1,30})"
-    rb" \| number of skipped iterations: +0 \| number of nan iterations: +0 \|(?![^\r\n])")
+    rb" \| number of skipped iterations: +0 \| number of nan iterations: +0 \|)(?![^\r\n])")
 _MEGATRON_KEYS = re.compile(rb"iteration|global batch size|lm loss|grad norm|throughput per GPU")
 _COMPANION = re.compile(rb"GPU utilization: (\d{1,15}(?:\.\d{1,15})?)" +
                         re.escape(megatron_steps.COMPANION))
@@ -210,26 +212,42 @@ def _records(buf: bytes | bytearray, end: int) -> Rows | None:
     companion is in one (so each step's companion is its own, as the line-by-line read pairs
     them, and no line holds anything else it would read); else None."""
     found = _RECORD.findall(buf, 0, end)
-    if not found or len(found) != buf.count(megatron_steps.NEEDLE, 0, end) \
-            or len(found) != buf.count(megatron_steps.COMPANION, 0, end):
+    head = _RECORD.search(buf, 0, end)
+    if not found or head is None:
         return None
-    tflops, _, ks, totals, ms, gbs, loss, norm = zip(*found, strict=True)
+    whole, tflops, _, ks, totals, ms, gbs, loss, norm = zip(*found, strict=True)
+    if not _only_records(buf, end, head.start(), whole):
+        return None
     index = list(map(int, ks))
     try:
         values: list[float | None] = list(map(float, tflops))
         finite = all(map(math.isfinite, map(float, loss + norm)))
     except ValueError:  # not a number: refused line by line
         return None
-    head = _RECORD.search(buf, 0, end)
-    if min(index) < 1 or not finite or head is None:
+    if min(index) < 1 or not finite:
         return None
-    first = head.end(2)  # where the first iteration line begins (glued: its Step Time line)
-    first = first if head.group(2) else head.start() + 1
+    first = head.end(3)  # where the first iteration line begins (glued: its Step Time line)
+    first = first if head.group(3) else head.start() + 1
     pos = buf.rfind(megatron_steps.NEEDLE, 0, end)
     return _rows(first, _stop(buf, pos, end), pos + len(megatron_steps.NEEDLE),
                  [int(t) - 1 for t in set(totals)], list(map(int, set(gbs))),
                  list(map(_LESS_ONE, index)), list(map(_MS.__rtruediv__, map(float, ms))),
                  values, list(map(bytes.decode, tflops)))
+
+
+def _only_records(buf: bytes | bytearray, end: int, begin: int, whole: tuple[bytes, ...]
+                  ) -> bool:
+    """Whether every needle and every companion of buf[:end] is in one of the records (whole:
+    their texts, the first beginning at `begin`). Records that follow each other without a gap
+    leave only what comes before and after them to look through; else both are counted."""
+    last = buf.rfind(whole[-1], 0, end)  # the last record: its text cannot recur after it
+    stop = last + len(whole[-1])
+    if stop - begin == sum(map(len, whole)):
+        return all(buf.find(marker, lo, hi) < 0
+                   for marker in (megatron_steps.NEEDLE, megatron_steps.COMPANION)
+                   for lo, hi in ((0, begin), (stop, end)))
+    return (buf.count(megatron_steps.NEEDLE, 0, end) == len(whole)
+            == buf.count(megatron_steps.COMPANION, 0, end))
 
 
 _LESS_ONE = (-1).__add__  # k - 1, in C

@@ -15,9 +15,11 @@ import re
 import stat
 from typing import Any, NamedTuple
 
-from llmb.analysis import discover
+from llmb.analysis import discover, timing, verdicts
 from llmb.analysis.identify import Identifier, display
+from llmb.analysis.result import add_batch_output, analyze_log, batch_jobs, unreadable
 from llmb.shared.files import path_problem
+from llmb.shared.redact import secret_values
 from llmb.shared.values import shown
 
 
@@ -74,16 +76,19 @@ class LogAnalyzer:
     def __init__(self, base: str, gpu_type: str | None, window: tuple[int, int]) -> None:
         self.base, self.gpu_type, self.window = base, gpu_type, window
         self.identifier: Identifier | None = None
+        # what a reason masks: the environment's secret values, taken once (the environment
+        # does not change while a tree is analyzed; going through it per log cost more than
+        # reading a small log)
+        self.secrets = frozenset(secret_values(os.environ))
         self._empties: dict[tuple[str, str, str, str | None], _Empty] = {}
         # folder -> (jobs with a batch output, what a log's path and file name show before
         # its name)
         self._folders: dict[str, tuple[set[str], str, str]] = {}
 
     def prepare(self) -> None:
-        """Import what analyzing a log needs and load the catalog now: worker processes forked
-        after this share it instead of each loading their own."""
-        from llmb.analysis import result, timing, verdicts  # noqa: F401
-
+        """Load the catalog now: worker processes forked after this share it instead of each
+        loading their own. (What analyzing a log needs is imported with this module, not per
+        log: an import statement run per log costs as much as a small step of the analysis.)"""
         if self.identifier is None:
             self.identifier = Identifier(self.gpu_type)
 
@@ -100,9 +105,6 @@ class LogAnalyzer:
 
     def analyze(self, task: Task, st: os.stat_result | None = None) -> Outcome:
         """The task's outcome: its log read, identified and judged (st: its stat, if taken)."""
-        from llmb.analysis import timing
-        from llmb.analysis.result import unreadable
-
         path = task.path
         rel = discover.relative(path, self.base)
         try:
@@ -114,7 +116,8 @@ class LogAnalyzer:
             reason = exc.strerror or str(exc)
             if os.path.islink(path) and not os.path.exists(path):  # a loop is not dangling
                 reason = str(path_problem(path, "file")).removeprefix("is a ")
-            return self._done(task, unreadable(rel, path, f"cannot read: {reason}"), rel)
+            return self._done(task, unreadable(rel, path, f"cannot read: {reason}",
+                                               self.secrets), rel)
         if scan.step_lines == 0 and scan.foreign and not scan.training:
             return Outcome(path, skipped=f"not a training log: {scan.foreign}")
         if not scan.steps and not scan.reached and not scan.looks_like_log \
@@ -126,7 +129,7 @@ class LogAnalyzer:
             raise
         except Exception as exc:  # one bad log must never stop the report
             result, warning = unreadable(rel, path, f"cannot analyze: {type(exc).__name__}"
-                                              f": {shown(exc)[:200]}"), None
+                                              f": {shown(exc)[:200]}", self.secrets), None
         return self._done(task, result, rel, warning)
 
     def empty(self, task: Task) -> Outcome | None:
@@ -134,10 +137,10 @@ class LogAnalyzer:
         of a folder (with its name, manifest and DIR) is analyzed, the others take its result
         with their own file name and path. None where it must be analyzed: its job left a batch
         output, or it cannot be read (the caller found it an empty regular file)."""
-        from llmb.analysis.result import batch_jobs
-
         path = task.path
-        folder, name = os.path.split(path)
+        folder, _, name = path.rpartition(os.sep)  # os.path.split's cut, without its cost
+        if not folder or folder.endswith(os.sep):  # (/x.out, x.out, a//x.out: as it cuts them)
+            folder, name = os.path.split(path)
         job = _JOB.match(name)
         if job is None or not os.access(path, os.R_OK):
             return None
@@ -174,8 +177,6 @@ class LogAnalyzer:
 
     def _done(self, task: Task, result: dict[str, Any], rel: str, warning: str | None = None
               ) -> Outcome:
-        from llmb.analysis import verdicts
-
         if result["experiment"] is None:
             result["experiment"] = display(discover.experiment_of(rel, self.base))
         result["config_key"] = verdicts.config_key(result)
@@ -185,14 +186,14 @@ class LogAnalyzer:
 
     def _identified(self, task: Task, rel: str, scan: Any
                     ) -> tuple[dict[str, Any], str | None]:
-        from llmb.analysis.result import add_batch_output, analyze_log
-
         if self.identifier is None:
             self.identifier = Identifier(self.gpu_type)
         ident, warning = self.identifier.identify(task.manifest, rel, task.root)
-        result = analyze_log(task.path, rel, scan, ident, self.identifier, self.window)
+        result = analyze_log(task.path, rel, scan, ident, self.identifier, self.window,
+                             self.secrets)
         if result["status"] == "Failed" and add_batch_output(task.path, scan):
-            result = analyze_log(task.path, rel, scan, ident, self.identifier, self.window)
+            result = analyze_log(task.path, rel, scan, ident, self.identifier, self.window,
+                                 self.secrets)
         return result, warning
 
 

@@ -16,6 +16,7 @@ import math
 import os
 import re
 from collections import OrderedDict
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,10 +34,12 @@ def empty_result(rel: str, path: str) -> dict[str, Any]:
     return result
 
 
-def unreadable(rel: str, path: str, error: str) -> dict[str, Any]:
-    """The result of a log that could not be read or analyzed: Failed, the error its reason."""
+def unreadable(rel: str, path: str, error: str, secrets: Collection[str] | None = None
+               ) -> dict[str, Any]:
+    """The result of a log that could not be read or analyzed: Failed, the error its reason
+    (secrets: the environment's secret values, taken once for many logs; else read now)."""
     result = empty_result(rel, path)
-    error = redact.for_people(error)
+    error = redact.for_people(error, values=secrets)
     result.update(error=error, reason=error)
     return result
 
@@ -96,7 +99,10 @@ def window_span(scan: timing.LogScan, window: tuple[int, int], final: int | None
 
 
 def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any] | None,
-                identifier: Any, window: tuple[int, int] = timing.WINDOW) -> dict[str, Any]:
+                identifier: Any, window: tuple[int, int] = timing.WINDOW,
+                secrets: Collection[str] | None = None) -> dict[str, Any]:
+    """The log's result (secrets: the environment's secret values, masked in the reason, taken
+    once for many logs; else read now)."""
     result = empty_result(rel, path)
     checked = crosscheck.log_facts(scan, ident, identifier)
     ident = checked.ident
@@ -146,7 +152,7 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any]
                         "Success" if complete else "Failed")
     # (a log's error line may quote a secret: HF_TOKEN's value, a credential-shaped string)
     reason = "; ".join(n for n in notes if n)
-    result["reason"] = redact.for_people(reason) if reason else None
+    result["reason"] = redact.for_people(reason, values=secrets) if reason else None
     result["suspect_nodes"] = sorted(set(scan.findings.suspects())
                                      | set(scan.before_restart.suspects()))
     return result

@@ -114,7 +114,7 @@ HEAD_BYTES = 4096  # what the encoding is told from
 # printing a traceback), and a bound on the work for a log that is nothing but error lines.
 EVIDENCE_LINES_MAX = 20000
 # The family's needles are looked for this far first (then through the chunk).
-FAMILY_REACH = 1 << 16
+FAMILY_NEAR, FAMILY_REACH = 1 << 12, 1 << 16
 # Where a Megatron `Step Time` companion's figure is looked for before its marker.
 COMPANION_REACH = 200
 
@@ -171,7 +171,9 @@ def _reader(scan: LogScan, buf: Buffer, end: int) -> Reader | None:
     if scan.family is not None:
         return _BY_FAMILY[scan.family]
     reader, first = None, end
-    for limit in (min(end, FAMILY_REACH), end):  # a log whose steps start early: no full pass
+    # a log whose steps start early: no full pass (nor one through the chunk for the needle
+    # of the family it is not)
+    for limit in (min(end, FAMILY_NEAR), min(end, FAMILY_REACH), end):
         for each in READERS:  # each looked for only before the first found so far
             if (pos := buf.find(each.needle, 0, min(first, limit))) >= 0:
                 reader, first = each, pos
@@ -320,7 +322,7 @@ def wide_encoding(head: bytes) -> str | None:
         if head.startswith(bom):
             return codec
     pairs = len(head) // 2
-    if pairs < 8:
+    if pairs < 8 or 0 not in head:  # (no NUL at all: UTF-8 or ASCII, told without counting)
         return None
     odd, even = head[1:2 * pairs:2].count(0), head[0:2 * pairs:2].count(0)
     if odd >= 0.9 * pairs and even <= 0.1 * pairs:
@@ -339,23 +341,27 @@ def scan_log(path: str | Path, chunk_bytes: int = CHUNK_BYTES) -> LogScan:
     """
     scan = LogScan()
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise OSError(errno.EINVAL, "not a regular file", str(path))
-    # a log that fits a chunk is read in one go (one byte more: it may have grown since)
-    first = HEAD_BYTES if st.st_size >= chunk_bytes else max(HEAD_BYTES, st.st_size + 1)
-    with os.fdopen(fd, "rb", buffering=0) as f:
-        head = f.read(first)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        # a log that fits a chunk is read in one go (one byte more: it may have grown since),
+        # with os.read: a file object costs more than reading a small log
+        first = HEAD_BYTES if st.st_size >= chunk_bytes else max(HEAD_BYTES, st.st_size + 1)
+        head = os.read(fd, first)
         encoding = wide_encoding(head[:HEAD_BYTES])
-        if encoding is not None:
-            scan.encoding = encoding
-            _scan_chunks(scan, _transcoded(f, head, encoding, chunk_bytes))
-        elif len(head) < first:  # the whole file
+        if encoding is None and len(head) < first:  # the whole file
             if head:  # (an empty log: nothing to feed)
                 _feed(scan, head, len(head))
         else:
-            _scan_file(scan, f, head, chunk_bytes)
+            with os.fdopen(fd, "rb", buffering=0, closefd=False) as f:
+                if encoding is not None:
+                    scan.encoding = encoding
+                    _scan_chunks(scan, _transcoded(f, head, encoding, chunk_bytes))
+                else:
+                    _scan_file(scan, f, head, chunk_bytes)
+    finally:
+        os.close(fd)
     scan.finish()
     return scan
 
@@ -451,6 +457,8 @@ class WindowStats:
 def window_values(steps: dict[int, Step], window: tuple[int, int] = WINDOW) -> list[int]:
     """The iteration indices inside the window (inclusive), in order."""
     first, last = window
+    if last - first < len(steps):  # (the usual window, 34 steps: each looked up, in order)
+        return list(filter(steps.__contains__, range(first, last + 1)))
     return sorted(i for i in steps if first <= i <= last)
 
 

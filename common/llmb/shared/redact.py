@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 MASK = "********"
 MIN_VALUE_LEN = 8
@@ -89,6 +89,34 @@ _HARMLESS = re.compile(r"(?:|true|false|yes|no|on|off|null|none|nil|bearer|basic
 
 
 _ANY_SECRET_NAME = re.compile(_SECRET_NAME.pattern, re.I)  # cheap test before the assignments
+# What each expression cannot match without: a literal of every form of _TOKEN_SHAPES, the
+# scheme's `://` of _URL_PASSWORD, the header's name of _AUTH_HEADER. A substitution that finds
+# nothing still tries every position of the text (several microseconds for a line: the analyzer
+# masks a reason per log); a substring search is a fraction of that.
+_AUTH_NAME = re.compile("authorization", re.I)  # (as _AUTH_HEADER matches it: ı is an i)
+
+
+def _may_hold_token(text: str) -> bool:
+    return ("hf_" in text or "nvapi-" in text or "gh" in text  # (ghp_, gho_, ...)
+            or "github_pat_" in text or "AKIA" in text or "ASIA" in text or "xox" in text)
+
+
+def _may_hold_header(text: str) -> bool:
+    # ASCII text: its lower case is what re.I compares (the expression for any other)
+    return ("authorization" in text.lower() if text.isascii()
+            else _AUTH_NAME.search(text) is not None)
+
+
+def _mask_credentials(text: str) -> str:
+    """text with credential-shaped strings, a URL's password and an Authorization header's
+    credentials masked."""
+    if _may_hold_token(text):
+        text = _TOKEN_SHAPES.sub(MASK, text)
+    if "://" in text:
+        text = _URL_PASSWORD.sub(lambda m: m.group("keep") + MASK, text)
+    if _may_hold_header(text):
+        text = _AUTH_HEADER.sub(lambda m: m.group("keep") + MASK, text)
+    return text
 
 
 def _secret_assignment(m: re.Match[str]) -> bool:
@@ -101,10 +129,7 @@ def redact_text(text: str, values: Iterable[str] = ()) -> str:
     """text with every known secret value (`redact`), every credential-shaped string and the
     value of every secret-named assignment masked. Quotes and separators are kept, so JSON
     stays JSON and a job script stays a job script."""
-    text = redact(text, values)
-    text = _TOKEN_SHAPES.sub(MASK, text)
-    text = _URL_PASSWORD.sub(lambda m: m.group("keep") + MASK, text)
-    text = _AUTH_HEADER.sub(lambda m: m.group("keep") + MASK, text)
+    text = _mask_credentials(redact(text, values))
     if not _ANY_SECRET_NAME.search(text):
         return text
 
@@ -124,16 +149,18 @@ def looks_like_token(text: str) -> bool:
     return _TOKEN_SHAPES.search(text) is not None
 
 
-def for_people(text: str, environ: Mapping[str, str] | None = None) -> str:
+def for_people(text: str, environ: Mapping[str, str] | None = None,
+               values: Collection[str] | None = None) -> str:
     """A message for a terminal or a log, every secret in it masked: the values of this
     environment's secret-named variables (HF_TOKEN, ...), credential-shaped strings, a URL's
     password, an Authorization header's credentials. Every front prints its refusals through
     it: a token typed where a file was asked, or a token file given as a config, is never
-    echoed. (Unlike redact_text it keeps `NAME=value` assignments: a message names settings.)"""
-    text = redact(text, secret_values(os.environ if environ is None else environ))
-    text = _TOKEN_SHAPES.sub(MASK, text)
-    text = _URL_PASSWORD.sub(lambda m: m.group("keep") + MASK, text)
-    return _AUTH_HEADER.sub(lambda m: m.group("keep") + MASK, text)
+    echoed. (Unlike redact_text it keeps `NAME=value` assignments: a message names settings.)
+    values: the environment's secret values, when the caller took them once (secret_values:
+    going through the environment costs more than the rest, for a caller with many messages)."""
+    if values is None:
+        values = secret_values(os.environ if environ is None else environ)
+    return _mask_credentials(redact(text, values))
 
 
 def clear_secrets(text: str) -> list[str]:
