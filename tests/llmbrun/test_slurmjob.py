@@ -93,7 +93,17 @@ def test_the_time_out_cancels_the_job(slurm):
     assert "scancel 12345" in slurm.calls()
 
 
-def test_ctrl_c_cancels_the_job_and_goes_on_as_an_interrupt(slurm, capsys):
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt here, as in a command started from a terminal, even when
+    the test run was started as a script's background job (which starts with SIGINT ignored,
+    and Python then keeps it ignored)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_cancels_the_job_and_goes_on_as_an_interrupt(slurm, capsys, ctrl_c_raises):
     slurm.set(squeue={"12345": ["RUNNING", "llmb-x", "node1", "None"]})
     timer = signal.setitimer(signal.ITIMER_REAL, 0.5)
     previous = signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
@@ -107,7 +117,8 @@ def test_ctrl_c_cancels_the_job_and_goes_on_as_an_interrupt(slurm, capsys):
     assert capsys.readouterr().err.endswith("llmb-run: test job 12345 cancelled\n")
 
 
-def test_ctrl_c_prompted_by_the_announcement_cancels_the_job(slurm, monkeypatch):
+def test_ctrl_c_prompted_by_the_announcement_cancels_the_job(slurm, monkeypatch,
+                                                              ctrl_c_raises):
     slurm.set(squeue={"12345": ["PENDING", "llmb-x", "", "Resources"]})
 
     class Person(io.StringIO):  # reads the line, presses Ctrl-C
