@@ -90,6 +90,3 @@ def _output(argv: list[str], lines: bool = False) -> Any:
         return None
     text = proc.stdout.strip()
     return [ln for ln in text.splitlines() if ln.strip()] if lines else text
-
-
-# --- staging ----------------------------------------------------------------------------------
