@@ -10,7 +10,9 @@ The shapes (make_tree.py, make_shapes.py):
 - noise: 120 complete NeMo runs with 2 MB of warning lines each;
 - many: 20,000 complete 50-step Megatron-Bridge logs in one directory (the cost per log);
 - empty: 100,000 empty logs in one directory.
-For each, grep, the analyzer (--format=json, the full analysis) and, when
+For each, grep, the analyzer (--format=json, the full analysis), on the trees of many small
+logs the floor (python_floor.py: the least a Python reader does per log, on every core; not a
+target, a yardstick for how near grep any Python reader comes on this machine) and, when
 LLMB_BENCH_NVIDIA_PARSER names NVIDIA llmb-run's pretrain_log_parser.py (not in this
 repository; tests/bench/nvidia_parser.py runs it, one process, as llmb-run would), that parser
 run alternately N times, page cache warm; the MEDIAN wall times make the ratios (the machine may
@@ -70,8 +72,9 @@ def size_mib(tree: str) -> float:
     return sum(f.stat().st_size for f in Path(tree).rglob("*.out")) / (1 << 20)
 
 
-# (name, where the tree is, what grep counts, the framework llmb-run would name to its parser)
-Shape = tuple[str, str, str, str]
+# (name, where the tree is, what grep counts, the framework llmb-run would name to its parser,
+# whether its cost is per log: the floor is run there)
+Shape = tuple[str, str, str, str, bool]
 SHAPE_KEYS = ("trace", "notrace", "megatron", "noise", "many", "empty")  # for --shapes
 
 
@@ -79,22 +82,30 @@ def shapes(tree: str, only: list[str] | None = None) -> list[Shape]:
     base = Path(tree).parent
     nemo, bridge = "train_step_timing", "elapsed time per iteration"
     made = {
-        "trace": lambda: ("with the NCCL trace", tree, nemo, "nemo2"),
+        "trace": lambda: ("with the NCCL trace", tree, nemo, "nemo2", False),
         "notrace": lambda: ("without the NCCL trace", str(notrace_of(Path(tree))), nemo,
-                            "nemo2"),
+                            "nemo2", False),
         "megatron": lambda: ("Megatron-Bridge", str(ensure(base, "megatron")), bridge,
-                             "megatron_bridge"),
-        "noise": lambda: ("2 MB of noise per log", str(ensure(base, "noise")), nemo, "nemo2"),
-        "many": lambda: ("20,000 logs", str(ensure(base, "many")), bridge, "megatron_bridge"),
+                             "megatron_bridge", False),
+        "noise": lambda: ("2 MB of noise per log", str(ensure(base, "noise")), nemo, "nemo2",
+                          False),
+        "many": lambda: ("20,000 logs", str(ensure(base, "many")), bridge, "megatron_bridge",
+                         True),
         "empty": lambda: ("100,000 empty logs", str(ensure(base, "empty")), bridge,
-                          "megatron_bridge"),
+                          "megatron_bridge", True),
     }
     return [made[key]() for key in SHAPE_KEYS if not only or key in only]
 
 
+FLOOR_OUT = os.path.join(tempfile.gettempdir(), f"llmb-bench-floor-{os.getpid()}.json")
+
+
 def commands(shape: Shape, nvidia: str | None) -> dict[str, list[str]]:
-    _, tree, needle, framework = shape
+    _, tree, needle, framework, per_log = shape
     cmds = {"grep": ["grep", "-rc", needle, tree], "llmb": analyzer_cmd(tree)}
+    if per_log:
+        cmds["floor"] = [sys.executable, str(REPO / "tests" / "bench" / "python_floor.py"),
+                         tree, FLOOR_OUT]
     if nvidia:
         cmds["nvidia"] = [sys.executable, str(REPO / "tests" / "bench" / "nvidia_parser.py"),
                           framework, tree]
@@ -115,11 +126,14 @@ def measure(shape: Shape, repeat: int, env: dict[str, str], nvidia: str | None
                 return None
             walls[who].append(wall)
             rss = max(rss, peak) if who == "llmb" else rss
+    if "floor" in cmds:
+        os.remove(FLOOR_OUT)
     medians = {who: statistics.median(w) for who, w in walls.items()}
     name, tree = shape[0], shape[1]
     mib = size_mib(tree)
     print(f"{name}: {tree} ({mib:.0f} MiB of .out files)")
-    for who, label in (("grep", "grep -rc:"), ("llmb", "analyzer:"), ("nvidia", "NVIDIA:")):
+    for who, label in (("grep", "grep -rc:"), ("llmb", "analyzer:"), ("floor", "floor:"),
+                       ("nvidia", "NVIDIA:")):
         if who in walls:
             print(f"  {label:10s} median {medians[who]:7.3f} s (of "
                   f"{', '.join(f'{w:.3f}' for w in walls[who])})")
@@ -129,13 +143,14 @@ def measure(shape: Shape, repeat: int, env: dict[str, str], nvidia: str | None
 
 def table(figures: dict[str, dict[str, float]]) -> None:
     print(f"{'shape':24s} {'llmb s':>8s} {'grep -rc s':>10s} {'NVIDIA s':>9s} "
-          f"{'llmb/grep':>9s} {'llmb/NVIDIA':>11s}")
+          f"{'llmb/grep':>9s} {'llmb/NVIDIA':>11s} {'floor/grep':>10s}")
     for name, f in figures.items():
-        nvidia = f.get("nvidia")
+        nvidia, floor = f.get("nvidia"), f.get("floor")
         theirs = f"{nvidia:.3f}" if nvidia else "-"
         ratio = f"{f['llmb'] / nvidia:.2f}" if nvidia else "-"
+        least = f"{floor / f['grep']:.2f}" if floor else "-"
         print(f"{name:24s} {f['llmb']:8.3f} {f['grep']:10.3f} {theirs:>9s} "
-              f"{f['llmb'] / f['grep']:9.2f} {ratio:>11s}")
+              f"{f['llmb'] / f['grep']:9.2f} {ratio:>11s} {least:>10s}")
 
 
 def main() -> int:
@@ -166,8 +181,9 @@ def main() -> int:
     for name, f in figures.items():
         good = f["llmb"] / f["grep"] <= MAX_RATIO
         ok &= good
+        floor = (f"; the floor alone: {f['floor'] / f['grep']:.2f}x" if "floor" in f else "")
         print(f"{'PASS' if good else 'FAIL'}: analyzer wall time within {MAX_RATIO:g}x grep on "
-              f"{name} ({f['llmb'] / f['grep']:.2f}x)")
+              f"{name} ({f['llmb'] / f['grep']:.2f}x{floor})")
         if "nvidia" in f:
             ahead = f["llmb"] < f["nvidia"]
             ok &= ahead
