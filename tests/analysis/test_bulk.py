@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from llmb.analysis import bulk, timing
-from logformats import MegatronStep, megatron_startup, nemo_step
+from logformats import OPTIONAL, MegatronStep, megatron_startup, nemo_step
 
 
 @contextmanager
@@ -45,6 +45,20 @@ NOISE = ["[Rank 0] (after 3 iterations) memory (GB) | mem-allocated-gigabytes: 5
          "duration: 4.389s", "Step Time : 4.19s GPU utilization: 12.5MODEL_TFLOP/s/GPU",
          "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/8", "", "\r"]
 VALUES = ["9.31", "1.134e+03", "nan", "0", "1_000", "9,31", "1e400", "-2", "12"]
+# NeMo's fields between (put before the field named), and Megatron's (before `loss scale`):
+# FREE ones the reader takes nothing from; TAKEN ones hold a name it takes a value from, in any
+# case (a time, TFLOPS, a grad norm that the line-by-line read would take first), or a
+# companion's marker
+NEMO_PLACES = [" | train_step_timing", " | TFLOPS_per_GPU", " | consumed_samples"]
+NEMO_FREE = [" | tokens_per_sec_per_gpu: 1234.5", " | load_balancing_loss: 1.002"]
+NEMO_TAKEN = [" | my_global_step: 3", " | grad_norm: nan", " | x: iteration 3/4",
+              " | \x1b[1mX_GLOBAL_BATCH_SIZE\x1b[0m: 64", " | x train_step_timing in s: 1.5",
+              " | x tflops_per_gpu: 7", " | x TFLOPS_PER_GPU: 7"]
+MEGATRON_FREE = [" mtp_1 loss: 1.1E+01 |", " num zeros: 3 |"]
+MEGATRON_TAKEN = [" lm loss: nan |", " x grad norm: nan |", " x: 5.0MODEL_TFLOP/s/GPU |",
+                  " iteration 9/9 |", " x throughput per GPU (TFLOP/s/GPU): 7.0 |",
+                  " x global batch size: 64 |"]
+NEMO_BETWEEN, MEGATRON_BETWEEN = NEMO_FREE + NEMO_TAKEN, MEGATRON_FREE + MEGATRON_TAKEN
 
 
 @st.composite
@@ -61,6 +75,9 @@ def nemo_log(draw: st.DrawFn) -> bytes:
             line = line.replace("9.31", draw(st.sampled_from(VALUES)))
         if draw(st.integers(0, 9)) == 0:
             line += draw(st.sampled_from([" | val_loss: 11.2", "\x1b[0m", " | grad_norm: nan"]))
+        if draw(st.integers(0, 4)) == 0:  # a field between, one the reader takes or not
+            line = line.replace(draw(st.sampled_from(NEMO_PLACES)), draw(st.sampled_from(
+                NEMO_BETWEEN)) + draw(st.sampled_from(NEMO_PLACES)), 1)
         lines += draw(st.lists(st.sampled_from(NOISE), max_size=2))
         lines.append(draw(st.sampled_from(PREFIXES)) + line)
     return ("\n".join(lines) + "\n").encode()
@@ -76,7 +93,8 @@ def megatron_log(draw: st.DrawFn) -> bytes:
                             draw(st.sampled_from([128, 128, 64])),
                             grad_norm=draw(st.sampled_from(["9.961", "9.961", "nan"])),
                             nan=draw(st.sampled_from([0, 0, 0, 1])),
-                            skipped=draw(st.sampled_from([0, 0, 0, 2])))
+                            skipped=draw(st.sampled_from([0, 0, 0, 2])),
+                            extra=draw(st.frozensets(st.sampled_from(sorted(OPTIONAL)))))
         parts = step.lines(glued=draw(st.booleans()))
         if draw(st.integers(0, 9)) == 0:
             parts[-1] = parts[-1].replace("4189.6", draw(st.sampled_from(VALUES)))
@@ -91,14 +109,17 @@ def bridge_log(draw: st.DrawFn) -> bytes:
     not, no prefix), read as whole records in bulk, and now and then what stops that: odd
     values, a step without its companion, a stray companion, a prefix, a restart."""
     lines = megatron_startup(8, 8) if draw(st.integers(0, 5)) else []
+    extra = draw(st.sampled_from([frozenset()] * 2 + [frozenset(OPTIONAL), frozenset({"moe"}),
+                                                      frozenset({"skipped samples", "energy"})]))
     for k in range(1, draw(st.integers(1, 50)) + 1):
         odd = draw(st.sampled_from([""] * 150 + ["restart", "nan", "1E+400", "nan iterations",
                                                  "skipped", "time", "tflops", "prefix",
-                                                 "alone", "loss"]))
+                                                 "alone", "loss", "fields", "between"]))
         step = MegatronStep(max(1, k - 3) if odd == "restart" else k, 50,
                             draw(st.sampled_from([4189.6, 4201.3, 950.0])), 1610.2,
                             grad_norm=odd if odd in ("nan", "1E+400") else "9.961",
-                            nan=int(odd == "nan iterations"), skipped=int(odd == "skipped"))
+                            nan=int(odd == "nan iterations"), skipped=int(odd == "skipped"),
+                            extra=frozenset(OPTIONAL) - extra if odd == "fields" else extra)
         parts = step.lines(glued=draw(st.booleans()))
         if odd == "time":
             parts[-1] = parts[-1].replace("4189.6", draw(st.sampled_from(VALUES)))
@@ -110,6 +131,9 @@ def bridge_log(draw: st.DrawFn) -> bytes:
             parts = parts[-1:] if len(parts) > 1 else [NOISE[3], *parts]
         elif odd == "loss":
             parts[-1] = parts[-1].replace("lm loss: ", "lm loss: -")
+        elif odd == "between":  # a field between that the reader takes, or a companion's marker
+            parts[-1] = parts[-1].replace(" loss scale:", draw(st.sampled_from(
+                MEGATRON_BETWEEN)) + " loss scale:")
         lines += parts
     return ("\n".join(lines) + draw(st.sampled_from(["\n", "", "\r\n"]))).encode()
 
@@ -129,6 +153,13 @@ def test_bulk_and_line_by_line_give_the_same_scan(monkeypatch: pytest.MonkeyPatc
     [nemo_step(i, 49, 9.31 + i / 100, 814.6) for i in range(50)],
     [x for k in range(1, 51) for x in MegatronStep(k, 50, 4189.6 + k, 1610.2).lines(k >= 10)],
     [f" 3: {x}" for k in range(1, 51) for x in MegatronStep(k, 50, 4189.6, None).lines(False)],
+    # with the fields real runs add: read in bulk too
+    [nemo_step(i, 49, 9.31, 814.6).replace(" | TFLOPS", f" | tokens_per_sec_per_gpu: {i} | TFLOPS")
+     + " | val_loss: 11.2" for i in range(50)],
+    [x for k in range(1, 51) for x in MegatronStep(
+        k, 50, 4189.6 + k, 1610.2, extra=frozenset(OPTIONAL)).lines(k >= 10)],
+    [f"[rank7]: {x}" for k in range(1, 51) for x in MegatronStep(
+        k, 50, 4189.6, None, extra=frozenset(OPTIONAL) - {"throughput"}).lines(False)],
 ])
 def test_a_plain_log_is_read_in_bulk(monkeypatch: pytest.MonkeyPatch, lines: list[str]) -> None:
     buf = ("\n".join(lines) + "\n").encode()
@@ -161,3 +192,21 @@ def test_records_are_read_in_bulk_only_when_no_needle_is_outside_them(
     assert (bulk._records(buf, len(buf)) is not None) is bulk_read
     fast, slow = scans(buf, 1 << 22, monkeypatch)
     assert fast == slow
+
+
+@pytest.mark.parametrize(("family", "field", "bulk_read"), [
+    *(("nemo", f, f in NEMO_FREE) for f in NEMO_BETWEEN),
+    *(("megatron", f, f in MEGATRON_FREE) for f in MEGATRON_BETWEEN)])
+def test_a_field_between_is_read_in_bulk_unless_it_holds_a_name_the_reader_takes(
+        monkeypatch: pytest.MonkeyPatch, family: str, field: str, bulk_read: bool) -> None:
+    if family == "nemo":
+        lines = [nemo_step(i, 49, 9.31, 814.6) for i in range(50)]
+        lines[20] = lines[20].replace(" | train_step_timing", field + " | train_step_timing")
+    else:
+        lines = [x for k in range(1, 51)
+                 for x in MegatronStep(k, 50, 4189.6, None).lines(False)]  # Megatron-LM's
+        lines[20] = lines[20].replace(" loss scale:", field + " loss scale:")
+    buf = ("\n" + "\n".join(lines) + "\n").encode()
+    assert (bulk.read(buf, len(buf), family) is not None) is bulk_read
+    fast, slow = scans(buf, 1 << 22, monkeypatch)
+    assert fast == slow  # (in bulk regardless, a grad norm, TFLOPS or throughput would differ)

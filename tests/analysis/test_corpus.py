@@ -50,7 +50,8 @@ def test_the_corpus_is_what_its_generator_writes() -> None:
 
 @pytest.mark.parametrize("name", [
     "bridge-b200-glued", "bridge-b300-glued", "bridge-timestamp-prefix", "bridge-skipped",
-    "megatron-lm-inline-throughput", "bridge-unknown-model", "nemo-epoch-rollover",
+    "megatron-lm-inline-throughput", "bridge-unknown-model", "bridge-moe-fields",
+    "nemo-epoch-rollover",
     "nemo-restart", "nemo-rank-prefix", "nemo-timestamp-prefix", "nemo-srun-label-scientific",
 ])
 def test_a_complete_run_is_success_with_its_printed_figures(name: str) -> None:

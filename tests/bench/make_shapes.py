@@ -6,7 +6,9 @@
   lays them out, in both naming styles of the current recipes (`..._vpNone_ep1_mbs1_gbs128`,
   models the catalog knows and models it does not), each step an iteration line with its
   `Step Time` companion (glued into one line from step 10 on in half of them), noise between
-  steps (warnings, NCCL INFO, memory reports), some with srun's `N: ` label, some failing.
+  steps (warnings, NCCL INFO, memory reports), some with srun's `N: ` label, some failing; the
+  mixture-of-experts model's iteration lines with its losses after `lm loss`, a third of the
+  others with the throughput, energy, power and params norm fields a run's settings add.
 - `noise`: NOISE_LOGS complete NeMo 2 runs whose logs carry NOISE_MB MiB of warning lines each.
 - `many`: MANY_LOGS complete 50-step Megatron-Bridge logs in ONE directory (an install that has
   run for months; a cost per log, or per log and directory, shows here).
@@ -30,6 +32,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(REPO / "common"), str(REPO / "tests" / "helpers")]
 
 from logformats import MegatronStep, megatron_startup, nemo_step  # noqa: E402
+
+MOE_FIELDS = frozenset({"moe"})  # a mixture of experts' losses
+SETTINGS_FIELDS = frozenset({"throughput", "energy", "params norm"})  # what settings add
 
 STAMP = ".llmb-bench-shape"
 MEGATRON_RUNS, MEGATRON_MB = 100, 2
@@ -72,21 +77,21 @@ def noise(rng: random.Random, count: int) -> list[str]:
 
 
 def megatron_log(rng: random.Random, row: tuple[str, int, int, float, float], lines_per_step: int,
-                 failed: bool, glued: bool, label: bool) -> str:
+                 failed: bool, glued: bool, label: bool, settings: bool = False) -> str:
     exp, gpus, gbs, ms, tflops = row
+    extra = MOE_FIELDS if "_a3b_" in exp else SETTINGS_FIELDS if settings else frozenset()
     lines = megatron_startup(gpus, max(1, gpus // 8), gbs=gbs) + noise(rng, lines_per_step)
     steps = rng.randrange(12, 40) if failed else STEPS
     for k in range(1, steps + 1):
         jitter = 1 if k > 3 else 1.5
         step = MegatronStep(k, STEPS, round(ms * jitter * rng.gauss(1, 0.003), 1),
-                            round(tflops / jitter, 1), gbs, second=k)
+                            round(tflops / jitter, 1), gbs, second=k, extra=extra)
         lines += noise(rng, lines_per_step) + step.lines(glued and k >= 10)
     if failed:
         lines += ["[rank5]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
                   "3.50 GiB.", "srun: error: node003: task 5: Exited with exit code 1"]
     if label:
         lines = [f"{rng.randrange(gpus)}: {line}" for line in lines]
-    del exp
     return "\n".join(lines) + "\n"
 
 
@@ -99,7 +104,7 @@ def write_megatron(tree: Path) -> None:
         run.mkdir(parents=True)
         per_step = MEGATRON_MB * (1 << 20) // STEPS // 170
         text = megatron_log(rng, row, per_step, failed=n % 9 == 4, glued=n % 2 == 0,
-                            label=n % 5 == 1)
+                            label=n % 5 == 1, settings=n % 3 == 2)
         job = 5000000 + n
         (run / f"log-{exp}_{job}_0.out").write_text(text)
         (run / f"sbatch_{exp}_{job}.out").write_text(f"Submitted batch job {job}\n")

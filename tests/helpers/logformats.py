@@ -15,7 +15,13 @@ Each family's step line, as its program formats it:
   number of skipped iterations: {:3d} | number of nan iterations: {:3d} |`, iterations counted
   from 1; Megatron-Bridge prints before it, from rank 0, `Step Time : {:.2f}s GPU utilization:
   {:.1f}MODEL_TFLOP/s/GPU`, at times on the same line (the iteration line's own text starts with
-  the blank before its time stamp).
+  the blank before its time stamp). Megatron-Bridge's training_log adds, where its settings or
+  the model call for them: `skipped samples: {:12d}` after the consumed ones, `throughput per
+  GPU (TFLOP/s/GPU): {:.1f}`, `energy per GPU (J/iter/GPU): {:.1f}` and `power per GPU (W/GPU):
+  {:.1f}` after the time, every other loss it tracks after `lm loss` as `{name}: {:.6E}` (a
+  mixture of experts' `load_balancing_loss`, `z_loss`; multi-token prediction's `mtp_1 loss`),
+  and `num zeros: {}`, `params norm: {:.3f}`, `max attention logit: {:.3f}` after the grad norm
+  (MegatronStep's `extra`, by name: OPTIONAL).
 
 Plus what other tools write into files a tree may hold: nccl-tests' output, an Nsight Systems
 report's text (`nsys stats`), NVIDIA's print_env.sh dump.
@@ -69,15 +75,20 @@ class MegatronStep:
     skipped: int = 0
     nan: int = 0
     second: int = 0
+    extra: frozenset[str] = frozenset()  # of OPTIONAL: the fields it prints besides
+
+    def _fields(self, after: str) -> str:
+        return "".join(f" {text} |" for name, (where, text) in OPTIONAL.items()
+                       if where == after and name in self.extra)
 
     def iteration_text(self) -> str:
         """The iteration line (its leading blank included)."""
         return (f" [{T0}:{self.second % 60:02d}] iteration {self.k:8d}/{self.total:8d} | "
-                f"consumed samples: {self.k * self.gbs:12d} | "
-                f"elapsed time per iteration (ms): {self.ms:.1f} | "
+                f"consumed samples: {self.k * self.gbs:12d} |{self._fields('consumed')} "
+                f"elapsed time per iteration (ms): {self.ms:.1f} |{self._fields('time')} "
                 f"learning rate: {6e-05:.6E} | global batch size: {self.gbs:5d} | "
-                f"lm loss: {self.loss:.6E} | loss scale: {1.0:.1f} | "
-                f"grad norm: {self.grad_norm} | "
+                f"lm loss: {self.loss:.6E} |{self._fields('loss')} loss scale: {1.0:.1f} | "
+                f"grad norm: {self.grad_norm} |{self._fields('norm')} "
                 f"number of skipped iterations: {self.skipped:3d} | "
                 f"number of nan iterations: {self.nan:3d} |")
 
@@ -94,6 +105,20 @@ class MegatronStep:
         if glued and companion:
             return [companion + self.iteration_text()]
         return [companion, self.iteration_text()] if companion else [self.iteration_text()]
+
+
+# Megatron-Bridge's optional fields: name -> (the field they follow, the text as printed)
+OPTIONAL = {
+    "skipped samples": ("consumed", f"skipped samples: {0:12d}"),
+    "throughput": ("time", f"throughput per GPU (TFLOP/s/GPU): {901.0:.1f}"),
+    "energy": ("time", f"energy per GPU (J/iter/GPU): {4321.0:.1f} | power per GPU (W/GPU): "
+                       f"{1031.5:.1f}"),
+    "moe": ("loss", f"load_balancing_loss: {1.002345:.6E} | z_loss: {0.0031:.6E}"),
+    "mtp": ("loss", f"mtp_1 loss: {11.2:.6E}"),
+    "num zeros": ("norm", "num zeros: 0"),
+    "params norm": ("norm", f"params norm: {1234.567:.3f}"),
+    "max attention logit": ("norm", f"max attention logit: {45.1:.3f}"),
+}
 
 
 def megatron_startup(world: int, dp: int, seq_length: int = 8192, gbs: int = 128,

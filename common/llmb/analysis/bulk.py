@@ -15,52 +15,119 @@ prefix holds a field name or `iteration`, and the values call for no rule beyond
 (no restart, no change of final index, no time beyond its limits, no nan, no refused value, one
 global batch size, no nan or skipped iteration). Otherwise `read` answers None and the chunk is
 read line by line. Standard library only: it runs inside the log scan.
+
+Between the fields a plain line may hold others that the line-by-line read takes nothing from,
+as real runs print them: NeMo's `tokens_per_sec_per_gpu` or a trailing `val_loss`;
+Megatron-Bridge's `skipped samples`, `throughput per GPU`, `energy per GPU` and `power per
+GPU`, a mixture-of-experts model's or multi-token prediction's losses after `lm loss`
+(`load_balancing_loss`, `z_loss`, `mtp_1 loss`), `num zeros`, `params norm`, `max attention
+logit`. They are taken whatever their names (`_BETWEEN`), and the chunk goes line by line when
+one holds a name the line-by-line read would take a value from, as when a prefix does.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from llmb.analysis import megatron_steps
 
 _NUM = rb"-?\d{1,18}(?:\.\d{1,18})?(?:[eE][-+]?\d{1,2})?"  # plain and finite (< 1e118)
+# Fields the reader takes nothing from, between the ones it reads, where the programs print
+# them (elsewhere a line is read line by line): captured, so that their names can be checked.
+# NeMo's field is ` | name: value`, Megatron's ` name: value |`; one is never a field the
+# expression reads (so that an optional one, TFLOPS, is read where it is, not taken as a field
+# between). Each expression is written once with _BETWEEN (a comment) where they may be, and
+# comes in two forms: without them (most logs have none: a tenth faster), tried first, and with
+# them.
+_BETWEEN = rb"(?#between)"
+_NEMO_BETWEEN = (rb"(?: \| (?!lr:|global_batch_size:|global_step:|reduced_train_loss:|"
+                 rb"train_step_timing in s:|TFLOPS_per_GPU:|consumed_samples:)[^|\r\n]{1,120})*?")
+_MEGATRON_BETWEEN = (rb"(?: (?!elapsed time per iteration|throughput per GPU|learning rate:|"
+                     rb"global batch size:|lm loss:|loss scale:|grad norm:|number of )"
+                     rb"[^|\r\n]{1,120} \|)*?")
+
+
+class _Form(NamedTuple):
+    """An expression, and which of its groups are fields between (none: the plain form)."""
+
+    pattern: re.Pattern[bytes]
+    between: tuple[int, ...]
+
+    def columns(self, rows: Iterable[tuple[Any, ...]]
+                ) -> tuple[list[tuple[Any, ...]], list[tuple[bytes, ...]]]:
+        """The groups of the rows (findall's, or each match's groups()) as columns: those
+        the reader reads, and the fields between."""
+        found = list(zip(*rows, strict=True))
+        return ([c for n, c in enumerate(found) if n not in self.between],
+                [found[n] for n in self.between])
+
+
+def _forms(expression: bytes, between: bytes) -> tuple[_Form, _Form]:
+    """The expression without fields between, and with them (each a named group)."""
+    head, *rest = expression.split(_BETWEEN)
+    filled = re.compile(head + b"".join(b"(?P<between%d>%s)%s" % (n, between, part)
+                                        for n, part in enumerate(rest)))
+    return (_Form(re.compile(expression), ()),
+            _Form(filled, tuple(sorted(n - 1 for name, n in filled.groupindex.items()
+                                       if name.startswith("between")))))
+
+
 # Each starts with literal text (the regular expression engine skips to it at memory speed);
-# what comes before it on its line is the line's prefix.
-_NEMO = re.compile(
-    rb"Training epoch \d{1,9}, iteration (\d{1,18})/(\d{1,18})"
-    rb" \| lr: [0-9.eE+-]{1,30} \| global_batch_size: (\d{1,18}) \| global_step: (\d{1,18})"
-    rb" \| reduced_train_loss: " + _NUM + rb" \| train_step_timing in s: (" + _NUM + rb")"
-    rb"(?: \| TFLOPS_per_GPU: (" + _NUM + rb"))? \| consumed_samples: \d{1,18}"
-    rb"(?:\x1b\[[0-9;]{0,9}m){0,4}(?=[\r\n]|\Z)")
-_NEMO_KEYS = re.compile(rb"iteration|train_step_timing|tflops_per_gpu|global_batch_size|"
-                        rb"global_step|reduced_train_loss|grad[_ ]norm", re.I)
+# what comes before it on its line is the line's prefix. NeMo's fields between: after the loss,
+# the time and TFLOPS, and at the end (`tokens_per_sec_per_gpu`, `val_loss`).
+_NEMO = _forms(
+    rb"Training epoch \d{1,9}, iteration (\d{1,18})/(\d{1,18}) \| lr: [0-9.eE+-]{1,30}"
+    rb" \| global_batch_size: (\d{1,18}) \| global_step: (\d{1,18})"
+    rb" \| reduced_train_loss: " + _NUM + _BETWEEN + rb" \| train_step_timing in s: (" + _NUM +
+    rb")" + _BETWEEN + rb"(?: \| TFLOPS_per_GPU: (" + _NUM + rb"))?" + _BETWEEN +
+    rb" \| consumed_samples: \d{1,18}" + _BETWEEN + rb"(?:\x1b\[[0-9;]{0,9}m){0,4}(?=[\r\n]|\Z)",
+    _NEMO_BETWEEN)
+# The names a prefix or a field between may not hold (in any case: the line-by-line read takes
+# NeMo's in any case, and whatever case is refused is only read line by line); looked for as
+# plain text, a tenth of the cost of one expression over them.
+_NEMO_KEYS = (b"iteration", b"train_step_timing", b"tflops_per_gpu", b"global_batch_size",
+              b"global_step", b"reduced_train_loss", b"grad_norm", b"grad norm")
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")  # as the line-by-line read
-_MEGATRON = re.compile(
-    rb"\] iteration +(\d{1,18})/ *(\d{1,18})"
-    rb" \| consumed samples: +\d{1,18} \| ()" + megatron_steps.NEEDLE +
-    rb" \(ms\): (\d{1,15}\.\d) \|(?: throughput per GPU \(TFLOP/s/GPU\): (\d{1,15}\.\d) \|)?"
-    rb" learning rate: [0-9.E+-]{1,20} \| global batch size: +(\d{1,18}) \| lm loss: "
-    + _NUM + rb" \| loss scale: [0-9.]{1,20} \| grad norm: " + _NUM +
-    rb" \| number of skipped iterations: +0 \| number of nan iterations: +0 \|"
-    rb"(?=[\r\n]|\Z)")
+# Megatron-Bridge's fields between (train_utils.training_log): `skipped samples` after the
+# consumed ones; `energy per GPU` and `power per GPU` after the time and throughput; losses after
+# `lm loss` (a mixture of experts' `load_balancing_loss`, `z_loss`, multi-token prediction's
+# `mtp_1 loss`); `num zeros`, `params norm` and `max attention logit` after the grad norm.
+# (`at`: where the needle is.)
+_MEGATRON = _forms(
+    rb"\] iteration +(\d{1,18})/ *(\d{1,18}) \| consumed samples: +\d{1,18} \|" + _BETWEEN +
+    rb" (?P<at>)" + megatron_steps.NEEDLE + rb" \(ms\): (\d{1,15}\.\d) \|"
+    rb"(?: throughput per GPU \(TFLOP/s/GPU\): (\d{1,15}\.\d) \|)?" + _BETWEEN +
+    rb" learning rate: [0-9.E+-]{1,20} \| global batch size: +(\d{1,18})"
+    rb" \| lm loss: " + _NUM + rb" \|" + _BETWEEN + rb" loss scale: [0-9.]{1,20}"
+    rb" \| grad norm: " + _NUM + rb" \|" + _BETWEEN +
+    rb" number of skipped iterations: +0 \| number of nan iterations: +0 \|(?=[\r\n]|\Z)",
+    _MEGATRON_BETWEEN)
 # Megatron-Bridge's step as it usually comes: a whole Step Time line (from a line end), then its
 # iteration line with no prefix but its time stamp, on the next line or glued. Its groups: the
 # whole record, the TFLOPS, the line end between the two, k, N, the time (ms), the GBS, lm loss
 # and grad norm (read as float() reads them, as the line-by-line read does: cheaper than
 # spelling them out here). A record holds one needle and one companion, and neither can run
 # over its ends (it begins with a line end and ends with `|`).
-_RECORD = re.compile(
+_RECORD = _forms(
     rb"(\nStep Time : [0-9.]{1,20}s GPU utilization: ([0-9.]{1,30})"
     + re.escape(megatron_steps.COMPANION) + rb"(\n|\r\n|) ?\[[0-9 :.T+-]{1,40}\]"
-    rb" iteration +(\d{1,18})/ *(\d{1,18}) \| consumed samples: +\d{1,18} \| "
+    rb" iteration +(\d{1,18})/ *(\d{1,18}) \| consumed samples: +\d{1,18} \|" + _BETWEEN + rb" "
     + megatron_steps.NEEDLE + rb" \(ms\): (\d{1,15}\.\d) \|"
-    rb"(?: throughput per GPU \(TFLOP/s/GPU\): \d{1,15}\.\d \|)?"
+    rb"(?: throughput per GPU \(TFLOP/s/GPU\): \d{1,15}\.\d \|)?" + _BETWEEN +
     rb" learning rate: [0-9.E+-]{1,20} \| global batch size: +(\d{1,18}) \|"
-    rb" lm loss: ([0-9.E+-]{1,30}) \| loss scale: [0-9.]{1,20} \| grad norm: ([0-9.E+-]{1,30})"
-    rb" \| number of skipped iterations: +0 \| number of nan iterations: +0 \|)(?![^\r\n])")
-_MEGATRON_KEYS = re.compile(rb"iteration|global batch size|lm loss|grad norm|throughput per GPU")
+    rb" lm loss: ([0-9.E+-]{1,30}) \|" + _BETWEEN + rb" loss scale: [0-9.]{1,20} \|"
+    rb" grad norm: ([0-9.E+-]{1,30}) \|" + _BETWEEN +
+    rb" number of skipped iterations: +0 \| number of nan iterations: +0 \|)(?![^\r\n])",
+    _MEGATRON_BETWEEN)
+_MEGATRON_KEYS = (b"iteration", b"global batch size", b"lm loss", b"grad norm",
+                  b"throughput per gpu")
+# what a field between may not hold either: a companion's marker (it would pair with the next
+# step, line by line)
+_MEGATRON_EXTRA_KEYS = (*_MEGATRON_KEYS, megatron_steps.COMPANION.lower())
 _COMPANION = re.compile(rb"GPU utilization: (\d{1,15}(?:\.\d{1,15})?)" +
                         re.escape(megatron_steps.COMPANION))
 
@@ -126,14 +193,21 @@ def line(buf: bytes | bytearray, pos: int, end: int) -> tuple[int, int]:
     return _start(buf, pos), _stop(buf, pos, end)
 
 
-def _columns(pattern: re.Pattern[bytes], keys: re.Pattern[bytes], needle: bytes,
-             buf: bytes | bytearray, end: int) -> tuple[list[re.Match[bytes]], int] | None:
+def _columns(forms: tuple[_Form, _Form], keys: tuple[bytes, ...], needle: bytes,
+             buf: bytes | bytearray, end: int
+             ) -> tuple[list[re.Match[bytes]], int, _Form] | None:
     """The plain line holding each needle (its match: the line's end is the match's end) and
     where the first one's line begins; None unless every needle is in one, and no prefix holds
-    what the line-by-line read would take a value from. Between needles only bytes.find runs."""
+    what the line-by-line read would take a value from. Between needles only bytes.find runs.
+    (forms: without fields between, tried first, and with them; the one that read them.)"""
+    form = forms[-1]
     if end <= DENSE:  # a small chunk: one pass of the expression, its needles counted
-        found = list(pattern.finditer(buf, 0, end))
-        if not found or len(found) != buf.count(needle, 0, end):
+        needles = buf.count(needle, 0, end)
+        for form in forms:
+            found = list(form.pattern.finditer(buf, 0, end))
+            if found and len(found) == needles:
+                break
+        else:
             return None
         # each line begins after the last line end before it, which lies after the previous
         # plain line's end (a plain line ends at a line end)
@@ -145,7 +219,7 @@ def _columns(pattern: re.Pattern[bytes], keys: re.Pattern[bytes], needle: bytes,
         pos = buf.find(needle, 0, end)
         while pos >= 0:
             start, stop = _start(buf, pos), _stop(buf, pos, end)
-            m = pattern.search(buf, start, stop)
+            m = form.pattern.search(buf, start, stop)
             if m is None or m.end() != stop or not m.start() <= pos:
                 return None
             found.append(m)
@@ -154,9 +228,9 @@ def _columns(pattern: re.Pattern[bytes], keys: re.Pattern[bytes], needle: bytes,
         if not found:
             return None
     prefixes = b"\n".join(buf[a:m.start()] for a, m in zip(starts, found, strict=True))
-    if keys.search(_ANSI.sub(b"", prefixes) if b"\x1b" in prefixes else prefixes):
+    if _names_in(keys, prefixes):
         return None
-    return found, starts[0]
+    return found, starts[0], form
 
 
 def _companions(buf: bytes | bytearray, end: int) -> list[re.Match[bytes]] | None:
@@ -179,8 +253,11 @@ def _nemo(buf: bytes | bytearray, end: int) -> Rows | None:
     columns = _columns(_NEMO, _NEMO_KEYS, b"train_step_timing", buf, end)
     if columns is None:
         return None
-    found, first = columns
-    _, finals, gbs, steps, times, tflops = zip(*(m.groups() for m in found), strict=True)
+    found, first, form = columns
+    read, between = form.columns(m.groups() for m in found)
+    _, finals, gbs, steps, times, tflops = read
+    if not _nothing_read_in(_NEMO_KEYS, between):
+        return None
     texts = [t.decode() if t is not None else "" for t in tflops]
     return _rows(first, found[-1].end(), 0, list(map(int, finals)),
                  list(map(int, gbs)), list(map(int, steps)), [float(t) for t in times],
@@ -191,14 +268,15 @@ def _megatron(buf: bytes | bytearray, end: int, carried: object) -> Rows | None:
     columns = _columns(_MEGATRON, _MEGATRON_KEYS, megatron_steps.NEEDLE, buf, end)
     if columns is None:
         return None
-    found, first = columns
+    found, first, form = columns
     companions = _companions(buf, end)
     if companions is None:
         return None
-    ks, totals, _, ms, inline, gbs = zip(*(m.groups() for m in found), strict=True)
-    if min(map(int, ks)) < 1:
+    read, between = form.columns(m.groups() for m in found)
+    ks, totals, _, ms, inline, gbs = read
+    if min(map(int, ks)) < 1 or not _nothing_read_in(_MEGATRON_EXTRA_KEYS, between):
         return None
-    positions = [m.start(3) for m in found]
+    positions = [m.start("at") for m in found]
     size = len(megatron_steps.NEEDLE)
     texts = _companion_texts(companions, positions, [o.decode() if o else "" for o in inline],
                              carried[1] if isinstance(carried, tuple) else "")
@@ -211,12 +289,18 @@ def _records(buf: bytes | bytearray, end: int) -> Rows | None:
     """A chunk of _RECORD steps only, in one pass of the expression: every needle and every
     companion is in one (so each step's companion is its own, as the line-by-line read pairs
     them, and no line holds anything else it would read); else None."""
-    found = _RECORD.findall(buf, 0, end)
-    head = _RECORD.search(buf, 0, end)
-    if not found or head is None:
+    for form in _RECORD:  # without fields between first
+        found = form.pattern.findall(buf, 0, end)
+        head = form.pattern.search(buf, 0, end) if found else None
+        if head is None:
+            continue
+        read, between = form.columns(found)
+        whole, tflops, _, ks, totals, ms, gbs, loss, norm = read
+        if _only_records(buf, end, head.start(), whole):
+            break
+    else:
         return None
-    whole, tflops, _, ks, totals, ms, gbs, loss, norm = zip(*found, strict=True)
-    if not _only_records(buf, end, head.start(), whole):
+    if not _nothing_read_in(_MEGATRON_EXTRA_KEYS, between):
         return None
     index = list(map(int, ks))
     try:
@@ -248,6 +332,21 @@ def _only_records(buf: bytes | bytearray, end: int, begin: int, whole: tuple[byt
                    for lo, hi in ((0, begin), (stop, end)))
     return (buf.count(megatron_steps.NEEDLE, 0, end) == len(whole)
             == buf.count(megatron_steps.COMPANION, 0, end))
+
+
+def _names_in(keys: tuple[bytes, ...], text: bytes) -> bool:
+    """Whether text, its ANSI colours taken out, holds one of the names (lower case) in any
+    case."""
+    text = (_ANSI.sub(b"", text) if b"\x1b" in text else text).lower()
+    return any(key in text for key in keys)
+
+
+def _nothing_read_in(keys: tuple[bytes, ...], between: list[tuple[bytes, ...]]) -> bool:
+    """Whether the fields between (their columns: b'' where a line has none) hold no name the
+    line-by-line read takes a value from."""
+    if not any(map(any, between)):  # (as a rule: none)
+        return True
+    return not _names_in(keys, b"\n".join(map(b"\n".join, between)))
 
 
 _LESS_ONE = (-1).__add__  # k - 1, in C
