@@ -49,7 +49,8 @@ VALUES = ["9.31", "1.134e+03", "nan", "0", "1_000", "9,31", "1e400", "-2", "12"]
 # FREE ones the reader takes nothing from; TAKEN ones hold a name it takes a value from, in any
 # case (a time, TFLOPS, a grad norm that the line-by-line read would take first), or a
 # companion's marker
-NEMO_PLACES = [" | train_step_timing", " | TFLOPS_per_GPU", " | consumed_samples"]
+NEMO_PLACES = [" | global_batch_size", " | global_step", " | reduced_train_loss",
+               " | train_step_timing", " | TFLOPS_per_GPU", " | consumed_samples"]
 NEMO_FREE = [" | tokens_per_sec_per_gpu: 1234.5", " | load_balancing_loss: 1.002"]
 NEMO_TAKEN = [" | my_global_step: 3", " | grad_norm: nan", " | x: iteration 3/4",
               " | \x1b[1mX_GLOBAL_BATCH_SIZE\x1b[0m: 64", " | x train_step_timing in s: 1.5",
@@ -156,6 +157,8 @@ def test_bulk_and_line_by_line_give_the_same_scan(monkeypatch: pytest.MonkeyPatc
     # with the fields real runs add: read in bulk too
     [nemo_step(i, 49, 9.31, 814.6).replace(" | TFLOPS", f" | tokens_per_sec_per_gpu: {i} | TFLOPS")
      + " | val_loss: 11.2" for i in range(50)],
+    [nemo_step(i, 49, 9.31, 814.6).replace(" | global_batch_size", " | moe_loss: 0.1 | "
+                                           "global_batch_size") for i in range(50)],
     [x for k in range(1, 51) for x in MegatronStep(
         k, 50, 4189.6 + k, 1610.2, extra=frozenset(OPTIONAL)).lines(k >= 10)],
     [f"[rank7]: {x}" for k in range(1, 51) for x in MegatronStep(

@@ -20,8 +20,9 @@ Each family's step line, as its program formats it:
   GPU (TFLOP/s/GPU): {:.1f}`, `energy per GPU (J/iter/GPU): {:.1f}` and `power per GPU (W/GPU):
   {:.1f}` after the time, every other loss it tracks after `lm loss` as `{name}: {:.6E}` (a
   mixture of experts' `load_balancing_loss`, `z_loss`; multi-token prediction's `mtp_1 loss`),
-  and `num zeros: {}`, `params norm: {:.3f}`, `max attention logit: {:.3f}` after the grad norm
-  (MegatronStep's `extra`, by name: OPTIONAL).
+  and `num zeros: {}`, `params norm: {:.3f}`, `max attention logit: {:.3f}` after the grad norm;
+  Megatron-LM `decoupled learning rate: {:.6E}` after the learning rate (MegatronStep's `extra`,
+  by name: OPTIONAL).
 
 Plus what other tools write into files a tree may hold: nccl-tests' output, an Nsight Systems
 report's text (`nsys stats`), NVIDIA's print_env.sh dump.
@@ -86,7 +87,8 @@ class MegatronStep:
         return (f" [{T0}:{self.second % 60:02d}] iteration {self.k:8d}/{self.total:8d} | "
                 f"consumed samples: {self.k * self.gbs:12d} |{self._fields('consumed')} "
                 f"elapsed time per iteration (ms): {self.ms:.1f} |{self._fields('time')} "
-                f"learning rate: {6e-05:.6E} | global batch size: {self.gbs:5d} | "
+                f"learning rate: {6e-05:.6E} |{self._fields('lr')} "
+                f"global batch size: {self.gbs:5d} | "
                 f"lm loss: {self.loss:.6E} |{self._fields('loss')} loss scale: {1.0:.1f} | "
                 f"grad norm: {self.grad_norm} |{self._fields('norm')} "
                 f"number of skipped iterations: {self.skipped:3d} | "
@@ -113,6 +115,7 @@ OPTIONAL = {
     "throughput": ("time", f"throughput per GPU (TFLOP/s/GPU): {901.0:.1f}"),
     "energy": ("time", f"energy per GPU (J/iter/GPU): {4321.0:.1f} | power per GPU (W/GPU): "
                        f"{1031.5:.1f}"),
+    "decoupled lr": ("lr", f"decoupled learning rate: {1e-05:.6E}"),
     "moe": ("loss", f"load_balancing_loss: {1.002345:.6E} | z_loss: {0.0031:.6E}"),
     "mtp": ("loss", f"mtp_1 loss: {11.2:.6E}"),
     "num zeros": ("norm", "num zeros: 0"),

@@ -77,13 +77,14 @@ def _forms(expression: bytes, between: bytes) -> tuple[_Form, _Form]:
 
 
 # Each starts with literal text (the regular expression engine skips to it at memory speed);
-# what comes before it on its line is the line's prefix. NeMo's fields between: after the loss,
-# the time and TFLOPS, and at the end (`tokens_per_sec_per_gpu`, `val_loss`).
+# what comes before it on its line is the line's prefix. NeMo's fields between: anywhere after
+# `lr` (Lightning prints the metrics in the order they were first logged).
 _NEMO = _forms(
     rb"Training epoch \d{1,9}, iteration (\d{1,18})/(\d{1,18}) \| lr: [0-9.eE+-]{1,30}"
-    rb" \| global_batch_size: (\d{1,18}) \| global_step: (\d{1,18})"
-    rb" \| reduced_train_loss: " + _NUM + _BETWEEN + rb" \| train_step_timing in s: (" + _NUM +
-    rb")" + _BETWEEN + rb"(?: \| TFLOPS_per_GPU: (" + _NUM + rb"))?" + _BETWEEN +
+    + _BETWEEN + rb" \| global_batch_size: (\d{1,18})" + _BETWEEN +
+    rb" \| global_step: (\d{1,18})" + _BETWEEN + rb" \| reduced_train_loss: " + _NUM + _BETWEEN
+    + rb" \| train_step_timing in s: (" + _NUM + rb")" + _BETWEEN +
+    rb"(?: \| TFLOPS_per_GPU: (" + _NUM + rb"))?" + _BETWEEN +
     rb" \| consumed_samples: \d{1,18}" + _BETWEEN + rb"(?:\x1b\[[0-9;]{0,9}m){0,4}(?=[\r\n]|\Z)",
     _NEMO_BETWEEN)
 # The names a prefix or a field between may not hold (in any case: the line-by-line read takes
@@ -95,13 +96,13 @@ _ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")  # as the line-b
 # Megatron-Bridge's fields between (train_utils.training_log): `skipped samples` after the
 # consumed ones; `energy per GPU` and `power per GPU` after the time and throughput; losses after
 # `lm loss` (a mixture of experts' `load_balancing_loss`, `z_loss`, multi-token prediction's
-# `mtp_1 loss`); `num zeros`, `params norm` and `max attention logit` after the grad norm.
-# (`at`: where the needle is.)
+# `mtp_1 loss`); `num zeros`, `params norm` and `max attention logit` after the grad norm;
+# Megatron-LM's `decoupled learning rate` after the learning rate. (`at`: where the needle is.)
 _MEGATRON = _forms(
     rb"\] iteration +(\d{1,18})/ *(\d{1,18}) \| consumed samples: +\d{1,18} \|" + _BETWEEN +
     rb" (?P<at>)" + megatron_steps.NEEDLE + rb" \(ms\): (\d{1,15}\.\d) \|"
     rb"(?: throughput per GPU \(TFLOP/s/GPU\): (\d{1,15}\.\d) \|)?" + _BETWEEN +
-    rb" learning rate: [0-9.E+-]{1,20} \| global batch size: +(\d{1,18})"
+    rb" learning rate: [0-9.E+-]{1,20} \|" + _BETWEEN + rb" global batch size: +(\d{1,18})"
     rb" \| lm loss: " + _NUM + rb" \|" + _BETWEEN + rb" loss scale: [0-9.]{1,20}"
     rb" \| grad norm: " + _NUM + rb" \|" + _BETWEEN +
     rb" number of skipped iterations: +0 \| number of nan iterations: +0 \|(?=[\r\n]|\Z)",
@@ -118,7 +119,7 @@ _RECORD = _forms(
     rb" iteration +(\d{1,18})/ *(\d{1,18}) \| consumed samples: +\d{1,18} \|" + _BETWEEN + rb" "
     + megatron_steps.NEEDLE + rb" \(ms\): (\d{1,15}\.\d) \|"
     rb"(?: throughput per GPU \(TFLOP/s/GPU\): \d{1,15}\.\d \|)?" + _BETWEEN +
-    rb" learning rate: [0-9.E+-]{1,20} \| global batch size: +(\d{1,18}) \|"
+    rb" learning rate: [0-9.E+-]{1,20} \|" + _BETWEEN + rb" global batch size: +(\d{1,18}) \|"
     rb" lm loss: ([0-9.E+-]{1,30}) \|" + _BETWEEN + rb" loss scale: [0-9.]{1,20} \|"
     rb" grad norm: ([0-9.E+-]{1,30}) \|" + _BETWEEN +
     rb" number of skipped iterations: +0 \| number of nan iterations: +0 \|)(?![^\r\n])",
