@@ -155,11 +155,24 @@ def read(buf: bytes | bytearray, end: int, family: str, carried: object = None
     (carried: a Megatron companion from the previous chunk, (value, text))."""
     if isinstance(carried, tuple) and carried[0] is None:
         return None  # a companion that is no number: refused line by line
+    order = _order(buf, end, family)
     if family == "nemo":
-        return _nemo(buf, end)
-    if end <= DENSE and (rows := _records(buf, end)) is not None:
+        return _nemo(buf, end, order)
+    if end <= DENSE and (rows := _records(buf, end, order)) is not None:
         return rows
-    return _megatron(buf, end, carried)
+    return _megatron(buf, end, carried, order)
+
+
+def _order(buf: bytes | bytearray, end: int, family: str) -> tuple[int, int]:
+    """Which form to try first (0: without fields between, 1: with them): the one the chunk's
+    first step line takes. (Each try of a form reads the whole chunk; a log's lines are as a
+    rule all of one form.)"""
+    needle, plain = ((b"train_step_timing", _NEMO[0]) if family == "nemo"
+                     else (megatron_steps.NEEDLE, _MEGATRON[0]))
+    pos = buf.find(needle, 0, end)
+    if pos >= 0 and plain.pattern.search(buf, *line(buf, pos, end)) is None:
+        return 1, 0
+    return 0, 1
 
 
 REACH = 4096  # a line's end is looked for this far first (a file may have no \\r at all)
@@ -194,17 +207,18 @@ def line(buf: bytes | bytearray, pos: int, end: int) -> tuple[int, int]:
     return _start(buf, pos), _stop(buf, pos, end)
 
 
-def _columns(forms: tuple[_Form, _Form], keys: tuple[bytes, ...], needle: bytes,
-             buf: bytes | bytearray, end: int
+def _columns(forms: tuple[_Form, _Form], order: tuple[int, int], keys: tuple[bytes, ...],
+             needle: bytes, buf: bytes | bytearray, end: int
              ) -> tuple[list[re.Match[bytes]], int, _Form] | None:
     """The plain line holding each needle (its match: the line's end is the match's end) and
     where the first one's line begins; None unless every needle is in one, and no prefix holds
     what the line-by-line read would take a value from. Between needles only bytes.find runs.
-    (forms: without fields between, tried first, and with them; the one that read them.)"""
+    (forms: without fields between and with them, tried in that order or the other; the one
+    that read them.)"""
     form = forms[-1]
     if end <= DENSE:  # a small chunk: one pass of the expression, its needles counted
         needles = buf.count(needle, 0, end)
-        for form in forms:
+        for form in (forms[n] for n in order):
             found = list(form.pattern.finditer(buf, 0, end))
             if found and len(found) == needles:
                 break
@@ -250,8 +264,8 @@ def _companions(buf: bytes | bytearray, end: int) -> list[re.Match[bytes]] | Non
     return found
 
 
-def _nemo(buf: bytes | bytearray, end: int) -> Rows | None:
-    columns = _columns(_NEMO, _NEMO_KEYS, b"train_step_timing", buf, end)
+def _nemo(buf: bytes | bytearray, end: int, order: tuple[int, int]) -> Rows | None:
+    columns = _columns(_NEMO, order, _NEMO_KEYS, b"train_step_timing", buf, end)
     if columns is None:
         return None
     found, first, form = columns
@@ -265,8 +279,9 @@ def _nemo(buf: bytes | bytearray, end: int) -> Rows | None:
                  [float(t) if t else None for t in texts], texts)
 
 
-def _megatron(buf: bytes | bytearray, end: int, carried: object) -> Rows | None:
-    columns = _columns(_MEGATRON, _MEGATRON_KEYS, megatron_steps.NEEDLE, buf, end)
+def _megatron(buf: bytes | bytearray, end: int, carried: object, order: tuple[int, int] = (0, 1)
+              ) -> Rows | None:
+    columns = _columns(_MEGATRON, order, _MEGATRON_KEYS, megatron_steps.NEEDLE, buf, end)
     if columns is None:
         return None
     found, first, form = columns
@@ -286,11 +301,11 @@ def _megatron(buf: bytes | bytearray, end: int, carried: object) -> Rows | None:
                  [float(t) if t else None for t in texts], texts)
 
 
-def _records(buf: bytes | bytearray, end: int) -> Rows | None:
+def _records(buf: bytes | bytearray, end: int, order: tuple[int, int] = (0, 1)) -> Rows | None:
     """A chunk of _RECORD steps only, in one pass of the expression: every needle and every
     companion is in one (so each step's companion is its own, as the line-by-line read pairs
     them, and no line holds anything else it would read); else None."""
-    for form in _RECORD:  # without fields between first
+    for form in (_RECORD[n] for n in order):
         found = form.pattern.findall(buf, 0, end)
         head = form.pattern.search(buf, 0, end) if found else None
         if head is None:
