@@ -41,8 +41,8 @@ _NUM = rb"-?\d{1,18}(?:\.\d{1,18})?(?:[eE][-+]?\d{1,2})?"  # plain and finite (<
 # NeMo's field is ` | name: value`, Megatron's ` name: value |`; one is never a field the
 # expression reads (so that an optional one, TFLOPS, is read where it is, not taken as a field
 # between). Each expression is written once with _BETWEEN (a comment) where they may be, and
-# comes in two forms: without them (most logs have none: a tenth faster), tried first, and with
-# them.
+# comes in two forms: without them (most logs have none: a tenth faster) and with them, tried in
+# the order the chunk's first step line calls for (_order).
 _BETWEEN = rb"(?#between)"
 _NEMO_BETWEEN = (rb"(?: \| (?!lr:|global_batch_size:|global_step:|reduced_train_loss:|"
                  rb"train_step_timing in s:|TFLOPS_per_GPU:|consumed_samples:)[^|\r\n]{1,120})*?")
