@@ -1,6 +1,7 @@
 """llmb.analysis.bulk: a chunk read in bulk gives exactly the scan the line-by-line read gives,
-whatever the log holds (hypothesis: plain lines, lines that are not quite, prefixes, restarts,
-repeated steps, odd values, noise, chunk sizes), and plain logs are read in bulk."""
+whatever the log holds (hypothesis: plain lines, lines that are not quite, prefixes, fields
+between, restarts, repeated steps, odd values, noise, chunk sizes), and plain logs are read in
+bulk, with the fields real runs add between the ones read too."""
 
 from __future__ import annotations
 
@@ -77,8 +78,8 @@ def nemo_log(draw: st.DrawFn) -> bytes:
         if draw(st.integers(0, 9)) == 0:
             line += draw(st.sampled_from([" | val_loss: 11.2", "\x1b[0m", " | grad_norm: nan"]))
         if draw(st.integers(0, 4)) == 0:  # a field between, one the reader takes or not
-            line = line.replace(draw(st.sampled_from(NEMO_PLACES)), draw(st.sampled_from(
-                NEMO_BETWEEN)) + draw(st.sampled_from(NEMO_PLACES)), 1)
+            place = draw(st.sampled_from(NEMO_PLACES))
+            line = line.replace(place, draw(st.sampled_from(NEMO_BETWEEN)) + place, 1)
         lines += draw(st.lists(st.sampled_from(NOISE), max_size=2))
         lines.append(draw(st.sampled_from(PREFIXES)) + line)
     return ("\n".join(lines) + "\n").encode()
