@@ -25,6 +25,7 @@ NVIDIA's parser on each, peak RSS under MAX_RSS_MB; exits 1 when a target fails.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import statistics
@@ -118,16 +119,19 @@ def measure(shape: Shape, repeat: int, env: dict[str, str], nvidia: str | None
     cmds = commands(shape, nvidia)
     walls: dict[str, list[float]] = {who: [] for who in cmds}
     rss = 0.0
-    for _ in range(repeat):
-        for who, cmd in cmds.items():
-            wall, peak, status = run(cmd, env)
-            if status not in (0, 1) or (who == "nvidia" and status != 0):
-                print(f"bench: {' '.join(cmd)} exited with {status}", file=sys.stderr)
-                return None
-            walls[who].append(wall)
-            rss = max(rss, peak) if who == "llmb" else rss
-    if "floor" in cmds:
-        os.remove(FLOOR_OUT)
+    try:
+        for _ in range(repeat):
+            for who, cmd in cmds.items():
+                wall, peak, status = run(cmd, env)
+                # (grep and the analyzer exit 1 for what they found; the others only succeed)
+                if status not in (0, 1) or (who in ("nvidia", "floor") and status != 0):
+                    print(f"bench: {' '.join(cmd)} exited with {status}", file=sys.stderr)
+                    return None
+                walls[who].append(wall)
+                rss = max(rss, peak) if who == "llmb" else rss
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(FLOOR_OUT)
     medians = {who: statistics.median(w) for who, w in walls.items()}
     name, tree = shape[0], shape[1]
     mib = size_mib(tree)

@@ -16,6 +16,7 @@ analyzer does beyond this costs more. Its wall time, set beside grep's, shows ho
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -75,9 +76,10 @@ def main(tree: str, out_path: str) -> int:
     failed = sum(os.waitstatus_to_exitcode(os.wait()[1]) != 0 for _ in parts)
     with open(out_path, "wb") as out:
         for part in parts:
-            with open(part, "rb") as lines:
-                out.write(lines.read())
-            os.remove(part)
+            with contextlib.suppress(FileNotFoundError):  # (a process that failed early)
+                with open(part, "rb") as lines:
+                    out.write(lines.read())
+                os.remove(part)
     return 1 if failed else 0
 
 
