@@ -50,7 +50,7 @@ def main() -> int:
         shims = Slurm(Path(tmp) / "slurm")
         env = runinstall.llmb_run_env(PATH=f"{shims.dir}:/usr/bin:/bin")
         for label, extra in (("status", []), ("status JOB", [last])):
-            wall, rss, code = run(["bash", str(runinstall.LLMB_RUN), "--config",
+            wall, rss, code, _ = run(["bash", str(runinstall.LLMB_RUN), "--config",
                                    str(root / "cluster_config.yaml"), "status", *extra], env)
             ok = code == 0 and rss < MAX_RSS_MB
             failed |= not ok

@@ -16,10 +16,12 @@ target, a yardstick for how near grep any Python reader comes on this machine) a
 LLMB_BENCH_NVIDIA_PARSER names NVIDIA llmb-run's pretrain_log_parser.py (not in this
 repository; tests/bench/nvidia_parser.py runs it, one process, as llmb-run would), that parser
 run alternately N times, page cache warm; the MEDIAN wall times make the ratios (the machine may
-be shared), the largest peak RSS (GNU time) is the memory. Then, for the memory target "whatever
-the log sizes", the analyzer reads the 1 GB trace log in full as an ordinary log. Prints every
-figure, a table, and PASS/FAIL per target: within MAX_RATIO x grep on each shape, ahead of
-NVIDIA's parser on each, peak RSS under MAX_RSS_MB; exits 1 when a target fails.
+be shared), the largest peak RSS (GNU time) is the memory; each command's CPU time (user +
+system) is printed beside its wall time, to set a per-log cost beside grep's on one core. Then,
+for the memory target "whatever the log sizes", the analyzer reads the 1 GB trace log in full as
+an ordinary log. Prints every figure, a table, and PASS/FAIL per target: within MAX_RATIO x grep
+on each shape, ahead of NVIDIA's parser on each, peak RSS under MAX_RSS_MB; exits 1 when a target
+fails.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from make_shapes import ensure
 from make_tree import TRACE_NAME, notrace_of
@@ -49,8 +52,15 @@ MAX_RSS_MB = 150.0
 GNU_TIME = shutil.which("time", path="/usr/bin:/bin")
 
 
-def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float, int]:
-    """(wall seconds, peak RSS MiB, exit status) of one run.
+class Run(NamedTuple):
+    wall: float  # seconds
+    rss: float  # peak MiB
+    status: int
+    cpu: float  # user + system seconds, of the command and every process it waited for
+
+
+def run(cmd: list[str], env: dict[str, str] | None = None) -> Run:
+    """One run of cmd.
 
     Output goes to a real file: GNU grep writing to /dev/null stops at the first match.
     """
@@ -62,7 +72,8 @@ def run(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, float
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
         peak_kb = float(rss.read().split()[-1]) if GNU_TIME else usage.ru_maxrss
-    return wall, peak_kb / 1024, os.waitstatus_to_exitcode(status)
+    return Run(wall, peak_kb / 1024, os.waitstatus_to_exitcode(status),
+               usage.ru_utime + usage.ru_stime)
 
 
 def analyzer_cmd(tree: str) -> list[str]:
@@ -118,16 +129,18 @@ def measure(shape: Shape, repeat: int, env: dict[str, str], nvidia: str | None
     """Median wall times (and the analyzer's peak RSS) of each command over one tree."""
     cmds = commands(shape, nvidia)
     walls: dict[str, list[float]] = {who: [] for who in cmds}
+    cpus: dict[str, list[float]] = {who: [] for who in cmds}
     rss = 0.0
     try:
         for _ in range(repeat):
             for who, cmd in cmds.items():
-                wall, peak, status = run(cmd, env)
+                wall, peak, status, cpu = run(cmd, env)
                 # (grep and the analyzer exit 1 for what they found; the others only succeed)
                 if status not in (0, 1) or (who in ("nvidia", "floor") and status != 0):
                     print(f"bench: {' '.join(cmd)} exited with {status}", file=sys.stderr)
                     return None
                 walls[who].append(wall)
+                cpus[who].append(cpu)
                 rss = max(rss, peak) if who == "llmb" else rss
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -140,7 +153,8 @@ def measure(shape: Shape, repeat: int, env: dict[str, str], nvidia: str | None
                        ("nvidia", "NVIDIA:")):
         if who in walls:
             print(f"  {label:10s} median {medians[who]:7.3f} s (of "
-                  f"{', '.join(f'{w:.3f}' for w in walls[who])})")
+                  f"{', '.join(f'{w:.3f}' for w in walls[who])}); CPU (user + system) "
+                  f"{statistics.median(cpus[who]):.3f} s")
     print(f"  analyzer peak RSS {rss:6.1f} MiB; {medians['llmb'] / medians['grep']:.2f} x grep")
     return {**medians, "rss": rss}
 
@@ -169,7 +183,8 @@ def main() -> int:
     nvidia = os.environ.get(NVIDIA_VARIABLE) or None
     if not GNU_TIME:
         print("(no /usr/bin/time: peak RSS includes the 20 MB of Python each child forks from)")
-    print(f"({os.cpu_count()} CPU(s); medians of {args.repeat} runs each)")
+    print(f"({len(os.sched_getaffinity(0))} CPU(s) to run on: grep -rc uses one, the analyzer "
+          f"and the floor every one; medians of {args.repeat} runs each)")
     if nvidia is None:
         print(f"SKIP: NVIDIA's parser: set {NVIDIA_VARIABLE} to llmb-run's "
               "pretrain_log_parser.py (NVIDIA/dgxc-benchmarking, cli/llmb-run; not in this "
@@ -211,7 +226,7 @@ def read_trace_in_full(tree: str, env: dict[str, str]) -> tuple[float, float, fl
         link = Path(tmp) / "big-run" / "log-big-run_1_0.out"
         link.parent.mkdir()
         link.symlink_to(log)
-        wall, rss, _status = run(analyzer_cmd(tmp), env)  # status 1: a 5-step run, not 50
+        wall, rss, _status, _ = run(analyzer_cmd(tmp), env)  # status 1: a 5-step run, not 50
         shutil.rmtree(link.parent)
     return wall, rss, log.stat().st_size / (1 << 20)
 
