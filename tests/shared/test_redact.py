@@ -109,7 +109,7 @@ def test_redacted_json_stays_json() -> None:
 @pytest.mark.parametrize("token", [
     HF, "nvapi-ABCDEFGHIJKLMNOPQRSTUVWX01", "ghp_" + "a1B2" * 9, "gho_" + "Zz9" * 11,
     "github_pat_" + "a_1" * 11, "AKIAABCDEFGHIJKLMNOP", "ASIAABCDEFGHIJKLMNOP",
-    "xoxb-1234567890-abcdefghij",
+    "xoxb-1234567890-abcdefjklmn",
 ])
 def test_every_token_shape_is_masked_in_a_message_and_in_text(token: str) -> None:
     """Each form of credential-shaped string, alone in a line (the substitutions run only where

@@ -63,13 +63,18 @@ def public_env(env: Mapping[str, object], values: Iterable[str] = ()) -> dict[st
 
 # --- secrets in free text (logs, job scripts, JSON/YAML), for the results archive ------------
 
-# Strings shaped like a credential, whatever the text calls them.
-_TOKEN_SHAPES = re.compile(
-    r"\bhf_[A-Za-z0-9]{20,}\b"  # Hugging Face access token
-    r"|\bnvapi-[A-Za-z0-9_-]{20,}"  # NGC / build.nvidia.com API key
-    r"|\bgh[pousr]_[A-Za-z0-9]{30,}\b|\bgithub_pat_[A-Za-z0-9_]{30,}\b"  # GitHub tokens
-    r"|\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"  # AWS access key id
-    r"|\bxox[abprs]-[A-Za-z0-9-]{10,}")  # Slack token
+# Strings shaped like a credential, whatever the text calls them: each its literal start (a
+# word's start), then the rest. The literal is what a text must hold for the expression to
+# find anything in it (_may_hold_token).
+_TOKEN_FORMS = (
+    ("hf_", r"[A-Za-z0-9]{20,}\b"),  # Hugging Face access token
+    ("nvapi-", r"[A-Za-z0-9_-]{20,}"),  # NGC / build.nvidia.com API key
+    ("gh", r"[pousr]_[A-Za-z0-9]{30,}\b"), ("github_pat_", r"[A-Za-z0-9_]{30,}\b"),  # GitHub
+    ("AKIA", r"[0-9A-Z]{16}\b"), ("ASIA", r"[0-9A-Z]{16}\b"),  # AWS access key id
+    ("xox", r"[abprs]-[A-Za-z0-9-]{10,}"),  # Slack token
+)
+_TOKEN_SHAPES = re.compile("|".join(r"\b" + re.escape(literal) + rest
+                                    for literal, rest in _TOKEN_FORMS))
 # user:password@ in a URL; an Authorization header's credentials.
 # Every repetition is bounded (a URL scheme, a user name, a variable name): on a log line that is
 # one long run of letters and digits an unbounded one was tried from every position, quadratic
@@ -89,7 +94,7 @@ _HARMLESS = re.compile(r"(?:|true|false|yes|no|on|off|null|none|nil|bearer|basic
 
 
 _ANY_SECRET_NAME = re.compile(_SECRET_NAME.pattern, re.I)  # cheap test before the assignments
-# What each expression cannot match without: a literal of every form of _TOKEN_SHAPES, the
+# What each expression cannot match without: a form's literal of _TOKEN_SHAPES, the
 # scheme's `://` of _URL_PASSWORD, the header's name of _AUTH_HEADER. A substitution that finds
 # nothing still tries every position of the text (several microseconds for a line: the analyzer
 # masks a reason per log); a substring search is a fraction of that.
@@ -97,8 +102,7 @@ _AUTH_NAME = re.compile("authorization", re.I)  # (as _AUTH_HEADER matches it: Ä
 
 
 def _may_hold_token(text: str) -> bool:
-    return ("hf_" in text or "nvapi-" in text or "gh" in text  # (ghp_, gho_, ...)
-            or "github_pat_" in text or "AKIA" in text or "ASIA" in text or "xox" in text)
+    return any(literal in text for literal, _ in _TOKEN_FORMS)
 
 
 def _may_hold_header(text: str) -> bool:
