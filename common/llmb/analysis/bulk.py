@@ -215,7 +215,8 @@ def _columns(forms: tuple[_Form, _Form], order: tuple[int, int], keys: tuple[byt
     what the line-by-line read would take a value from. Between needles only bytes.find runs.
     (forms: without fields between and with them, tried in that order or the other; the one
     that read them.)"""
-    form = forms[-1]
+    form = forms[-1]  # (a large chunk, line by line: the form with fields between, which
+    # takes a line without them too, whatever the order)
     if end <= DENSE:  # a small chunk: one pass of the expression, its needles counted
         needles = buf.count(needle, 0, end)
         for form in (forms[n] for n in order):
