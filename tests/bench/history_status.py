@@ -51,7 +51,7 @@ def main() -> int:
         env = runinstall.llmb_run_env(PATH=f"{shims.dir}:/usr/bin:/bin")
         for label, extra in (("status", []), ("status JOB", [last])):
             wall, rss, code, _ = run(["bash", str(runinstall.LLMB_RUN), "--config",
-                                   str(root / "cluster_config.yaml"), "status", *extra], env)
+                                      str(root / "cluster_config.yaml"), "status", *extra], env)
             ok = code == 0 and rss < MAX_RSS_MB
             failed |= not ok
             print(f"bench_history: {label} over {args.mb} MB: {wall:.1f} s, peak RSS "

@@ -128,33 +128,30 @@ def measure(shape: Shape, repeat: int, env: dict[str, str], nvidia: str | None
             ) -> dict[str, float] | None:
     """Median wall times (and the analyzer's peak RSS) of each command over one tree."""
     cmds = commands(shape, nvidia)
-    walls: dict[str, list[float]] = {who: [] for who in cmds}
-    cpus: dict[str, list[float]] = {who: [] for who in cmds}
-    rss = 0.0
+    runs: dict[str, list[Run]] = {who: [] for who in cmds}
     try:
         for _ in range(repeat):
             for who, cmd in cmds.items():
-                wall, peak, status, cpu = run(cmd, env)
+                done = run(cmd, env)
                 # (grep and the analyzer exit 1 for what they found; the others only succeed)
-                if status not in (0, 1) or (who in ("nvidia", "floor") and status != 0):
-                    print(f"bench: {' '.join(cmd)} exited with {status}", file=sys.stderr)
+                if done.status not in (0, 1) or (who in ("nvidia", "floor") and done.status):
+                    print(f"bench: {' '.join(cmd)} exited with {done.status}", file=sys.stderr)
                     return None
-                walls[who].append(wall)
-                cpus[who].append(cpu)
-                rss = max(rss, peak) if who == "llmb" else rss
+                runs[who].append(done)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.remove(FLOOR_OUT)
-    medians = {who: statistics.median(w) for who, w in walls.items()}
+    medians = {who: statistics.median(r.wall for r in done) for who, done in runs.items()}
+    rss = max(r.rss for r in runs["llmb"])
     name, tree = shape[0], shape[1]
     mib = size_mib(tree)
     print(f"{name}: {tree} ({mib:.0f} MiB of .out files)")
     for who, label in (("grep", "grep -rc:"), ("llmb", "analyzer:"), ("floor", "floor:"),
                        ("nvidia", "NVIDIA:")):
-        if who in walls:
+        if who in runs:
             print(f"  {label:10s} median {medians[who]:7.3f} s (of "
-                  f"{', '.join(f'{w:.3f}' for w in walls[who])}); CPU (user + system) "
-                  f"{statistics.median(cpus[who]):.3f} s")
+                  f"{', '.join(f'{r.wall:.3f}' for r in runs[who])}); CPU (user + system) "
+                  f"{statistics.median(r.cpu for r in runs[who]):.3f} s")
     print(f"  analyzer peak RSS {rss:6.1f} MiB; {medians['llmb'] / medians['grep']:.2f} x grep")
     return {**medians, "rss": rss}
 
@@ -226,9 +223,9 @@ def read_trace_in_full(tree: str, env: dict[str, str]) -> tuple[float, float, fl
         link = Path(tmp) / "big-run" / "log-big-run_1_0.out"
         link.parent.mkdir()
         link.symlink_to(log)
-        wall, rss, _status, _ = run(analyzer_cmd(tmp), env)  # status 1: a 5-step run, not 50
+        done = run(analyzer_cmd(tmp), env)  # status 1: a 5-step run, not 50
         shutil.rmtree(link.parent)
-    return wall, rss, log.stat().st_size / (1 << 20)
+    return done.wall, done.rss, log.stat().st_size / (1 << 20)
 
 
 if __name__ == "__main__":
