@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 BIN := $(abspath $(VENV))/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: help venv lock lint test test-py test-unit test-e2e test-bats bench bench-many \
+.PHONY: help venv provision lock lint test test-py test-unit test-e2e test-bats bench bench-many \
 	bench-screen test-nemo slurm-up slurm-down demo clean
 
 help: ## list the targets
@@ -15,10 +15,16 @@ help: ## list the targets
 REQ := common/requirements
 venv: $(VENV)/.installed ## create/update the development venv (the versions of the lock files)
 $(VENV)/.installed: $(REQ)/dev.txt $(REQ)/launch.txt $(REQ)/report.txt $(REQ)/smoke.txt $(REQ)/dev.lock $(REQ)/smoke.lock
-	test -x $(PY) || python3 -m venv $(VENV)
+	@# one installer at a time (make demo beside make test): the second waits, then finds it done
+	exec 9>>$(VENV).lock; flock -w 900 9 || { echo "make venv: waited 900 s for $(VENV).lock" \
+		"(another make is installing the venv); let it finish, then run make again" >&2; exit 1; }; \
+	test -x $(PY) || python3 -m venv $(VENV); \
 	$(PY) -m pip install -q --disable-pip-version-check -c $(REQ)/dev.lock -c $(REQ)/smoke.lock \
-		-r $(REQ)/dev.txt -r $(REQ)/smoke.txt
+		-r $(REQ)/dev.txt -r $(REQ)/smoke.txt; \
 	touch $@
+
+provision: ## the Debian packages the tests use (test cluster's, chromium), once, before any worker (root)
+	bash tests/tools/provision.sh
 
 lock: ## pin anew every package the test venvs install (common/requirements/*.lock; minutes)
 	python3 tests/tools/lock.py
@@ -32,14 +38,14 @@ lint: venv ## shellcheck, ruff (style, complexity, heavy imports), mypy, import 
 # pytest-xdist workers for the unit tier: one per core and one more (a test that waits on a
 # subprocess or a timer leaves its core idle; on 2 cores, 3 workers took 5.2 min where 2 took 6.6)
 UNIT_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
-test-unit: venv ## the unit tier on pytest-xdist workers, one per core and one more
+test-unit: venv provision ## the unit tier on pytest-xdist workers, one per core and one more
 	$(PY) -m pytest -q -m "not e2e" -n $(UNIT_WORKERS) --dist worksteal
 
 # e2e workers: three, each with test clusters of its own, handing tests to whichever is idle
 # (worksteal): a test that waits on Slurm (a paused controller, a queued job) leaves a core to
 # another's job. On 2 cores: 2 workers 247 s, 3 workers 226 s, 3 with worksteal 198 s.
 E2E_WORKERS ?= 3
-test-e2e: venv ## the end-to-end tier on real test Slurm clusters (root; else skipped, saying so)
+test-e2e: venv provision ## the end-to-end tier on real test Slurm clusters (root; else skipped, saying so)
 	$(PY) -m pytest -q -m "e2e and not alone" -n $(E2E_WORKERS) --dist worksteal
 	$(PY) -m pytest -q -m "e2e and alone"
 
@@ -48,7 +54,7 @@ test-py: test-unit test-e2e ## both pytest tiers
 test-bats: venv ## bats suites (the test cluster's own beside the others)
 	bash tests/tools/bats.sh
 
-test: venv ## everything CI runs: lint, unit, e2e, bats; each tier's wall time at the end
+test: venv provision ## everything CI runs: lint, unit, e2e, bats; each tier's wall time at the end
 	bash tests/tools/tiers.sh lint test-unit test-e2e test-bats
 
 bench: venv ## speed and memory targets (analyzer, launch start-up)
@@ -69,7 +75,7 @@ slurm-up: ## start the throw-away test Slurm cluster (root; LLMB_SLURM_NODES=N n
 slurm-down: ## stop it
 	bash tests/slurm/cluster.sh down
 
-demo: ## run a smoke benchmark locally and analyze it
+demo: venv ## run a smoke benchmark locally and analyze it
 	bash common/demo.sh
 
 clean: ## remove venvs and caches

@@ -35,7 +35,15 @@ ensure_venv() {
 }
 
 main() {
+    # one installer at a time: a second make test-nemo waits for the first, then finds it done
+    exec 9>>"$venv.lock"
+    if ! flock -w 1800 9; then
+        echo "test-nemo: waited 1800 s for $venv.lock (another test-nemo is installing $venv);" \
+            "let it finish, then run it again" >&2
+        exit 1
+    fi
     ensure_venv
+    exec 9>&-
     cd "$root"
     # No GPU here: keep NeMo and Lightning from probing for one and HF from going online.
     CUDA_VISIBLE_DEVICES="" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \

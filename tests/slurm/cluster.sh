@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # A throw-away, real Slurm cluster on this host, for tests.
 #
+#   bash tests/slurm/cluster.sh install  install the Debian packages only (make test runs it
+#                                        once, before its workers start clusters)
 #   bash tests/slurm/cluster.sh up       start (idempotent; quick no-op when healthy)
 #   bash tests/slurm/cluster.sh down     stop what `up` started (add --purge to delete the state dir)
 #   bash tests/slurm/cluster.sh status   print daemon and node state
@@ -57,7 +59,7 @@ log() { printf 'llmb-slurm: %s\n' "$*" >&2; }
 
 usage() {
     cat >&2 <<EOF
-usage: bash tests/slurm/cluster.sh {up|down [--purge]|status|env}
+usage: bash tests/slurm/cluster.sh {install|up|down [--purge]|status|env}
 state dir: ${STATE} (LLMB_SLURM_STATE)
 EOF
 }
@@ -201,20 +203,13 @@ healthy() {
 
 # ---------------------------------------------------------------- setup
 
+# The Debian packages, once: tests/tools/debpkgs.sh installs what is missing under one lock, so
+# clusters started side by side (make test's e2e workers) never run apt-get at the same moment.
 install_packages() {
-    local missing=() pkg
-    for pkg in "${PACKAGES[@]}"; do
-        if ! dpkg-query -W -f='${Status}' "${pkg}" 2>/dev/null | grep -q 'install ok installed'; then
-            missing+=("${pkg}")
-        fi
-    done
-    ((${#missing[@]})) || return 0
-    log "installing ${missing[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq </dev/null >"${STATE}/log/apt.log" 2>&1 ||
-        { log "apt-get update failed; see ${STATE}/log/apt.log"; tail -n 20 "${STATE}/log/apt.log" >&2; exit "${EXIT_FAIL}"; }
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" </dev/null >>"${STATE}/log/apt.log" 2>&1 ||
-        { log "apt-get install failed; see ${STATE}/log/apt.log"; tail -n 20 "${STATE}/log/apt.log" >&2; exit "${EXIT_FAIL}"; }
+    if ! bash "${SCRIPT_DIR}/../tools/debpkgs.sh" "${PACKAGES[@]}"; then
+        log "installing ${PACKAGES[*]} failed (the lines above say why)"
+        exit "${EXIT_FAIL}"
+    fi
 }
 
 make_dirs() {
@@ -453,6 +448,11 @@ cmd_up() {
     log "up: ${NODE_COUNT} node(s) ${NODES[*]} idle; SLURM_CONF=${CONF}"
 }
 
+cmd_install() {
+    require_root install
+    install_packages
+}
+
 cmd_down() {
     require_root down
     local purge=0
@@ -505,6 +505,7 @@ main() {
     local cmd="${1:-}"
     (($#)) && shift
     case "${cmd}" in
+        install) cmd_install ;;
         up) cmd_up "$@" ;;
         down) cmd_down "$@" ;;
         status) cmd_status "$@" ;;
