@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The llmb installer (front): interactive, or headless with --config FILE; --dry-run prints the
-# plan. The work is done by common/llmb/install/cli.py; see installer/README.md.
+# plan. The work is done by common/llmb/install/cli.py; see docs/installer.md.
 # LLMB_PYTHON picks the Python that runs it (it needs PyYAML; default python3).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

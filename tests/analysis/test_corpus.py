@@ -16,7 +16,7 @@ from llmb.recipes import catalog
 from paths import LOGS
 
 CORPUS = LOGS / "corpus"
-LLAMA8_FLOPS = 4.74e14  # the README's Llama 3.1 8b model FLOPs per sample
+LLAMA8_FLOPS = 4.74e14  # docs/analyzer.md's Llama 3.1 8b model FLOPs per sample
 KEPT = 5e-9  # the JSON keeps 9 significant digits
 
 

@@ -153,10 +153,10 @@ def test_request_carries_the_placement():
 
 
 def test_every_placement_variable_and_flag_is_documented():
-    """installer/README.md's placement table names every flag and variable; each recipe
+    """docs/llmb-run.md's placement table names every flag and variable; each recipe
     README's Variables list names every variable (where launch.sh users look)."""
     repo = Path(__file__).resolve().parents[2]
-    table = (repo / "installer" / "README.md").read_text().split("### Node placement")[1]
+    table = (repo / "docs" / "llmb-run.md").read_text().split("## Node placement")[1]
     for var, (flag, _) in placement.ENV_VARS.items():
         assert f"`{var}" in table and f"`{flag}" in table, var
     for recipe in ("llama3.1", "nemotron", "nemotronh"):

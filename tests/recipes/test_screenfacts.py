@@ -1,6 +1,6 @@
 """llmb.recipes.screenfacts: gpus.yaml's `screen:` block, what llmb-run screen expects of one
 healthy GPU of each type (each figure with its public source and a tolerance), checked, and
-kept equal to the table of the README's "Screen a cluster"."""
+kept equal to the table of docs/screen.md, "Expected figures"."""
 
 from __future__ import annotations
 
@@ -45,8 +45,9 @@ def test_a_screen_block_that_cannot_be_used_is_refused(block, message):
 
 
 def test_readme_screen_table_is_gpus_yaml():
-    """README's "Screen a cluster" table shows gpus.yaml's figures and tolerances, no others."""
-    text = (REPO / "README.md").read_text().split("## Screen a cluster")[1]
+    """docs/screen.md's "Expected figures" table shows gpus.yaml's figures and tolerances, no
+    others."""
+    text = (REPO / "docs" / "screen.md").read_text().split("## Expected figures")[1]
     rows = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:6]]
             for line in text.splitlines() if line.startswith(("| H100", "| B200", "| GB200"))}
     names = {"H100 SXM": "h100", "B200": "b200", "GB200": "gb200"}

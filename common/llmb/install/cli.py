@@ -9,7 +9,7 @@ shell or Slurm cannot take, secrets kept out of cluster_config.yaml, an install 
 can create). The steps (llmb.install.steps: layout, hf_token, venv:<w>, setup:<w>,
 image:<file>, cluster_config, llmb_run) each check the disk to say whether they are done, so a
 rerun after an interruption, a deletion or a change does what is missing and nothing else.
-See installer/README.md for the config keys.
+See docs/installer.md for the config keys.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """`install.sh --record FILE`: the interactive answers written as a commented `--config` file.
 
-The file holds the keys a config file has (installer/README.md), each with a comment saying what
+The file holds the keys a config file has (docs/installer.md), each with a comment saying what
 it is, so that `install.sh --config FILE` replays the same install on another cluster or
 another day, and `--config FILE --dry-run` plans exactly what the questions planned. The
 Hugging Face token is never written into it: the file says where the install will read it
@@ -67,7 +67,7 @@ def text(answers: Answers) -> str:
         f"# llmb installer answers, recorded by install.sh --record on {platform.node()}, "
         f"{stamp}.",
         "# Replay: installer/install.sh --config THIS_FILE [--dry-run]; the keys are in "
-        "installer/README.md.",
+        "docs/installer.md.",
         f"# The Hugging Face token is not in this file: the install reads it from {token}."
         if needs_token else "# No installed workload needs a Hugging Face token.",
         _line("install_path", plan.install_path, "LLMB_INSTALL: images/, venvs/, workloads/"),

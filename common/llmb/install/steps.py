@@ -256,7 +256,7 @@ def cluster_config(plan: Plan) -> dict[str, Any]:
 
 
 def cluster_config_text(plan: Plan) -> str:
-    return ("# Written by the llmb installer; read by llmb-run. See installer/README.md.\n"
+    return ("# Written by the llmb installer; read by llmb-run. See docs/installer.md.\n"
             + yaml.safe_dump(cluster_config(plan), sort_keys=False))
 
 

@@ -1,3 +1,3 @@
 """llmb-run (installer/llmb-run): a small core (the command line, the cluster config, what to
 run, submission, history, status, rerun, preflight, the analyzer client and the report) and one
-folder per feature (screen, suite, archive). The module map: README.md, Layout."""
+folder per feature (screen, suite, archive). The module map: docs/architecture.md."""

@@ -22,7 +22,7 @@
 
 PLACEMENT: --nodelist, --exclude, --reservation, --qos, --segment, --slurm-arg=--KEY=VALUE.
 This module is the command line only; each command lives in the core module or the feature
-folder named for it (the module map: README.md, Layout).
+folder named for it (the module map: docs/architecture.md).
 
 Exit status: 0 success; 1 a refused request (validation against the recipe metadata or the
 install), a failed submission, a failed preflight check, a screen that could not run or an
@@ -79,7 +79,7 @@ def whole_number(what: str, limit: int) -> Any:
 
 
 def add_placement(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("node placement (Slurm; see installer/README.md)")
+    g = p.add_argument_group("node placement (Slurm; see docs/llmb-run.md)")
     g.add_argument("--nodelist", metavar="NODES", help="run on these nodes (node[01-04],n7)")
     g.add_argument("--exclude", metavar="NODES", help="never on these nodes")
     g.add_argument("--reservation", metavar="NAME")

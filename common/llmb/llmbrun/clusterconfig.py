@@ -1,6 +1,6 @@
 """llmb-run's view of an install: cluster_config.yaml found, read and checked field by field.
 
-The installer writes the file (schema 1, installer/README.md); people edit it by hand. Every
+The installer writes the file (schema 1, docs/installer.md); people edit it by hand. Every
 field llmb-run uses is checked when it is read, so a hand-edited variant (a missing section, a
 list where a mapping belongs, an unknown GPU type, a newline in an account, a file that is not
 UTF-8) stops with one line naming the file, the field and the value, never with a traceback

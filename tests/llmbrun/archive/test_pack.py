@@ -446,7 +446,7 @@ SYSTEM_PYTHON = "/usr/bin/python3"
 
 
 def system_python_without_matplotlib() -> None:
-    """What the README tells a new user to run the installer with: a python3 with PyYAML only."""
+    """What docs/installer.md asks of the installer's Python: a python3 with PyYAML only."""
     probe = subprocess.run([SYSTEM_PYTHON, "-c", "import yaml, importlib.util as u; "
                             "assert u.find_spec('matplotlib') is None"], capture_output=True,
                            check=False) if Path(SYSTEM_PYTHON).exists() else None

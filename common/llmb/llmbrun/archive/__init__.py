@@ -1,6 +1,6 @@
 """llmb-run archive and verify-archive: runs, analysis and facts packed to share, and checked
 anywhere. What the rest of llmb-run may use of it is exported here (an import contract in
-pyproject.toml holds the rest to it); its modules: README.md, Layout.
+pyproject.toml holds the rest to it); its modules: docs/architecture.md.
 """
 
 from llmb.llmbrun.archive.pack import cmd_archive

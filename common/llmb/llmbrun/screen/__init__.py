@@ -1,6 +1,6 @@
 """llmb-run screen: one short job that finds the slow GPU, node or link (README: Screen a
 cluster). What the rest of llmb-run may use of it is exported here (an import contract in
-pyproject.toml holds the rest to it); its modules: README.md, Layout.
+pyproject.toml holds the rest to it); its modules: docs/architecture.md.
 """
 
 from llmb.llmbrun.screen.job import DEFAULT_TIMEOUT_S, MAX_ROUNDS, cmd_screen

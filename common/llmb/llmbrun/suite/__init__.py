@@ -1,6 +1,6 @@
 """llmb-run suite: every published configuration of an install in one pass (README: Accept a
 cluster). What the rest of llmb-run may use of it is exported here (an import contract in
-pyproject.toml holds the rest to it); its modules: README.md, Layout.
+pyproject.toml holds the rest to it); its modules: docs/architecture.md.
 """
 
 from llmb.llmbrun.suite.commands import DEFAULT_REPEATS, cmd_resume, cmd_status, cmd_submit
