@@ -17,7 +17,10 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 FAMILY_FIELDS = ("recipe", "model_size", "dtype", "gpu_type", "scaling", "smoke_test")
 DPI = 100
@@ -82,57 +85,76 @@ def figure_png(key: tuple[Any, ...], configs: Sequence[Mapping[str, Any]],
     FigureCanvasAgg(fig)
     ax_time, ax_mfu, ax_eff = fig.subplots(1, 3)
     fig.suptitle(plain(family_title(key)), fontsize=12, fontweight="bold")
-    gpus = [c["num_gpus"] for c in configs]
+    _time_panel(ax_time, configs, runs, tolerance)
+    _mfu_panel(ax_mfu, configs)
+    _efficiency_panel(ax_eff, key, configs)
+    _gpu_axes((ax_time, ax_mfu, ax_eff), [c["num_gpus"] for c in configs])
+    out = io.BytesIO()
+    fig.savefig(out, format="png", metadata={"Software": None})
+    return out.getvalue()
 
+
+def _time_panel(ax: Axes, configs: Sequence[Mapping[str, Any]],
+                runs: Mapping[str, Sequence[float]], tolerance: float) -> None:
+    """Each run, the median with the runs' min-max, the reference and its tolerance band."""
     refs = [(c["num_gpus"], c["reference_step_time"]) for c in configs
             if c.get("reference_step_time")]
     if refs:
         xs, ys = zip(*refs, strict=True)
-        ax_time.fill_between(xs, ys, [y / (1 - tolerance / 100) for y in ys],
-                             color=COLOURS["band"], alpha=0.45, linewidth=0,
-                             label=f"within {tolerance:g}% of reference")
-        ax_time.plot(xs, ys, "--", marker="x", color=COLOURS["reference"], label="reference")
+        ax.fill_between(xs, ys, [y / (1 - tolerance / 100) for y in ys],
+                        color=COLOURS["band"], alpha=0.45, linewidth=0,
+                        label=f"within {tolerance:g}% of reference")
+        ax.plot(xs, ys, "--", marker="x", color=COLOURS["reference"], label="reference")
     for c in configs:
         points = runs.get(c["config_key"], [])
-        ax_time.plot([c["num_gpus"]] * len(points), points, "o", markersize=4,
-                     color=COLOURS["run"], alpha=0.8, zorder=3)
+        ax.plot([c["num_gpus"]] * len(points), points, "o", markersize=4,
+                color=COLOURS["run"], alpha=0.8, zorder=3)
     measured = [c for c in configs if c.get("time_median")]
     if measured:
         gpus_measured = [c["num_gpus"] for c in measured]
         med = [c["time_median"] for c in measured]
         low = [c["time_median"] - c["time_min"] for c in measured]
         high = [c["time_max"] - c["time_median"] for c in measured]
-        ax_time.errorbar(gpus_measured, med, yerr=[low, high], fmt="-o", color=COLOURS["median"],
-                         capsize=4, label="median (min-max of runs)", zorder=4)
-    ax_time.plot([], [], "o", color=COLOURS["run"], markersize=4, label="each run")
-    ax_time.set_title("step time")
-    ax_time.set_ylabel("seconds per step")
+        ax.errorbar(gpus_measured, med, yerr=[low, high], fmt="-o", color=COLOURS["median"],
+                    capsize=4, label="median (min-max of runs)", zorder=4)
+    ax.plot([], [], "o", color=COLOURS["run"], markersize=4, label="each run")
+    ax.set_title("step time")
+    ax.set_ylabel("seconds per step")
 
+
+def _mfu_panel(ax: Axes, configs: Sequence[Mapping[str, Any]]) -> None:
+    """The median MFU, and the MFU the reference step time would give."""
     with_mfu = [c for c in configs if c.get("mfu_median")]
     if with_mfu:
-        ax_mfu.plot([c["num_gpus"] for c in with_mfu], [c["mfu_median"] * 100 for c in with_mfu],
-                    "-o", color=COLOURS["mfu"], label="median")
+        ax.plot([c["num_gpus"] for c in with_mfu], [c["mfu_median"] * 100 for c in with_mfu],
+                "-o", color=COLOURS["mfu"], label="median")
         ref_mfu = [(c["num_gpus"], c["mfu_median"] * c["time_median"] / c["reference_step_time"]
                     * 100) for c in with_mfu if c.get("reference_step_time")]
         if ref_mfu:
             xs, ys = zip(*ref_mfu, strict=True)
-            ax_mfu.plot(xs, ys, "--", marker="x", color=COLOURS["reference"],
-                        label="at the reference")
+            ax.plot(xs, ys, "--", marker="x", color=COLOURS["reference"],
+                    label="at the reference")
     else:
-        ax_mfu.text(0.5, 0.5, "no MFU (model FLOPs unknown\nor a smoke test)",
-                    ha="center", va="center", transform=ax_mfu.transAxes, color="#555555")
-    ax_mfu.set_title("MFU")
-    ax_mfu.set_ylabel("% of peak")
+        ax.text(0.5, 0.5, "no MFU (model FLOPs unknown\nor a smoke test)",
+                ha="center", va="center", transform=ax.transAxes, color="#555555")
+    ax.set_title("MFU")
+    ax.set_ylabel("% of peak")
 
+
+def _efficiency_panel(ax: Axes, key: tuple[Any, ...], configs: Sequence[Mapping[str, Any]]
+                      ) -> None:
     eff = efficiency(configs)
     if eff:
         xs, ys = zip(*eff, strict=True)
-        ax_eff.axhline(100, color=COLOURS["run"], linestyle=":", label="ideal")
-        ax_eff.plot(xs, ys, "-o", color=COLOURS["efficiency"], label="measured")
-    ax_eff.set_title(plain(f"{key[4] or ''} scaling efficiency".strip()))
-    ax_eff.set_ylabel(f"% of {eff[0][0]} GPUs" if eff else "%")
+        ax.axhline(100, color=COLOURS["run"], linestyle=":", label="ideal")
+        ax.plot(xs, ys, "-o", color=COLOURS["efficiency"], label="measured")
+    ax.set_title(plain(f"{key[4] or ''} scaling efficiency".strip()))
+    ax.set_ylabel(f"% of {eff[0][0]} GPUs" if eff else "%")
 
-    for ax in (ax_time, ax_mfu, ax_eff):
+
+def _gpu_axes(axes: Sequence[Axes], gpus: list[int]) -> None:
+    """Every panel against the GPU count, in powers of two, with its grid and legend."""
+    for ax in axes:
         ax.set_xscale("log", base=2)
         ax.set_xticks(gpus, [str(n) for n in gpus])
         ax.minorticks_off()
@@ -141,8 +163,5 @@ def figure_png(key: tuple[Any, ...], configs: Sequence[Mapping[str, Any]],
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8, loc="best")
     if len(set(gpus)) == 1:  # one scale: keep the axis readable
-        for ax in (ax_time, ax_mfu, ax_eff):
+        for ax in axes:
             ax.set_xlim(gpus[0] / 1.5, gpus[0] * 1.5)
-    out = io.BytesIO()
-    fig.savefig(out, format="png", metadata={"Software": None})
-    return out.getvalue()
