@@ -19,21 +19,25 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from llmb.analysis.record import Configuration
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 FAMILY_FIELDS = ("recipe", "model_size", "dtype", "gpu_type", "scaling", "smoke_test")
 DPI = 100
 SIZE = (13.0, 3.8)  # inches
+FamilyKey = tuple[object, ...]  # a family's FAMILY_FIELDS
 COLOURS = {"run": "#9aa5b1", "median": "#1f5fa8", "reference": "#c2410c", "band": "#fdba74",
            "mfu": "#15803d", "efficiency": "#7c3aed"}
 
 
-def family_key(config: Mapping[str, Any]) -> tuple[Any, ...]:
-    return tuple(config.get(f) for f in FAMILY_FIELDS)
+def family_key(config: Configuration) -> FamilyKey:
+    fields: Mapping[str, object] = config
+    return tuple(fields.get(f) for f in FAMILY_FIELDS)
 
 
-def family_title(key: tuple[Any, ...]) -> str:
+def family_title(key: FamilyKey) -> str:
     recipe, size, dtype, gpu, scaling, smoke = key
     text = f"{recipe} {size} {dtype} on {gpu}"
     text += f", {scaling} scaling" if scaling else ", scaling unknown"
@@ -46,36 +50,42 @@ def plain(text: str) -> str:
     return text.replace("$", r"\$")
 
 
-def slug(key: tuple[Any, ...]) -> str:
+def slug(key: FamilyKey) -> str:
     parts = [str(p) for p in key[:5] if p] + (["smoke"] if key[5] else [])
     return re.sub(r"[^A-Za-z0-9.]+", "_", "-".join(parts)).strip("_") or "plot"
 
 
-def families(configs: Sequence[Mapping[str, Any]]) -> dict[tuple[Any, ...], list[Any]]:
+def families(configs: Sequence[Configuration]) -> dict[FamilyKey, list[Configuration]]:
     """Identified configurations with a figure or a reference, grouped, each sorted by GPUs."""
-    out: dict[tuple[Any, ...], list[Any]] = {}
+    out: dict[FamilyKey, list[Configuration]] = {}
     for c in configs:
         if c.get("recipe") and c.get("num_gpus") and (
                 c.get("time_median") or c.get("reference_step_time")):
             out.setdefault(family_key(c), []).append(c)
-    return {k: sorted(v, key=lambda c: c["num_gpus"]) for k, v in out.items()}
+    return {k: sorted(v, key=_gpus) for k, v in out.items()}
 
 
-def efficiency(configs: Sequence[Mapping[str, Any]]) -> list[tuple[int, float]]:
+def _gpus(config: Configuration) -> int:
+    return config.get("num_gpus") or 0  # (a configuration that is plotted has its count)
+
+
+def efficiency(configs: Sequence[Configuration]) -> list[tuple[int, float]]:
     """(GPUs, scaling efficiency in %) relative to the smallest scale with a figure."""
-    measure = "mfu_median"
-    if not any(c.get(measure) for c in configs):
-        measure = "tokens_per_second_median"
-    points = [(c["num_gpus"], c[measure] / (c["num_gpus"] if measure.startswith("tokens")
-                                            else 1))
-              for c in configs if c.get(measure)]
+    by_mfu = any(c.get("mfu_median") for c in configs)
+    points = []
+    for c in configs:
+        gpus = _gpus(c)
+        if by_mfu and (mfu := c.get("mfu_median")):
+            points.append((gpus, mfu))
+        elif not by_mfu and (tokens := c.get("tokens_per_second_median")):
+            points.append((gpus, tokens / gpus))
     if not points:
         return []
     base = points[0][1]
     return [(n, v / base * 100) for n, v in points]
 
 
-def figure_png(key: tuple[Any, ...], configs: Sequence[Mapping[str, Any]],
+def figure_png(key: FamilyKey, configs: Sequence[Configuration],
                runs: Mapping[str, Sequence[float]], tolerance: float) -> bytes:
     """The three panels for one family; runs maps config_key -> successful runs' means."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -88,7 +98,7 @@ def figure_png(key: tuple[Any, ...], configs: Sequence[Mapping[str, Any]],
     _time_panel(ax_time, configs, runs, tolerance)
     _mfu_panel(ax_mfu, configs)
     _efficiency_panel(ax_eff, key, configs)
-    _gpu_axes((ax_time, ax_mfu, ax_eff), [c["num_gpus"] for c in configs])
+    _gpu_axes((ax_time, ax_mfu, ax_eff), [_gpus(c) for c in configs])
     out = io.BytesIO()
     fig.savefig(out, format="png", metadata={"Software": None})
     return out.getvalue()
@@ -141,8 +151,7 @@ def _mfu_panel(ax: Axes, configs: Sequence[Mapping[str, Any]]) -> None:
     ax.set_ylabel("% of peak")
 
 
-def _efficiency_panel(ax: Axes, key: tuple[Any, ...], configs: Sequence[Mapping[str, Any]]
-                      ) -> None:
+def _efficiency_panel(ax: Axes, key: FamilyKey, configs: Sequence[Configuration]) -> None:
     eff = efficiency(configs)
     if eff:
         xs, ys = zip(*eff, strict=True)

@@ -355,7 +355,7 @@ def _transcoded(f: BinaryIO, head: bytes, encoding: str, chunk_bytes: int) -> It
 
 
 def _scan_chunks(scan: LogScan, chunks: Iterable[bytes]) -> None:
-    """Any chunks of UTF-8 text (a decoded log): the same lines as _scan_file."""
+    """Chunks of UTF-8 text of whatever size (a decoded log): the same lines as _scan_file."""
     buf = bytearray()
     for chunk in chunks:
         buf += chunk
