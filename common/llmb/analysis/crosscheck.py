@@ -40,7 +40,7 @@ from llmb import manifest
 from llmb.analysis import timing
 
 if TYPE_CHECKING:
-    from llmb.analysis.identify import Identifier
+    from llmb.analysis.identify import Identifier, Identity
 
 # The model FLOPs a log implies may differ this much from the catalog's (NeMo's formula
 # versions differ by up to ~15%: causal attention counted half or not); a wrong layer count
@@ -52,16 +52,16 @@ MODEL_FACTOR = 1.5
 class Checked:
     """The identity after the log's facts, and what the checks found."""
 
-    ident: dict[str, Any] | None
+    ident: Identity | None
     invalid: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
-def _source(ident: dict[str, Any]) -> str:
+def _source(ident: Identity) -> str:
     return f"its {manifest.NAME}" if ident["by"] == "manifest" else "its experiment name"
 
 
-def log_facts(scan: timing.LogScan, ident: dict[str, Any] | None, identifier: Identifier | None
+def log_facts(scan: timing.LogScan, ident: Identity | None, identifier: Identifier | None
               ) -> Checked:
     """World size, global batch size and final iteration: the identity against the log."""
     checked = Checked(ident)
@@ -80,7 +80,7 @@ def log_facts(scan: timing.LogScan, ident: dict[str, Any] | None, identifier: Id
         checked.invalid.append(f"{_source(ident)} says {ident['num_gpus']} GPUs, the log "
                                f"{world} processes ({sizes[0][1]!r}): the log is not this "
                                "configuration's")
-    elif world is None and scan.data_parallel and ident.get("parallel"):
+    elif world is None and scan.data_parallel and ident["parallel"]:
         tp, pp, cp = ident["parallel"]
         if (implied := scan.data_parallel * tp * pp * cp) != ident["num_gpus"]:
             checked.invalid.append(
@@ -124,7 +124,7 @@ def implied_flops(scan: timing.LogScan, idx: list[int], gpus: int, gbs: int) -> 
     return timing.median(values) if values else None
 
 
-def model_check(scan: timing.LogScan, ident: dict[str, Any], idx: list[int],
+def model_check(scan: timing.LogScan, ident: Identity, idx: list[int],
                 flops: float | None) -> str | None:
     """Why the model NeMo built is not the identified one, or None."""
     if flops is None or ident["smoke"] or not ident["recipe"].logged_tflops:

@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from llmb import manifest
 from llmb.manifest import ManifestError
@@ -247,6 +247,28 @@ def _parallel(par: ManifestData) -> tuple[int, int, int] | None:
     return (found[0], found[1], found[2]) if len(found) == 3 else None
 
 
+class Identity(TypedDict):
+    """Which configuration a run is, as its manifest or its name says (Identifier.identify):
+    what its result's identity, figures and checks are made from."""
+
+    recipe: Recipe | UnknownModel
+    experiment: str | None
+    model_size: str
+    dtype: str
+    gpu_type: str
+    num_gpus: int | None
+    gbs: int | None
+    gbs_from: str  # manifest, name, published row, log
+    scaling: str | None  # weak, strong, or unknown
+    num_layers: int | None
+    parallel: tuple[int, int, int] | None  # (TP, PP, CP)
+    seq_length: int | None
+    by: str  # manifest, name
+    final_index: int | None  # the manifest's max_steps - 1
+    smoke: bool  # a smoke test: no model FLOPs, MFU or reference apply
+    reference: Reference | None  # the published step time, for the published row only
+
+
 class Identifier:
     """Turns a manifest or an experiment name into the run's catalog identity."""
 
@@ -268,10 +290,9 @@ class Identifier:
                 catalogcache.store()
         self._by_name = {r.name: r for r in self.recipes.values()}
         # the identities of the last MANIFESTS_KEPT manifests (a run's logs come together)
-        self._manifests: OrderedDict[str, tuple[dict[str, Any] | None, str | None]] = \
-            OrderedDict()
+        self._manifests: OrderedDict[str, tuple[Identity | None, str | None]] = OrderedDict()
         self._names: OrderedDict[str, NameInfo | None] = OrderedDict()  # name -> its parts
-        self._named: OrderedDict[NameInfo, dict[str, Any]] = OrderedDict()  # -> identity
+        self._named: OrderedDict[NameInfo, Identity] = OrderedDict()  # -> identity
         self._layers: OrderedDict[tuple[object, ...], int | None] = OrderedDict()
         self._places: OrderedDict[tuple[str, str, str], NameInfo | None] = OrderedDict()
         self._figures: OrderedDict[tuple[object, ...], float | None] = OrderedDict()
@@ -280,7 +301,7 @@ class Identifier:
         return self.recipes.get(str(key)) or self._by_name.get(str(key))
 
     def from_manifest(self, path: str, m: ManifestData | str
-                      ) -> tuple[dict[str, Any] | None, str | None]:
+                      ) -> tuple[Identity | None, str | None]:
         """(identity or None, a one-line problem or None); worked out once per manifest."""
         if path not in self._manifests:
             try:
@@ -293,28 +314,27 @@ class Identifier:
                 self._manifests.popitem(last=False)
         return self._manifests[path]
 
-    def _manifest_identity(self, m: ManifestData) -> dict[str, Any]:
+    def _manifest_identity(self, m: ManifestData) -> Identity:
         recipe = self.recipe(m.get("workload")) or self.recipe(m.get("recipe"))
         if recipe is None:
             raise ManifestError(f"workload {shown(m.get('workload'))[:60]} is not a known "
                                 f"recipe ({', '.join(self.recipes) or 'no catalog'})")
         par = _section(m, "parallelism")
         opts = _section(m, "options")
-        scaling = m.get("scaling")
-        if scaling not in (None, *SCALINGS):
+        scaling, experiment = m.get("scaling"), m.get("experiment")
+        if scaling is not None and scaling not in SCALINGS:
             raise ManifestError(f"scaling is {shown(scaling)[:40]}, not weak or strong")
         smoke = opts.get("smoke_test", False)
         if not isinstance(smoke, bool):
             raise ManifestError("options.smoke_test is not true or false")
         gpu = m.get("gpu_type")
         max_steps = _count(opts, "max_steps", "options.", required=False)
-        ident = {
-            "recipe": recipe, "experiment": m.get("experiment") if isinstance(
-                m.get("experiment"), str) else None,
+        ident: Identity = {
+            "recipe": recipe, "experiment": experiment if isinstance(experiment, str) else None,
             "model_size": _text(m, "model_size"), "dtype": _text(m, "dtype"),
             "gpu_type": _text(m, "gpu_type") if gpu is not None else self.gpu_type,
             "num_gpus": _count(m, "num_gpus"), "gbs": _count(par, "gbs", "parallelism."),
-            "gbs_from": "manifest", "scaling": scaling,
+            "gbs_from": "manifest", "scaling": scaling if isinstance(scaling, str) else None,
             "num_layers": _count(par, "num_layers", "parallelism.", required=False),
             "parallel": _parallel(par),
             "seq_length": _count(m, "seq_length", required=False) or recipe.seq_length,
@@ -322,12 +342,12 @@ class Identifier:
             "final_index": max_steps - 1 if max_steps else None,
             # A smoke test trains a tiny stand-in model: nothing about the real model's
             # FLOPs, MFU or reference applies to its step times.
-            "smoke": smoke,
+            "smoke": smoke, "reference": None,
         }
         ident["reference"] = None if smoke else self._reference(recipe, ident)
         return ident
 
-    def from_name(self, info: NameInfo) -> dict[str, Any]:
+    def from_name(self, info: NameInfo) -> Identity:
         recipe = self.recipes.get(info.workload)
         if recipe is None:
             return self._unknown(info)
@@ -340,18 +360,18 @@ class Identifier:
         elif (strong := self._resolve(recipe, info, gpu, "strong")) is not None:
             scaling = "strong" if strong.gbs == gbs else None
         layout = self._resolve(recipe, info, gpu, scaling or "weak")
-        ident = {
+        ident: Identity = {
             "recipe": recipe, "experiment": info.experiment, "model_size": info.model_size,
             "dtype": info.dtype, "gpu_type": gpu, "num_gpus": info.num_gpus, "gbs": gbs,
             "gbs_from": "name" if info.gbs is not None else "published row",
             "scaling": scaling, "num_layers": layout.num_layers if layout else None,
             "seq_length": recipe.seq_length, "by": "name", "final_index": None, "smoke": False,
-            "parallel": info.parallel,
+            "parallel": info.parallel, "reference": None,
         }
         ident["reference"] = self._reference(recipe, ident)
         return ident
 
-    def _unknown(self, info: NameInfo) -> dict[str, Any]:
+    def _unknown(self, info: NameInfo) -> Identity:
         """The identity of a model the catalog does not know: what its name says, and no
         reference (llmb.analysis.result takes the sequence length from the log)."""
         return {
@@ -362,28 +382,30 @@ class Identifier:
             "smoke": False, "parallel": info.parallel, "reference": None,
         }
 
-    def catalog_layers(self, ident: dict[str, Any]) -> int | None:
+    def catalog_layers(self, ident: Identity) -> int | None:
         """The layer count the catalog gives the identified configuration (the launcher writes
         it into the manifest), or None when the catalog has no such row."""
         key = (ident["recipe"].name, *(ident[k] for k in ("model_size", "dtype", "gpu_type",
                                                           "num_gpus", "scaling")))
         return _kept(self._layers, key, lambda: self._catalog_layers(ident))
 
-    def _catalog_layers(self, ident: dict[str, Any]) -> int | None:
+    def _catalog_layers(self, ident: Identity) -> int | None:
+        recipe, gpus = ident["recipe"], ident["num_gpus"]
+        if isinstance(recipe, UnknownModel) or gpus is None:  # (a manifest names a recipe)
+            return None
         try:
-            cfg = ident["recipe"].resolve(ident["model_size"], ident["dtype"], ident["gpu_type"],
-                                          ident["num_gpus"], ident["scaling"] or "weak",
-                                          allow_unpublished=True)
+            cfg = recipe.resolve(ident["model_size"], ident["dtype"], ident["gpu_type"], gpus,
+                                 ident["scaling"] or "weak", allow_unpublished=True)
         except self.catalog.CatalogError:
             return None
         return int(cfg.num_layers)
 
-    def with_gbs(self, ident: dict[str, Any], gbs: int) -> dict[str, Any]:
+    def with_gbs(self, ident: Identity, gbs: int) -> Identity:
         """A name-identified run whose GBS was taken from the published row, identified again
         with the GBS its log states (scaling and reference follow it)."""
-        info = NameInfo(experiment=ident["experiment"], workload=ident["recipe"].workload,
+        info = NameInfo(experiment=ident["experiment"] or "", workload=ident["recipe"].workload,
                         model_size=ident["model_size"], dtype=ident["dtype"],
-                        num_gpus=ident["num_gpus"], gbs=gbs, tags=(),
+                        num_gpus=ident["num_gpus"] or 0, gbs=gbs, tags=(),
                         parallel=ident.get("parallel"))
         return {**self.from_name(info), "gbs_from": "log"}
 
@@ -394,26 +416,27 @@ class Identifier:
         except self.catalog.CatalogError:
             return None
 
-    def _reference(self, recipe: Recipe, ident: dict[str, Any]) -> Reference | None:
+    def _reference(self, recipe: Recipe, ident: Identity) -> Reference | None:
         """The published step time, only when this run is the published row (same GBS)."""
-        if ident["scaling"] not in SCALINGS:
+        scaling, gpus = ident["scaling"], ident["num_gpus"]
+        if scaling is None or scaling not in SCALINGS or gpus is None:
             return None
         try:
-            cfg = recipe.resolve(ident["model_size"], ident["dtype"], ident["gpu_type"],
-                                 ident["num_gpus"], ident["scaling"])
+            cfg = recipe.resolve(ident["model_size"], ident["dtype"], ident["gpu_type"], gpus,
+                                 scaling)
         except self.catalog.CatalogError:
             return None
         if cfg.gbs != ident["gbs"]:
             return None
-        return recipe.reference(ident["model_size"], ident["dtype"], ident["gpu_type"],
-                                ident["num_gpus"], ident["scaling"])
+        return recipe.reference(ident["model_size"], ident["dtype"], ident["gpu_type"], gpus,
+                                scaling)
 
-    def model_flops(self, ident: dict[str, Any]) -> float | None:
+    def model_flops(self, ident: Identity) -> float | None:
         recipe = ident["recipe"]
         key = ("flops", recipe.name, ident["model_size"], ident["num_layers"])
         return _kept(self._figures, key, lambda: recipe.model_flops(
-            ident["model_size"], ident["num_layers"]) if ident["model_size"] in recipe.sizes
-            else None)
+            ident["model_size"], ident["num_layers"]) if not isinstance(recipe, UnknownModel)
+            and ident["model_size"] in recipe.sizes else None)
 
     def peak_tflops(self, ident: dict[str, Any], gpu_type: str | None = None) -> float | None:
         key = ("peak", gpu_type or ident["gpu_type"], ident["dtype"])
@@ -429,7 +452,7 @@ class Identifier:
         return float(value) if value else None
 
     def identify(self, manifest: Found | None, rel: str,
-                 root: str) -> tuple[dict[str, Any] | None, str | None]:
+                 root: str) -> tuple[Identity | None, str | None]:
         """The run's identity (manifest first, then the names around the log) and a warning
         about its manifest, if any."""
         ident, warning = self.from_manifest(*manifest) if manifest else (None, None)

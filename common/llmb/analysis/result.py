@@ -28,7 +28,7 @@ from llmb.recipes import perf
 from llmb.shared import redact
 
 if TYPE_CHECKING:
-    from llmb.analysis.identify import Identifier
+    from llmb.analysis.identify import Identifier, Identity
 
 
 def empty_result(rel: str, path: str) -> AnalyzedRun:
@@ -103,7 +103,7 @@ def window_span(scan: timing.LogScan, window: tuple[int, int], final: int | None
     return Span((first, end), invalid, note)
 
 
-def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any] | None,
+def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: Identity | None,
                 identifier: Identifier | None, window: tuple[int, int] = timing.WINDOW,
                 secrets: Collection[str] | None = None) -> AnalyzedRun:
     """The log's result (secrets: the environment's secret values, masked in the reason, taken
@@ -134,7 +134,8 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any]
     invalid = checked.invalid + _invalid(scan, ident, identifier, mfu, peak)
     if span.invalid:
         invalid.append(span.invalid)
-    above = crosscheck.tflops_above_peak(scan, ident, identifier)
+    # (the peak and MFU checks take the identity as a plain dict)
+    above = crosscheck.tflops_above_peak(scan, cast("dict[str, Any] | None", ident), identifier)
     if above is not None:
         invalid.append(above)
     elif ident is not None and not checked.invalid \
@@ -162,14 +163,14 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any]
     return result
 
 
-def _identity(result: AnalyzedRun, ident: dict[str, Any], identifier: Identifier
+def _identity(result: AnalyzedRun, ident: Identity, identifier: Identifier
               ) -> tuple[float | None, float | None]:
     """The identity's fields into the result; (model FLOPs per sample, peak TFLOPS)."""
     result["smoke_test"] = ident["smoke"]
     flops = peak = None
     if not ident["smoke"]:
         flops = identifier.model_flops(ident)
-        peak = identifier.peak_tflops(ident)
+        peak = identifier.peak_tflops(cast("dict[str, Any]", ident))
     ref = ident["reference"]
     result.update({
         "experiment": ident["experiment"], "identified_by": ident["by"],
@@ -182,7 +183,7 @@ def _identity(result: AnalyzedRun, ident: dict[str, Any], identifier: Identifier
     return flops, peak
 
 
-def _tflops(result: AnalyzedRun, scan: timing.LogScan, ident: dict[str, Any] | None,
+def _tflops(result: AnalyzedRun, scan: timing.LogScan, ident: Identity | None,
             idx: list[int], flops: float | None) -> None:
     """TFLOPS per GPU over the window: the log's, or computed from the model FLOPs when the
     log has none for a step or the recipe's logged figure is wrong."""
@@ -202,7 +203,7 @@ def _tflops(result: AnalyzedRun, scan: timing.LogScan, ident: dict[str, Any] | N
                    "tflops_per_gpu_std_dev": _round(tflops.std_dev, 4)})
 
 
-def _derived(result: AnalyzedRun, ident: dict[str, Any] | None, mean: float | None,
+def _derived(result: AnalyzedRun, ident: Identity | None, mean: float | None,
              flops: float | None, peak: float | None) -> float | None:
     """Tokens/s, days to train, MFU and % of the reference; the MFU (None when unknown)."""
     if ident is None or not mean or not ident["gbs"] or ident["smoke"]:
@@ -222,7 +223,7 @@ def _derived(result: AnalyzedRun, ident: dict[str, Any] | None, mean: float | No
     return mfu
 
 
-def _invalid(scan: timing.LogScan, ident: dict[str, Any] | None,
+def _invalid(scan: timing.LogScan, ident: Identity | None,
              identifier: Identifier | None, mfu: float | None, peak: float | None) -> list[str]:
     """Why the run's numbers cannot be trusted (empty when they can)."""
     out = []
@@ -251,7 +252,8 @@ def _invalid(scan: timing.LogScan, ident: dict[str, Any] | None,
         iteration, final = scan.beyond_final
         out.append(f"iteration {at(iteration)} is beyond its final iteration {at(final)}")
     if mfu is not None and ident is not None and peak and mfu > 1:
-        out.append(crosscheck.impossible_mfu(ident, identifier, mfu, peak))
+        out.append(crosscheck.impossible_mfu(cast("dict[str, Any]", ident), identifier, mfu,
+                                             peak))
     return out
 
 
