@@ -13,7 +13,7 @@ from contextlib import contextmanager
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from llmb.analysis import bulk, timing
+from llmb.analysis import bulk, family_megatron, timing
 from logformats import OPTIONAL, MegatronStep, megatron_startup, nemo_step
 
 
@@ -171,8 +171,9 @@ def test_a_plain_log_is_read_in_bulk(monkeypatch: pytest.MonkeyPatch, lines: lis
     rows = bulk.read(buf, len(buf), family)
     assert rows is not None and rows.index == list(range(50)) and rows.final == 49
     if b"Step Time" in buf:  # Megatron-Bridge's whole steps: read in one pass
-        whole = bulk._records(b"\n" + buf, len(buf) + 1)
-        assert whole is not None and whole == bulk._megatron(b"\n" + buf, len(buf) + 1, None)
+        whole = family_megatron.records(b"\n" + buf, len(buf) + 1)
+        lines_read = family_megatron.iteration_lines(b"\n" + buf, len(buf) + 1, None)
+        assert whole is not None and whole == lines_read
     fast, slow = scans(buf, 1 << 22, monkeypatch)
     assert fast == slow and fast.complete() and len(fast.steps) == 50
 
@@ -193,7 +194,7 @@ def test_records_are_read_in_bulk_only_when_no_needle_is_outside_them(
     lines = bridge_steps(20)
     lines.insert(len(lines) if where == -1 else where, line)
     buf = ("\n" + "\n".join(lines) + "\n").encode()
-    assert (bulk._records(buf, len(buf)) is not None) is bulk_read
+    assert (family_megatron.records(buf, len(buf)) is not None) is bulk_read
     fast, slow = scans(buf, 1 << 22, monkeypatch)
     assert fast == slow
 

@@ -27,16 +27,20 @@ from llmb.analysis import verdicts
 from llmb.analysis.discover import base_of
 from llmb.analysis.identify import DEFAULT_GPU, display
 from llmb.analysis.perlog import Outcome
+from llmb.analysis.record import AnalyzedRun, Configuration
 from llmb.analysis.spill import Spill
 
+# A result's place in the analysis: its configuration's (all but the last), then its file's.
+Order = tuple[bool, str, float, str, str, int, str, str, str]
 
-def order(result: dict[str, Any]) -> tuple[Any, ...]:
+
+def order(result: AnalyzedRun) -> Order:
     """Runs of one configuration together: recipe, size (as a number), dtype, GPU type, scale,
     configuration; runs that could not be identified last; then by path."""
     size = re.match(r"\d+(?:\.\d+)?", str(result["model_size"] or ""))
     return (result["recipe"] is None, result["recipe"] or "", float(size.group()) if size else 0.0,
             result["dtype"] or "", result["gpu_type"] or "", result["num_gpus"] or 0,
-            str(result["scaling"] or ""), result["config_key"], result["filename"])
+            str(result["scaling"] or ""), result["config_key"] or "", result["filename"])
 
 
 class Results(Spill):
@@ -44,7 +48,7 @@ class Results(Spill):
     file name): iterated as dicts; `lines` gives (line, config_key, filename) as kept, which the
     JSON writer writes as they are."""
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def __iter__(self) -> Iterator[AnalyzedRun]:
         return (json.loads(line) for line, _, _ in super().__iter__())
 
     def lines(self) -> Iterator[tuple[str, str, str]]:
@@ -60,7 +64,8 @@ class Assembly:
         self.base = base_of(roots)
         self.results = Results()
         self.groups = verdicts.Groups(window)
-        self._orders: dict[str, tuple[Any, ...]] = {}  # config_key -> its order but the file
+        self._orders: dict[str, tuple[bool, str, float, str, str, int, str, str]] = {}
+        # (config_key -> its order but the file)
         self.skipped = Spill()
         self.warnings: dict[str, str] = {}  # manifest (shown relative) -> warning
         self.status: Counter[str] = Counter()
@@ -86,7 +91,7 @@ class Assembly:
             self.warnings.setdefault(display(os.path.relpath(manifest, self.base)), warning)
         self.status[brief["status"]] += 1
         self.unreadable += bool(brief["error"])
-        key, filename = brief["config_key"], brief["filename"]
+        key, filename = brief["config_key"] or "", brief["filename"]
         config = self._orders.get(key)
         if config is None:  # the configuration's part of the order, once per configuration
             config = self._orders[key] = order(brief)[:-1]
@@ -115,7 +120,7 @@ class Assembly:
             "catalog_error": self.catalog_error,
         }
 
-    def summary(self, configs: list[dict[str, Any]]) -> dict[str, Any]:
+    def summary(self, configs: list[Configuration]) -> dict[str, Any]:
         return {
             "logs": len(self.results), "success": self.status["Success"],
             "failed": self.status["Failed"], "invalid": self.status["Invalid"],

@@ -34,10 +34,13 @@ and neither can an MFU above 100%: Invalid, saying which GPU type the figure wou
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmb import manifest
 from llmb.analysis import timing
+
+if TYPE_CHECKING:
+    from llmb.analysis.identify import Identifier, Identity
 
 # The model FLOPs a log implies may differ this much from the catalog's (NeMo's formula
 # versions differ by up to ~15%: causal attention counted half or not); a wrong layer count
@@ -49,16 +52,17 @@ MODEL_FACTOR = 1.5
 class Checked:
     """The identity after the log's facts, and what the checks found."""
 
-    ident: dict[str, Any] | None
+    ident: Identity | None
     invalid: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
 
-def _source(ident: dict[str, Any]) -> str:
+def _source(ident: Identity) -> str:
     return f"its {manifest.NAME}" if ident["by"] == "manifest" else "its experiment name"
 
 
-def log_facts(scan: timing.LogScan, ident: dict[str, Any] | None, identifier: Any) -> Checked:
+def log_facts(scan: timing.LogScan, ident: Identity | None, identifier: Identifier | None
+              ) -> Checked:
     """World size, global batch size and final iteration: the identity against the log."""
     checked = Checked(ident)
     sizes = list(scan.world_sizes.items())
@@ -76,7 +80,7 @@ def log_facts(scan: timing.LogScan, ident: dict[str, Any] | None, identifier: An
         checked.invalid.append(f"{_source(ident)} says {ident['num_gpus']} GPUs, the log "
                                f"{world} processes ({sizes[0][1]!r}): the log is not this "
                                "configuration's")
-    elif world is None and scan.data_parallel and ident.get("parallel"):
+    elif world is None and scan.data_parallel and ident["parallel"]:
         tp, pp, cp = ident["parallel"]
         if (implied := scan.data_parallel * tp * pp * cp) != ident["num_gpus"]:
             checked.invalid.append(
@@ -84,7 +88,8 @@ def log_facts(scan: timing.LogScan, ident: dict[str, Any] | None, identifier: An
                 f"{scan.data_parallel} x TP {tp} x PP {pp} x CP {cp} is {implied}: the log is "
                 "not this configuration's")
     _gbs(scan, checked, identifier)
-    if ident["by"] == "manifest" and ident["num_layers"] and not ident["smoke"]:
+    if identifier is not None and ident["by"] == "manifest" and ident["num_layers"] \
+            and not ident["smoke"]:
         layers = identifier.catalog_layers(ident)
         if layers is not None and layers != ident["num_layers"]:
             checked.invalid.append(
@@ -99,12 +104,13 @@ def log_facts(scan: timing.LogScan, ident: dict[str, Any] | None, identifier: An
     return checked
 
 
-def _gbs(scan: timing.LogScan, checked: Checked, identifier: Any) -> None:
+def _gbs(scan: timing.LogScan, checked: Checked, identifier: Identifier | None) -> None:
     ident = checked.ident
     assert ident is not None
     if scan.gbs is None or scan.gbs == ident["gbs"] or ident["smoke"]:
         return
-    if ident["by"] == "name" and ident.get("gbs_from") == "published row":
+    if identifier is not None and ident["by"] == "name" \
+            and ident.get("gbs_from") == "published row":
         checked.ident = identifier.with_gbs(ident, scan.gbs)
         return
     checked.invalid.append(f"{_source(ident)} says GBS {ident['gbs']}, the step lines' "
@@ -118,7 +124,7 @@ def implied_flops(scan: timing.LogScan, idx: list[int], gpus: int, gbs: int) -> 
     return timing.median(values) if values else None
 
 
-def model_check(scan: timing.LogScan, ident: dict[str, Any], idx: list[int],
+def model_check(scan: timing.LogScan, ident: Identity, idx: list[int],
                 flops: float | None) -> str | None:
     """Why the model NeMo built is not the identified one, or None."""
     if flops is None or ident["smoke"] or not ident["recipe"].logged_tflops:

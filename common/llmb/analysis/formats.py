@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
+from llmb.analysis.record import AnalyzedRun, Comparison, Configuration
 from llmb.shared.values import shown
 
 # The established columns of the seeds' CSV, then the additions.
@@ -81,7 +82,7 @@ def write(analysis: Mapping[str, Any], fmt: str, out: TextIO, full_names: bool =
 
 # --- JSON and CSV -------------------------------------------------------------------------
 
-def _dumps(value: Any, level: int) -> str:
+def _dumps(value: object, level: int) -> str:
     """json.dumps(value, indent=2) as it reads `level` levels deep inside the document.
     ensure_ascii: valid in any locale; allow_nan=False: a NaN would not be JSON."""
     text = json.dumps(value, indent=2, ensure_ascii=True, allow_nan=False)
@@ -92,7 +93,8 @@ def _dumps(value: Any, level: int) -> str:
 _string = json.encoder.encode_basestring_ascii
 
 
-def _json_list(out: TextIO, items: Iterable[Any], level: int, one_line: bool = False) -> None:
+def _json_list(out: TextIO, items: Iterable[object], level: int, one_line: bool = False
+               ) -> None:
     """A list written item by item, as json.dumps(indent=2) writes it, or with each item on
     one line (json's C encoder: fast)."""
     pad = "  " * (level + 1)
@@ -143,8 +145,8 @@ def write_json(analysis: Mapping[str, Any], out: TextIO) -> None:
     out.write("\n}\n" if analysis else "{}\n")
 
 
-def _json_configs(out: TextIO, configs: Sequence[Mapping[str, Any]],
-                  results: Iterable[Mapping[str, Any]]) -> None:
+def _json_configs(out: TextIO, configs: Sequence[Configuration],
+                  results: Iterable[AnalyzedRun]) -> None:
     """Configurations; one without `files` gets them from the results, in which the runs of a
     configuration follow each other in configuration order."""
     if not configs:
@@ -181,14 +183,15 @@ def to_json(analysis: Mapping[str, Any]) -> str:
     return out.getvalue()
 
 
-def write_csv(results: Iterable[Mapping[str, Any]], out: TextIO) -> None:
+def write_csv(results: Iterable[AnalyzedRun], out: TextIO) -> None:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(RESULT_FIELDS)
     for r in results:
-        writer.writerow([_cell(r.get(k)) for k in RESULT_FIELDS])
+        fields: Mapping[str, object] = r
+        writer.writerow([_cell(fields.get(k)) for k in RESULT_FIELDS])
 
 
-def to_csv(results: Iterable[Mapping[str, Any]]) -> str:
+def to_csv(results: Iterable[AnalyzedRun]) -> str:
     out = io.StringIO()
     write_csv(results, out)
     return out.getvalue()
@@ -200,7 +203,7 @@ def to_csv(results: Iterable[Mapping[str, Any]]) -> str:
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _cell(value: Any) -> Any:
+def _cell(value: object) -> object:
     if value is None:
         return ""
     if isinstance(value, list):
@@ -228,7 +231,7 @@ def _middle_cut(text: str, width: int) -> str:
     return text[: keep - keep // 2] + "..." + text[len(text) - keep // 2:]
 
 
-def _job_tag(result: Mapping[str, Any]) -> str:
+def _job_tag(result: AnalyzedRun | Configuration) -> str:
     """The job id (and restart) from a nemo-run log name, else the run directory's stamp."""
     filename = str(result.get("filename") or "")
     if m := re.search(r"_(\d+)(?:_(\d+))?\.out$", filename):
@@ -240,7 +243,7 @@ def _job_tag(result: Mapping[str, Any]) -> str:
     return ""
 
 
-def short_name(result: Mapping[str, Any]) -> str:
+def short_name(result: AnalyzedRun | Configuration) -> str:
     """recipe, size, dtype and GPUs (with the GPU type unless it is the default): `llama3.1 8b
     fp8 16gpu`, `nemotron 340b bf16 256gb200`; else the experiment name, cut in the middle."""
     if result.get("recipe") and result.get("model_size") and result.get("num_gpus"):
@@ -251,7 +254,7 @@ def short_name(result: Mapping[str, Any]) -> str:
     return _middle_cut(printable(name.removeprefix("pretrain_")), SHORT_NAME_MAX)
 
 
-def _distinctions(result: Mapping[str, Any]) -> list[str]:
+def _distinctions(result: AnalyzedRun) -> list[str]:
     """What may tell two runs with the same short name apart, most telling first."""
     experiment = str(result.get("experiment") or "")
     tags = " ".join(t for t in ("nsys", "profile") if f"_{t}" in experiment)
@@ -272,7 +275,7 @@ def _unique(names: list[str], extras: list[list[str]]) -> list[str]:
     return unique
 
 
-def display_names(results: Sequence[Mapping[str, Any]], full_names: bool) -> list[str]:
+def display_names(results: Sequence[AnalyzedRun], full_names: bool) -> list[str]:
     """Row labels: full relative paths, or short names that add a distinguishing part (strong
     scaling, nsys, job id, then a counter) only where two rows would otherwise read the same."""
     if full_names:
@@ -280,7 +283,7 @@ def display_names(results: Sequence[Mapping[str, Any]], full_names: bool) -> lis
     return _unique([short_name(r) for r in results], [_distinctions(r) for r in results])
 
 
-def labels(results: Iterable[Mapping[str, Any]], full_names: bool) -> Iterator[str]:
+def labels(results: Iterable[AnalyzedRun], full_names: bool) -> Iterator[str]:
     """display_names, one at a time: runs that share a short name follow each other in the
     analysis's order, so each such stretch is told apart on its own (only its labels held)."""
     if full_names:
@@ -320,18 +323,18 @@ def _rows_text(headings: Sequence[tuple[str, int]], label_width: int,
             *(_row(headings, label_width, row[0], row[1:]) for row in rows)]
 
 
-def _derived(r: Mapping[str, Any]) -> bool:
+def _derived(r: AnalyzedRun) -> bool:
     return r.get("tokens_per_second") is not None or r.get("reference_step_time") is not None
 
 
-def _main_cells(r: Mapping[str, Any]) -> list[str]:
+def _main_cells(r: AnalyzedRun) -> list[str]:
     mark = "*" if r.get("tflops_source") == "computed" else ""
     return [str(r["status"]), _fixed(r["time_mean"], 3), _fixed(r["time_std_dev"], 3),
             _fixed(r["tflops_per_gpu_mean"], 2, mark),
             _fixed(r["tflops_per_gpu_std_dev"], 2, mark)]
 
 
-def _derived_cells(r: Mapping[str, Any]) -> list[str]:
+def _derived_cells(r: AnalyzedRun) -> list[str]:
     return [str(r.get("scaling") or "-"), _fixed(r["tokens_per_second"], 0),
             _fixed(None if r["mfu"] is None else r["mfu"] * 100, 2),
             _fixed(r["time_to_train_days"], 2), _fixed(r["reference_step_time"], 3),
@@ -349,7 +352,7 @@ def write_table(analysis: Mapping[str, Any], out: TextIO, full_names: bool = Fal
     be a Spill), so only the labels of one configuration's runs are ever held."""
     results = analysis["results"]
 
-    def rows() -> Iterator[tuple[str, Mapping[str, Any]]]:
+    def rows() -> Iterator[tuple[str, AnalyzedRun]]:
         return zip(labels(results, full_names), results, strict=True)
 
     width = dwidth = len("Experiment")
@@ -383,10 +386,10 @@ def write_table(analysis: Mapping[str, Any], out: TextIO, full_names: bool = Fal
     if noted:
         out.write("\n" + REASONS_TITLE + "\n")
         for name, r in rows():
-            if r.get("reason") and not r.get("error"):
+            if (reason := r.get("reason")) and not r.get("error"):
                 nodes = r.get("suspect_nodes") or []
                 suffix = f" [suspect nodes: {', '.join(map(printable, nodes))}]" if nodes else ""
-                out.write(f"{name}: {r['status']}: {printable(r['reason'])}{suffix}\n")
+                out.write(f"{name}: {r['status']}: {printable(reason)}{suffix}\n")
     _table_tail(analysis, out, errors)
 
 
@@ -411,7 +414,7 @@ def _table_tail(analysis: Mapping[str, Any], out: TextIO, errors: bool) -> None:
     out.write("\n" + summary_line(analysis["summary"]) + "\n")
 
 
-def config_label(config: Mapping[str, Any]) -> str:
+def config_label(config: Configuration) -> str:
     """The short name of a configuration: `llama3.1 8b fp8 16gpu` (+ strong, smoke, GBS)."""
     label = short_name(config)
     if config.get("recipe"):
@@ -424,22 +427,21 @@ def config_label(config: Mapping[str, Any]) -> str:
     return label
 
 
-def config_rows(configs: Sequence[Mapping[str, Any]]) -> list[str]:
+def config_rows(configs: Sequence[Configuration]) -> list[str]:
     labels = [config_label(c) for c in configs]
     width = max([len("Configuration"), *map(len, labels)])
     rows = []
     for label, c in zip(labels, configs, strict=True):
-        span = None
-        if c["time_median"]:
-            span = (c["time_max"] - c["time_min"]) / c["time_median"] * 100
+        span, median, low, high = None, c["time_median"], c.get("time_min"), c.get("time_max")
+        if median and low is not None and high is not None:  # (a median has its min and max)
+            span = (high - low) / median * 100
         rows.append([label, f"{c['successful_runs']}/{c['runs']}", _fixed(c["time_median"], 3),
                      _fixed(span, 1), _fixed(c["reference_step_time"], 3),
                      _fixed(c["pct_of_reference"], 1), str(c["verdict"])])
     return _rows_text(CONFIG_COLUMNS, width, rows, "Configuration")
 
 
-def comparison_rows(compared: Sequence[Mapping[str, Any]], base: Mapping[str, Any]
-                    ) -> list[str]:
+def comparison_rows(compared: Sequence[Comparison], base: Mapping[str, object]) -> list[str]:
     lines: list[str] = []
     if compared:
         labels = [config_label(c) for c in compared]

@@ -22,6 +22,7 @@ from typing import Any
 
 from llmb.analysis import plots
 from llmb.analysis.formats import config_label, printable
+from llmb.analysis.record import AnalyzedRun, Comparison, Configuration
 from llmb.shared.files import atomic_write
 
 VERDICT_COLOURS = {"pass": "#dcfce7", "below": "#fee2e2", "no_reference": "#f3f4f6",
@@ -38,15 +39,15 @@ img.plot { display: block; max-width: 100%; margin: 0.5em 0 1.5em; border: 1px s
 """
 
 
-def _num(value: Any, places: int) -> str:
+def _num(value: float | None, places: int) -> str:
     return "-" if value is None else f"{value:.{places}f}"
 
 
-def _pct(value: Any) -> str:
+def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value * 100:.2f}"
 
 
-def verdict_rows(configs: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+def verdict_rows(configs: Sequence[Configuration]) -> list[list[str]]:
     return [[config_label(c), f"{c['successful_runs']}/{c['runs']}", _num(c["time_median"], 3),
              _num(c["time_min"], 3), _num(c["time_max"], 3),
              _num(None if c["time_cv"] is None else c["time_cv"] * 100, 2),
@@ -62,19 +63,19 @@ FAIL_HEAD = ["Run", "Status", "Reason", "Suspect nodes"]
 REF_HEAD = ["Configuration", "Reference step time (s)", "Source"]
 
 
-def compare_rows(compared: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+def compare_rows(compared: Sequence[Comparison]) -> list[list[str]]:
     return [[config_label(c), _num(c["baseline_time_median"], 3), _num(c["time_median"], 3),
              f"{c['delta_pct']:+.2f}", _num(c["spread_pct"], 2),
              "yes" if c["significant"] else "no"] for c in compared]
 
 
-def failure_rows(results: Iterable[Mapping[str, Any]]) -> list[list[str]]:
+def failure_rows(results: Iterable[AnalyzedRun]) -> list[list[str]]:
     """The runs with a reason (results may be a Spill: only these rows are held)."""
     return [[printable(str(r["filename"])), str(r["status"]), str(r["reason"]),
              ", ".join(r.get("suspect_nodes") or [])] for r in results if r.get("reason")]
 
 
-def reference_rows(configs: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+def reference_rows(configs: Sequence[Configuration]) -> list[list[str]]:
     return [[config_label(c), _num(c["reference_step_time"], 3), str(c["reference_source"])]
             for c in configs if c.get("reference_step_time") is not None]
 

@@ -13,17 +13,22 @@ The catalog (pyyaml) is imported only when there is a log to identify.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from llmb import manifest
 from llmb.manifest import ManifestError
 from llmb.shared.values import brief, shown
+
+if TYPE_CHECKING:
+    from llmb.recipes.catalog import Config, Recipe, Reference
 
 DEFAULT_GPU = "h100"
 # Megatron-Bridge's FP8 recipes (current, delayed, MX, sub-channel scaling) run at the FP8 peak.
@@ -32,6 +37,10 @@ _PEAK_DTYPES = {"fp8_cs": "fp8", "fp8cs": "fp8", "fp8_ds": "fp8", "fp8ds": "fp8"
 MANIFEST_LEVELS = 3  # the log's directory and up to two parents
 MANIFESTS_KEPT = 256  # manifests (and directories without one) remembered
 SCALINGS = ("weak", "strong")
+# A manifest's JSON object as read (llmb.manifest), each field checked where it is used; or the
+# one-line problem reading it.
+ManifestData = Mapping[str, object]
+Found = tuple[str, ManifestData | str]  # (its path, its data)
 
 
 def display(path: str) -> str:
@@ -46,15 +55,15 @@ class Manifests:
     MANIFESTS_KEPT directories: logs are found directory by directory)."""
 
     def __init__(self) -> None:
-        self._cache: OrderedDict[str, tuple[str, dict[str, Any] | str] | None] = OrderedDict()
-        self._near: tuple[str, tuple[str, dict[str, Any] | str] | None] | None = None
+        self._cache: OrderedDict[str, Found | None] = OrderedDict()
+        self._near: tuple[str, Found | None] | None = None
 
-    def read(self, directory: str) -> tuple[str, dict[str, Any] | str] | None:
+    def read(self, directory: str) -> Found | None:
         """(path, data) of the manifest in directory, data a one-line problem when it cannot
         be read as a JSON object; None when there is none."""
         if directory not in self._cache:
             path = os.path.join(directory, manifest.NAME)
-            found: tuple[str, dict[str, Any] | str] | None
+            found: Found | None
             try:
                 found = (path, manifest.read(path))
             except ManifestError as exc:
@@ -64,7 +73,7 @@ class Manifests:
                 self._cache.popitem(last=False)
         return self._cache[directory]
 
-    def near(self, log_path: str) -> tuple[str, dict[str, Any] | str] | None:
+    def near(self, log_path: str) -> Found | None:
         """The manifest nearest the log (its folder, or up to two above); worked out once per
         folder (the logs of a folder come together)."""
         folder = os.path.dirname(log_path)
@@ -74,7 +83,7 @@ class Manifests:
         self._near = (folder, found)
         return found
 
-    def _nearest(self, directory: str) -> tuple[str, dict[str, Any] | str] | None:
+    def _nearest(self, directory: str) -> Found | None:
         for _ in range(MANIFEST_LEVELS):
             if (found := self.read(directory)) is not None:
                 return found
@@ -85,8 +94,8 @@ class Manifests:
         return None
 
 
-def nccl_traced(manifest: dict[str, Any] | str | None) -> bool:
-    options = manifest.get("options") if isinstance(manifest, dict) else None
+def nccl_traced(manifest: ManifestData | str | None) -> bool:
+    options = manifest.get("options") if isinstance(manifest, Mapping) else None
     return isinstance(options, dict) and options.get("nccl_trace") is True
 
 
@@ -195,7 +204,7 @@ def name_candidates(rel: str, root: str) -> list[str]:
 MAX_COUNT = 1 << 24
 
 
-def _count(data: dict[str, Any], key: str, where: str = "", required: bool = True) -> int | None:
+def _count(data: ManifestData, key: str, where: str = "", required: bool = True) -> int | None:
     """A positive whole number up to MAX_COUNT (JSON integer, or a string of digits); None
     when absent and not required."""
     value = data.get(key)
@@ -210,32 +219,54 @@ def _count(data: dict[str, Any], key: str, where: str = "", required: bool = Tru
     return value
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     try:
         return json.dumps(value)
     except ValueError:  # an integer of more digits than Python converts to text
         return brief(value)
 
 
-def _text(data: dict[str, Any], key: str) -> str:
+def _text(data: ManifestData, key: str) -> str:
     value = data.get(key)
     if not isinstance(value, str) or not value.strip():
         raise ManifestError(f"{key} is {shown(json.dumps(value))[:60]}, not a name")
     return value.strip().lower()
 
 
-def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
+def _section(data: ManifestData, key: str) -> ManifestData:
     value = data.get(key, {})
     if not isinstance(value, dict):
         raise ManifestError(f"{key} is not a mapping")
     return value
 
 
-def _parallel(par: dict[str, Any]) -> tuple[int, int, int] | None:
+def _parallel(par: ManifestData) -> tuple[int, int, int] | None:
     """(TP, PP, CP) of a manifest's parallelism, when it states all three as counts."""
     found = [v for v in (par.get(k) for k in ("tp", "pp", "cp"))
              if isinstance(v, int) and not isinstance(v, bool) and v > 0]
     return (found[0], found[1], found[2]) if len(found) == 3 else None
+
+
+class Identity(TypedDict):
+    """Which configuration a run is, as its manifest or its name says (Identifier.identify):
+    what its result's identity, figures and checks are made from."""
+
+    recipe: Recipe | UnknownModel
+    experiment: str | None
+    model_size: str
+    dtype: str
+    gpu_type: str
+    num_gpus: int | None
+    gbs: int | None
+    gbs_from: str  # manifest, name, published row, log
+    scaling: str | None  # weak, strong, or unknown
+    num_layers: int | None
+    parallel: tuple[int, int, int] | None  # (TP, PP, CP)
+    seq_length: int | None
+    by: str  # manifest, name
+    final_index: int | None  # the manifest's max_steps - 1
+    smoke: bool  # a smoke test: no model FLOPs, MFU or reference apply
+    reference: Reference | None  # the published step time, for the published row only
 
 
 class Identifier:
@@ -259,19 +290,18 @@ class Identifier:
                 catalogcache.store()
         self._by_name = {r.name: r for r in self.recipes.values()}
         # the identities of the last MANIFESTS_KEPT manifests (a run's logs come together)
-        self._manifests: OrderedDict[str, tuple[dict[str, Any] | None, str | None]] = \
-            OrderedDict()
+        self._manifests: OrderedDict[str, tuple[Identity | None, str | None]] = OrderedDict()
         self._names: OrderedDict[str, NameInfo | None] = OrderedDict()  # name -> its parts
-        self._named: OrderedDict[NameInfo, dict[str, Any]] = OrderedDict()  # -> identity
-        self._layers: OrderedDict[tuple[Any, ...], int | None] = OrderedDict()
+        self._named: OrderedDict[NameInfo, Identity] = OrderedDict()  # -> identity
+        self._layers: OrderedDict[tuple[object, ...], int | None] = OrderedDict()
         self._places: OrderedDict[tuple[str, str, str], NameInfo | None] = OrderedDict()
-        self._figures: OrderedDict[tuple[Any, ...], float | None] = OrderedDict()
+        self._figures: OrderedDict[tuple[object, ...], float | None] = OrderedDict()
 
-    def recipe(self, key: object) -> Any:
+    def recipe(self, key: object) -> Recipe | None:
         return self.recipes.get(str(key)) or self._by_name.get(str(key))
 
-    def from_manifest(self, path: str, m: dict[str, Any] | str
-                      ) -> tuple[dict[str, Any] | None, str | None]:
+    def from_manifest(self, path: str, m: ManifestData | str
+                      ) -> tuple[Identity | None, str | None]:
         """(identity or None, a one-line problem or None); worked out once per manifest."""
         if path not in self._manifests:
             try:
@@ -284,28 +314,27 @@ class Identifier:
                 self._manifests.popitem(last=False)
         return self._manifests[path]
 
-    def _manifest_identity(self, m: dict[str, Any]) -> dict[str, Any]:
+    def _manifest_identity(self, m: ManifestData) -> Identity:
         recipe = self.recipe(m.get("workload")) or self.recipe(m.get("recipe"))
         if recipe is None:
             raise ManifestError(f"workload {shown(m.get('workload'))[:60]} is not a known "
                                 f"recipe ({', '.join(self.recipes) or 'no catalog'})")
         par = _section(m, "parallelism")
         opts = _section(m, "options")
-        scaling = m.get("scaling")
-        if scaling not in (None, *SCALINGS):
+        scaling, experiment = m.get("scaling"), m.get("experiment")
+        if scaling is not None and scaling not in SCALINGS:
             raise ManifestError(f"scaling is {shown(scaling)[:40]}, not weak or strong")
         smoke = opts.get("smoke_test", False)
         if not isinstance(smoke, bool):
             raise ManifestError("options.smoke_test is not true or false")
         gpu = m.get("gpu_type")
         max_steps = _count(opts, "max_steps", "options.", required=False)
-        ident = {
-            "recipe": recipe, "experiment": m.get("experiment") if isinstance(
-                m.get("experiment"), str) else None,
+        ident: Identity = {
+            "recipe": recipe, "experiment": experiment if isinstance(experiment, str) else None,
             "model_size": _text(m, "model_size"), "dtype": _text(m, "dtype"),
             "gpu_type": _text(m, "gpu_type") if gpu is not None else self.gpu_type,
             "num_gpus": _count(m, "num_gpus"), "gbs": _count(par, "gbs", "parallelism."),
-            "gbs_from": "manifest", "scaling": scaling,
+            "gbs_from": "manifest", "scaling": scaling if isinstance(scaling, str) else None,
             "num_layers": _count(par, "num_layers", "parallelism.", required=False),
             "parallel": _parallel(par),
             "seq_length": _count(m, "seq_length", required=False) or recipe.seq_length,
@@ -313,12 +342,12 @@ class Identifier:
             "final_index": max_steps - 1 if max_steps else None,
             # A smoke test trains a tiny stand-in model: nothing about the real model's
             # FLOPs, MFU or reference applies to its step times.
-            "smoke": smoke,
+            "smoke": smoke, "reference": None,
         }
         ident["reference"] = None if smoke else self._reference(recipe, ident)
         return ident
 
-    def from_name(self, info: NameInfo) -> dict[str, Any]:
+    def from_name(self, info: NameInfo) -> Identity:
         recipe = self.recipes.get(info.workload)
         if recipe is None:
             return self._unknown(info)
@@ -331,18 +360,18 @@ class Identifier:
         elif (strong := self._resolve(recipe, info, gpu, "strong")) is not None:
             scaling = "strong" if strong.gbs == gbs else None
         layout = self._resolve(recipe, info, gpu, scaling or "weak")
-        ident = {
+        ident: Identity = {
             "recipe": recipe, "experiment": info.experiment, "model_size": info.model_size,
             "dtype": info.dtype, "gpu_type": gpu, "num_gpus": info.num_gpus, "gbs": gbs,
             "gbs_from": "name" if info.gbs is not None else "published row",
             "scaling": scaling, "num_layers": layout.num_layers if layout else None,
             "seq_length": recipe.seq_length, "by": "name", "final_index": None, "smoke": False,
-            "parallel": info.parallel,
+            "parallel": info.parallel, "reference": None,
         }
         ident["reference"] = self._reference(recipe, ident)
         return ident
 
-    def _unknown(self, info: NameInfo) -> dict[str, Any]:
+    def _unknown(self, info: NameInfo) -> Identity:
         """The identity of a model the catalog does not know: what its name says, and no
         reference (llmb.analysis.result takes the sequence length from the log)."""
         return {
@@ -353,58 +382,61 @@ class Identifier:
             "smoke": False, "parallel": info.parallel, "reference": None,
         }
 
-    def catalog_layers(self, ident: dict[str, Any]) -> int | None:
+    def catalog_layers(self, ident: Identity) -> int | None:
         """The layer count the catalog gives the identified configuration (the launcher writes
         it into the manifest), or None when the catalog has no such row."""
         key = (ident["recipe"].name, *(ident[k] for k in ("model_size", "dtype", "gpu_type",
                                                           "num_gpus", "scaling")))
         return _kept(self._layers, key, lambda: self._catalog_layers(ident))
 
-    def _catalog_layers(self, ident: dict[str, Any]) -> int | None:
+    def _catalog_layers(self, ident: Identity) -> int | None:
+        recipe, gpus = ident["recipe"], ident["num_gpus"]
+        if isinstance(recipe, UnknownModel) or gpus is None:  # (a manifest names a recipe)
+            return None
         try:
-            cfg = ident["recipe"].resolve(ident["model_size"], ident["dtype"], ident["gpu_type"],
-                                          ident["num_gpus"], ident["scaling"] or "weak",
-                                          allow_unpublished=True)
+            cfg = recipe.resolve(ident["model_size"], ident["dtype"], ident["gpu_type"], gpus,
+                                 ident["scaling"] or "weak", allow_unpublished=True)
         except self.catalog.CatalogError:
             return None
         return int(cfg.num_layers)
 
-    def with_gbs(self, ident: dict[str, Any], gbs: int) -> dict[str, Any]:
+    def with_gbs(self, ident: Identity, gbs: int) -> Identity:
         """A name-identified run whose GBS was taken from the published row, identified again
         with the GBS its log states (scaling and reference follow it)."""
-        info = NameInfo(experiment=ident["experiment"], workload=ident["recipe"].workload,
+        info = NameInfo(experiment=ident["experiment"] or "", workload=ident["recipe"].workload,
                         model_size=ident["model_size"], dtype=ident["dtype"],
-                        num_gpus=ident["num_gpus"], gbs=gbs, tags=(),
+                        num_gpus=ident["num_gpus"] or 0, gbs=gbs, tags=(),
                         parallel=ident.get("parallel"))
         return {**self.from_name(info), "gbs_from": "log"}
 
-    def _resolve(self, recipe: Any, info: NameInfo, gpu: str, scaling: str) -> Any:
+    def _resolve(self, recipe: Recipe, info: NameInfo, gpu: str, scaling: str) -> Config | None:
         try:
             return recipe.resolve(info.model_size, info.dtype, gpu, info.num_gpus, scaling,
                                   allow_unpublished=True)
         except self.catalog.CatalogError:
             return None
 
-    def _reference(self, recipe: Any, ident: dict[str, Any]) -> Any:
+    def _reference(self, recipe: Recipe, ident: Identity) -> Reference | None:
         """The published step time, only when this run is the published row (same GBS)."""
-        if ident["scaling"] not in SCALINGS:
+        scaling, gpus = ident["scaling"], ident["num_gpus"]
+        if scaling is None or scaling not in SCALINGS or gpus is None:
             return None
         try:
-            cfg = recipe.resolve(ident["model_size"], ident["dtype"], ident["gpu_type"],
-                                 ident["num_gpus"], ident["scaling"])
+            cfg = recipe.resolve(ident["model_size"], ident["dtype"], ident["gpu_type"], gpus,
+                                 scaling)
         except self.catalog.CatalogError:
             return None
         if cfg.gbs != ident["gbs"]:
             return None
-        return recipe.reference(ident["model_size"], ident["dtype"], ident["gpu_type"],
-                                ident["num_gpus"], ident["scaling"])
+        return recipe.reference(ident["model_size"], ident["dtype"], ident["gpu_type"], gpus,
+                                scaling)
 
-    def model_flops(self, ident: dict[str, Any]) -> float | None:
+    def model_flops(self, ident: Identity) -> float | None:
         recipe = ident["recipe"]
         key = ("flops", recipe.name, ident["model_size"], ident["num_layers"])
         return _kept(self._figures, key, lambda: recipe.model_flops(
-            ident["model_size"], ident["num_layers"]) if ident["model_size"] in recipe.sizes
-            else None)
+            ident["model_size"], ident["num_layers"]) if not isinstance(recipe, UnknownModel)
+            and ident["model_size"] in recipe.sizes else None)
 
     def peak_tflops(self, ident: dict[str, Any], gpu_type: str | None = None) -> float | None:
         key = ("peak", gpu_type or ident["gpu_type"], ident["dtype"])
@@ -419,8 +451,8 @@ class Identifier:
         value = peak.get(dtype) or peak.get(_PEAK_DTYPES.get(dtype, ""))
         return float(value) if value else None
 
-    def identify(self, manifest: tuple[str, dict[str, Any] | str] | None, rel: str,
-                 root: str) -> tuple[dict[str, Any] | None, str | None]:
+    def identify(self, manifest: Found | None, rel: str,
+                 root: str) -> tuple[Identity | None, str | None]:
         """The run's identity (manifest first, then the names around the log) and a warning
         about its manifest, if any."""
         ident, warning = self.from_manifest(*manifest) if manifest else (None, None)
@@ -429,19 +461,25 @@ class Identifier:
             place = (os.path.dirname(rel), _JOB_SUFFIX.sub("", os.path.basename(rel)), root)
             info = _kept(self._places, place, lambda: self._name_info(rel, root))
             if info is not None:
-                return _kept(self._named, info, lambda i=info: self.from_name(i)), warning
+                return _kept(self._named, info, functools.partial(self.from_name, info)), warning
         return ident, warning
 
     def _name_info(self, rel: str, root: str) -> NameInfo | None:
         for candidate in name_candidates(rel, root):
-            info = _kept(self._names, candidate,
-                         lambda c=candidate: parse_name(c, list(self.recipes)))
+            info = _kept(self._names, candidate, functools.partial(self._parsed, candidate))
             if info is not None:
                 return info
         return None
 
+    def _parsed(self, name: str) -> NameInfo | None:
+        return parse_name(name, list(self.recipes))
 
-def _kept(cache: OrderedDict[Any, Any], key: Any, make: Any) -> Any:
+
+_Key = TypeVar("_Key", bound=Hashable)
+_Value = TypeVar("_Value")
+
+
+def _kept(cache: OrderedDict[_Key, _Value], key: _Key, make: Callable[[], _Value]) -> _Value:
     """cache[key], made once; the cache keeps its last MANIFESTS_KEPT keys (the logs of a run,
     and of a configuration, come together)."""
     if key in cache:

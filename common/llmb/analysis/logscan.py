@@ -1,14 +1,15 @@
 """What one log says, whatever family printed it: its steps by index, and the facts around them.
 
-The readers (llmb.analysis.stepline for NeMo 2, llmb.analysis.megatron_steps for Megatron-LM and
-Megatron-Bridge) turn a step line into a StepLine whose iteration is the 0-based step index and
-whose final is the index of the run's last step; LogScan keeps them, by the rules llmb.analysis.
-timing describes (last occurrence wins, a drop of more than RESTART_DROP is a restart, a time
-that is not a plausible number of seconds never counts), and what the log states besides: the
-world size and the start-up's data-parallel size and sequence length, the global batch size,
-the largest TFLOPS, checkpoint durations, a value that is not a number, Megatron's nan and
-skipped iterations, what ended the run (llmb.analysis.failures), and, for a file without a
-step line, whether it is another tool's output. Standard library only.
+The readers of the log's family (llmb.analysis.families: llmb.analysis.stepline for NeMo 2,
+llmb.analysis.megatron_steps for Megatron-LM and Megatron-Bridge) turn a step line into a
+StepLine whose iteration is the 0-based step index and whose final is the index of the run's
+last step; LogScan keeps them, by the rules llmb.analysis.timing describes (last occurrence
+wins, a drop of more than RESTART_DROP is a restart, a time that is not a plausible number of
+seconds never counts), and what the log states besides: the world size and the start-up's
+data-parallel size and sequence length, the global batch size, the largest TFLOPS, checkpoint
+durations, a value that is not a number, Megatron's nan and skipped iterations, what ended the
+run (llmb.analysis.failures), and, for a file without a step line, whether it is another tool's
+output. Standard library only.
 """
 
 from __future__ import annotations
@@ -23,14 +24,15 @@ from typing import TYPE_CHECKING, NamedTuple, cast
 
 from llmb.analysis import stepline
 from llmb.analysis.failures import Findings, classify
+from llmb.analysis.family import Family, clean
+from llmb.analysis.family_nemo import NEMO
 
 if TYPE_CHECKING:
-    from llmb.analysis.bulk import Rows
+    from llmb.analysis.bulkform import Rows
 
 _NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?![\d.,_])"
 # srun --label's `12: ` and a NeMo logger prefix, left out of a line a reason quotes
 _PREFIX = re.compile(r"^\s*(?:\d+:\s)?(?:\[NeMo [A-Z] [^\]]*\]\s*)?")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
 # The start-up lines that state the world size: Lightning's two, torchrun's, Megatron-LM's.
 WORLD_NEEDLES = (b"MEMBER:", b"Starting with", b"global_world_sizes=", b"using world size:")
 _WORLD = (re.compile(r"MEMBER:\s*\d{1,9}\s*/\s*(\d{1,9})(?!\d)", re.A),
@@ -53,11 +55,6 @@ NOT_STEP, STEP, RESTART = 0, 1, 2
 WORLD_SIZES_MAX = 4  # distinct world sizes kept (one is the rule; two say the log is mixed)
 _SAVE = re.compile(r"Save duration\s*:\s*" + _NUM + r"\s*s", re.A)
 _LOAD = re.compile(r"load_checkpoint\s*:\s*" + _NUM + r"\s*s", re.A)
-# How each family numbers its iterations and names its fields: a reason names them as the log
-# prints them.
-FIRST_ITERATION = {"nemo": 0, "megatron": 1}
-FIELD_NAMES = {"nemo": {"tflops": "TFLOPS_per_GPU", "gbs": "global_batch_size"},
-               "megatron": {"tflops": "MODEL_TFLOP/s/GPU", "gbs": "global batch size"}}
 
 
 class Step(NamedTuple):
@@ -74,7 +71,7 @@ class LogScan:
     steps: dict[int, Step] = field(default_factory=dict)
     final_index: int | None = None  # index of the run's last iteration, from the step lines
     step_lines: int = 0  # lines holding a step needle, parsed or not
-    family: str | None = None  # which reader read the step lines: nemo, megatron
+    log_family: Family | None = None  # whose reader read the step lines (llmb.analysis.families)
     checkpoint_save_s: float | None = None
     checkpoint_load_s: float | None = None
     looks_like_log: bool = False
@@ -121,13 +118,19 @@ class LogScan:
         """The world size the start-up lines state (the first one, when they disagree)."""
         return next(iter(self.world_sizes), None)
 
+    @property
+    def family(self) -> str | None:
+        """The name of the log's family (nemo, megatron), None before a step line."""
+        return self.log_family.name if self.log_family is not None else None
+
     def label(self, index: int) -> int:
-        """A step index as the log numbers it (Megatron counts from 1)."""
-        return index + FIRST_ITERATION.get(self.family or "", 0)
+        """A step index as the log numbers it (Megatron counts from 1): a reason names
+        iterations as the log prints them."""
+        return index + (self.log_family.first_iteration if self.log_family is not None else 0)
 
     def name(self, key: str) -> str:
-        """What the log calls a field: tflops, gbs."""
-        return FIELD_NAMES.get(self.family or "nemo", FIELD_NAMES["nemo"])[key]
+        """What the log calls a field: tflops, gbs (NeMo's names before a step line)."""
+        return (self.log_family or NEMO).field_names[key]
 
     def complete(self, final_index: int | None = None) -> bool:
         """True when the run reached its final iteration (the log's own count first)."""
@@ -299,9 +302,3 @@ class LogScan:
         self._carry = None
         if self.step_lines:  # said of a file without a step line only (whatever its chunks)
             self.training, self.foreign = False, None
-
-
-def clean(raw: bytes | bytearray) -> str:
-    """A line as text: decoded with errors replaced, without ANSI colour codes."""
-    text = raw.decode("utf-8", errors="replace")
-    return _ANSI.sub("", text) if "\x1b" in text else text

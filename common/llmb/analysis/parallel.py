@@ -31,7 +31,7 @@ import pickle
 import selectors
 import signal
 from collections.abc import Iterable, Iterator
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from llmb.analysis.perlog import LogAnalyzer, Outcome, Task
 from llmb.shared.errors import LlmbError
@@ -103,7 +103,7 @@ class _Failed:
         self.error = error
 
 
-def _frame(value: Any) -> bytes:
+def _frame(value: object) -> bytes:
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     return len(data).to_bytes(_LENGTH, "little") + data
 
@@ -120,8 +120,8 @@ class _Worker:
         os.set_blocking(tasks_fd, False)
         os.set_blocking(outcomes_fd, False)
 
-    def replies(self) -> Iterator[Any]:
-        """The whole frames read so far, unpickled."""
+    def replies(self) -> Iterator[list[Outcome] | _Failed]:
+        """The whole frames read so far, unpickled (a chunk's outcomes, or its failure)."""
         got = self.got
         while len(got) >= _LENGTH:
             end = _LENGTH + int.from_bytes(got[:_LENGTH], "little")
@@ -178,7 +178,7 @@ def _serve(analyzer: LogAnalyzer, tasks_fd: int, outcomes_fd: int) -> NoReturn:
         while len(head := tasks.read(_LENGTH)) == _LENGTH:
             chunk = pickle.loads(tasks.read(int.from_bytes(head, "little")))
             try:
-                reply: Any = [analyzer(task).packed() for task in chunk]
+                reply: list[Outcome] | _Failed = [analyzer(task).packed() for task in chunk]
             except BaseException as exc:  # raised in the analyzer's process
                 reply = _Failed(exc)
             answers.write(_frame(reply))

@@ -13,10 +13,12 @@ import json
 import os
 import re
 import stat
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+from typing import NamedTuple, cast
 
 from llmb.analysis import discover, timing, verdicts
-from llmb.analysis.identify import Identifier, display
+from llmb.analysis.identify import Found, Identifier, display
+from llmb.analysis.record import AnalyzedRun
 from llmb.analysis.result import add_batch_output, analyze_log, batch_jobs, unreadable
 from llmb.shared.files import path_problem
 from llmb.shared.redact import secret_values
@@ -29,7 +31,7 @@ class Task(NamedTuple):
 
     root: str
     path: str
-    manifest: tuple[str, dict[str, Any] | str] | None = None
+    manifest: Found | None = None
 
 
 # What of a result the process putting the analysis together needs besides its JSON line:
@@ -49,23 +51,24 @@ class Outcome(NamedTuple):
     worker sends the result packed (`packed`): as its JSON line and its brief."""
 
     path: str
-    result: dict[str, Any] | None = None
+    result: AnalyzedRun | None = None
     skipped: str | None = None
     warning: str | None = None  # about the manifest at this path
     manifest: str | None = None
     catalog_error: str | None = None
     line: str | None = None  # the result as one JSON line (packed)
-    brief: dict[str, Any] | None = None  # the result's BRIEF_FIELDS (packed)
+    brief: AnalyzedRun | None = None  # the result's BRIEF_FIELDS (packed)
 
     def packed(self) -> Outcome:
         """The result as its JSON line and brief: what crosses between processes, in a
         fraction of the time the whole result takes, and what the output is written from."""
         if self.result is None:
             return self
+        fields: Mapping[str, object] = self.result  # (every one of RESULT_FIELDS is there)
         return self._replace(result=None, line=encode(self.result),
-                             brief={k: self.result[k] for k in BRIEF_FIELDS})
+                             brief=cast(AnalyzedRun, {k: fields[k] for k in BRIEF_FIELDS}))
 
-    def full(self) -> dict[str, Any] | None:
+    def full(self) -> AnalyzedRun | None:
         """The whole result, packed or not."""
         return json.loads(self.line) if self.result is None and self.line else self.result
 
@@ -175,7 +178,7 @@ class LogAnalyzer:
         return (where if where == os.sep else where + os.sep,
                 "" if rel == os.curdir else rel + os.sep)
 
-    def _done(self, task: Task, result: dict[str, Any], rel: str, warning: str | None = None
+    def _done(self, task: Task, result: AnalyzedRun, rel: str, warning: str | None = None
               ) -> Outcome:
         if result["experiment"] is None:
             result["experiment"] = display(discover.experiment_of(rel, self.base))
@@ -184,8 +187,8 @@ class LogAnalyzer:
         return Outcome(task.path, result, warning=warning,
                        manifest=task.manifest[0] if task.manifest else None, catalog_error=error)
 
-    def _identified(self, task: Task, rel: str, scan: Any
-                    ) -> tuple[dict[str, Any], str | None]:
+    def _identified(self, task: Task, rel: str, scan: timing.LogScan
+                    ) -> tuple[AnalyzedRun, str | None]:
         if self.identifier is None:
             self.identifier = Identifier(self.gpu_type)
         ident, warning = self.identifier.identify(task.manifest, rel, task.root)

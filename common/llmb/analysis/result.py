@@ -18,29 +18,34 @@ import re
 from collections import OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from llmb.analysis import crosscheck, discover, failures, timing
 from llmb.analysis.formats import RESULT_FIELDS
 from llmb.analysis.identify import display
+from llmb.analysis.record import AnalyzedRun
 from llmb.recipes import perf
 from llmb.shared import redact
 
+if TYPE_CHECKING:
+    from llmb.analysis.identify import Identifier, Identity
 
-def empty_result(rel: str, path: str) -> dict[str, Any]:
-    result: dict[str, Any] = dict.fromkeys(RESULT_FIELDS)
-    result.update(filename=display(rel), path=display(os.path.abspath(path)), status="Failed",
-                  suspect_nodes=[])
+
+def empty_result(rel: str, path: str) -> AnalyzedRun:
+    """A result with every field in RESULT_FIELDS, null but its file, path and status."""
+    result = cast(AnalyzedRun, dict.fromkeys(RESULT_FIELDS))
+    result.update({"filename": display(rel), "path": display(os.path.abspath(path)),
+                   "status": "Failed", "suspect_nodes": []})
     return result
 
 
 def unreadable(rel: str, path: str, error: str, secrets: Collection[str] | None = None
-               ) -> dict[str, Any]:
+               ) -> AnalyzedRun:
     """The result of a log that could not be read or analyzed: Failed, the error its reason
     (secrets: the environment's secret values, taken once for many logs; else read now)."""
     result = empty_result(rel, path)
     error = redact.for_people(error, values=secrets)
-    result.update(error=error, reason=error)
+    result.update({"error": error, "reason": error})
     return result
 
 
@@ -98,9 +103,9 @@ def window_span(scan: timing.LogScan, window: tuple[int, int], final: int | None
     return Span((first, end), invalid, note)
 
 
-def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any] | None,
-                identifier: Any, window: tuple[int, int] = timing.WINDOW,
-                secrets: Collection[str] | None = None) -> dict[str, Any]:
+def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: Identity | None,
+                identifier: Identifier | None, window: tuple[int, int] = timing.WINDOW,
+                secrets: Collection[str] | None = None) -> AnalyzedRun:
     """The log's result (secrets: the environment's secret values, masked in the reason, taken
     once for many logs; else read now)."""
     result = empty_result(rel, path)
@@ -114,13 +119,12 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any]
     span = window_span(scan, window, final)
     idx = timing.window_values(scan.steps, span.iterations) if span.iterations else []
     times = timing.stats([scan.steps[i].time for i in idx])
-    result.update(
-        max_iteration=scan.max_iteration, final_iteration=final,
-        window_steps=times.count, time_mean=_round(times.mean, 6),
-        time_std_dev=_round(times.std_dev, 6),
-        checkpoint_save_s=_round(scan.checkpoint_save_s, 3),
-        checkpoint_load_s=_round(scan.checkpoint_load_s, 3),
-    )
+    result.update({
+        "max_iteration": scan.max_iteration, "final_iteration": final,
+        "window_steps": times.count, "time_mean": _round(times.mean, 6),
+        "time_std_dev": _round(times.std_dev, 6),
+        "checkpoint_save_s": _round(scan.checkpoint_save_s, 3),
+        "checkpoint_load_s": _round(scan.checkpoint_load_s, 3)})
     flops = peak = None
     if ident is not None and identifier is not None:
         flops, peak = _identity(result, ident, identifier)
@@ -130,7 +134,8 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any]
     invalid = checked.invalid + _invalid(scan, ident, identifier, mfu, peak)
     if span.invalid:
         invalid.append(span.invalid)
-    above = crosscheck.tflops_above_peak(scan, ident, identifier)
+    # (the peak and MFU checks take the identity as a plain dict)
+    above = crosscheck.tflops_above_peak(scan, cast("dict[str, Any] | None", ident), identifier)
     if above is not None:
         invalid.append(above)
     elif ident is not None and not checked.invalid \
@@ -158,27 +163,27 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: dict[str, Any]
     return result
 
 
-def _identity(result: dict[str, Any], ident: dict[str, Any], identifier: Any
+def _identity(result: AnalyzedRun, ident: Identity, identifier: Identifier
               ) -> tuple[float | None, float | None]:
     """The identity's fields into the result; (model FLOPs per sample, peak TFLOPS)."""
     result["smoke_test"] = ident["smoke"]
     flops = peak = None
     if not ident["smoke"]:
         flops = identifier.model_flops(ident)
-        peak = identifier.peak_tflops(ident)
+        peak = identifier.peak_tflops(cast("dict[str, Any]", ident))
     ref = ident["reference"]
-    result.update(
-        experiment=ident["experiment"], identified_by=ident["by"],
-        recipe=ident["recipe"].name, model_size=ident["model_size"], dtype=ident["dtype"],
-        gpu_type=ident["gpu_type"], num_gpus=ident["num_gpus"],
-        global_batch_size=ident["gbs"], seq_length=ident["seq_length"],
-        scaling=ident["scaling"], reference_step_time=ref.step_time if ref else None,
-        reference_source=ref.describe() if ref else None,
-    )
+    result.update({
+        "experiment": ident["experiment"], "identified_by": ident["by"],
+        "recipe": ident["recipe"].name, "model_size": ident["model_size"],
+        "dtype": ident["dtype"],
+        "gpu_type": ident["gpu_type"], "num_gpus": ident["num_gpus"],
+        "global_batch_size": ident["gbs"], "seq_length": ident["seq_length"],
+        "scaling": ident["scaling"], "reference_step_time": ref.step_time if ref else None,
+        "reference_source": ref.describe() if ref else None})
     return flops, peak
 
 
-def _tflops(result: dict[str, Any], scan: timing.LogScan, ident: dict[str, Any] | None,
+def _tflops(result: AnalyzedRun, scan: timing.LogScan, ident: Identity | None,
             idx: list[int], flops: float | None) -> None:
     """TFLOPS per GPU over the window: the log's, or computed from the model FLOPs when the
     log has none for a step or the recipe's logged figure is wrong."""
@@ -194,11 +199,11 @@ def _tflops(result: dict[str, Any], scan: timing.LogScan, ident: dict[str, Any] 
     else:
         tflops = timing.stats([t for t in log_tflops if t is not None])
         result["tflops_source"] = "log" if tflops.count else None
-    result.update(tflops_per_gpu_mean=_round(tflops.mean, 4),
-                  tflops_per_gpu_std_dev=_round(tflops.std_dev, 4))
+    result.update({"tflops_per_gpu_mean": _round(tflops.mean, 4),
+                   "tflops_per_gpu_std_dev": _round(tflops.std_dev, 4)})
 
 
-def _derived(result: dict[str, Any], ident: dict[str, Any] | None, mean: float | None,
+def _derived(result: AnalyzedRun, ident: Identity | None, mean: float | None,
              flops: float | None, peak: float | None) -> float | None:
     """Tokens/s, days to train, MFU and % of the reference; the MFU (None when unknown)."""
     if ident is None or not mean or not ident["gbs"] or ident["smoke"]:
@@ -218,8 +223,8 @@ def _derived(result: dict[str, Any], ident: dict[str, Any] | None, mean: float |
     return mfu
 
 
-def _invalid(scan: timing.LogScan, ident: dict[str, Any] | None, identifier: Any,
-             mfu: float | None, peak: float | None) -> list[str]:
+def _invalid(scan: timing.LogScan, ident: Identity | None,
+             identifier: Identifier | None, mfu: float | None, peak: float | None) -> list[str]:
     """Why the run's numbers cannot be trusted (empty when they can)."""
     out = []
     at = scan.label  # an iteration as the log numbers it
@@ -247,7 +252,8 @@ def _invalid(scan: timing.LogScan, ident: dict[str, Any] | None, identifier: Any
         iteration, final = scan.beyond_final
         out.append(f"iteration {at(iteration)} is beyond its final iteration {at(final)}")
     if mfu is not None and ident is not None and peak and mfu > 1:
-        out.append(crosscheck.impossible_mfu(ident, identifier, mfu, peak))
+        out.append(crosscheck.impossible_mfu(cast("dict[str, Any]", ident), identifier, mfu,
+                                             peak))
     return out
 
 

@@ -1,10 +1,10 @@
 """Scan training logs into step records, and the window statistics the benchmarks publish.
 
 A log is streamed in binary chunks and never held in memory. Which program wrote it is told
-from what it contains, never from its name: the first step line found picks the family's
-reader, and from then on only the lines that hold that family's needle are cut out (a C-speed
-substring search finds them before any regular expression runs), decoded with errors replaced,
-stripped of ANSI colour codes and parsed:
+from what it contains, never from its name: the first step line found picks the family's reader
+(llmb.analysis.families), and from then on only the lines that hold that family's needle are
+cut out (a C-speed substring search finds them before any regular expression runs), decoded
+with errors replaced, stripped of ANSI colour codes and parsed:
 
 - NeMo 2 / Lightning (`train_step_timing`, llmb.analysis.stepline): the pipe form `Training
   epoch 0, iteration 11/49 | ... | global_step: 11 | ... | train_step_timing in s: 12.39 |
@@ -65,13 +65,14 @@ import io
 import math
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, NamedTuple
+from typing import BinaryIO
 
-from llmb.analysis import bulk, megatron_steps, stepline
+from llmb.analysis import bulk, bulkform, families
 from llmb.analysis.failures import GATES
+from llmb.analysis.family import Buffer, Family
 from llmb.analysis.logscan import (  # noqa: F401 (Step and the limits: this module's API too)
     FACT_NEEDLES,
     MAX_STEP_SECONDS,
@@ -81,7 +82,6 @@ from llmb.analysis.logscan import (  # noqa: F401 (Step and the limits: this mod
     WORLD_NEEDLES,
     LogScan,
     Step,
-    clean,
 )
 
 # The published window: iterations 11..44 inclusive, 0-based (seeds 000, 003, 004).
@@ -113,81 +113,18 @@ HEAD_BYTES = 4096  # what the encoding is told from
 # Lines classified per stretch after a step line: enough for any real ending (1024 ranks each
 # printing a traceback), and a bound on the work for a log that is nothing but error lines.
 EVIDENCE_LINES_MAX = 20000
-# The family's needles are looked for this far first (then through the chunk).
-FAMILY_NEAR, FAMILY_REACH = 1 << 12, 1 << 16
-# Where a Megatron `Step Time` companion's figure is looked for before its marker.
-COMPANION_REACH = 200
 
-Buffer = bytes | bytearray
-
-
-class Reader(NamedTuple):
-    """One family's step lines: the needle every one holds, and how one is read
-    (scan, buffer, line start, line stop, needle position, end of the previous step's needle)."""
-
-    family: str
-    needle: bytes
-    read: Callable[[LogScan, Buffer, int, int, int, int], stepline.StepLine | None]
-    tail: Callable[[LogScan, Buffer, int, int], None] | None = None
-
-
-def _nemo(scan: LogScan, buf: Buffer, start: int, stop: int, pos: int, after: int
-          ) -> stepline.StepLine | None:
-    return stepline.parse(clean(buf[start:stop]))
-
-
-def _companion(buf: Buffer, begin: int, end: int) -> tuple[float | None, str] | None:
-    """The last Step Time companion in buf[begin:end], or None."""
-    pos = buf.rfind(megatron_steps.COMPANION, begin, end)
-    if pos < 0:
-        return None
-    return megatron_steps.companion(clean(buf[max(begin, pos - COMPANION_REACH):pos]))
-
-
-def _megatron(scan: LogScan, buf: Buffer, start: int, stop: int, pos: int, after: int
-              ) -> stepline.StepLine | None:
-    """An iteration line with the companion printed since the previous one's time (or at the
-    end of the previous chunk)."""
-    found = _companion(buf, after, pos)
-    carried, scan._carry = scan._carry, None
-    if found is None and isinstance(carried, tuple):
-        found = carried
-    return megatron_steps.parse(clean(buf[start:stop]), found)
-
-
-def _megatron_tail(scan: LogScan, buf: Buffer, after: int, end: int) -> None:
-    """A companion after the chunk's last iteration line belongs to the next chunk's first."""
-    if (found := _companion(buf, after, end)) is not None:
-        scan._carry = found
-
-
-READERS = (Reader("nemo", b"train_step_timing", _nemo),
-           Reader("megatron", megatron_steps.NEEDLE, _megatron, _megatron_tail))
-_BY_FAMILY = {r.family: r for r in READERS}
-
-
-def _reader(scan: LogScan, buf: Buffer, end: int) -> Reader | None:
-    """The log's family: its reader once chosen, else the one whose needle comes first here."""
-    if scan.family is not None:
-        return _BY_FAMILY[scan.family]
-    reader, first = None, end
-    # a log whose steps start early: no full pass (nor one through the chunk for the needle
-    # of the family it is not)
-    for limit in (min(end, FAMILY_NEAR), min(end, FAMILY_REACH), end):
-        for each in READERS:  # each looked for only before the first found so far
-            if (pos := buf.find(each.needle, 0, min(first, limit))) >= 0:
-                reader, first = each, pos
-        if reader is not None:
-            break
-    if reader is not None:
-        scan.family = reader.family
-    return reader
+def _family(scan: LogScan, buf: Buffer, end: int) -> Family | None:
+    """The log's family: the one chosen, else the one whose needle comes first here."""
+    if scan.log_family is None:
+        scan.log_family = families.recognised(buf, end)
+    return scan.log_family
 
 
 def _line_at(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
     """Bounds of the line (split at \\n and \\r) around buf[pos], within buf[:end]; looked
     for LINE_REACH around pos first, then as far as the buffer goes."""
-    return bulk.line(buf, pos, end)
+    return bulkform.line(buf, pos, end)
 
 
 def _lines_with(buf: Buffer, needle: bytes, begin: int, end: int
@@ -206,8 +143,8 @@ def _feed(scan: LogScan, buf: Buffer, end: int) -> None:
     gap = 0  # where the stretch after the last step line (so far) begins
     after = 0  # just past the last step line's needle
     startup_from = 0  # start-up lines before the first step line: searched up to here
-    reader = _reader(scan, buf, end)
-    rows = bulk.read(buf, end, reader.family, scan._carry) if reader is not None else None
+    reader = _family(scan, buf, end)
+    rows = bulk.read(buf, end, reader, scan._carry) if reader is not None else None
     if reader is not None and rows is not None and scan.add_rows(rows, ready=lambda: _first(
             scan, buf, rows.first)):
         gap, after = rows.last, rows.after
@@ -237,7 +174,7 @@ def _feed(scan: LogScan, buf: Buffer, end: int) -> None:
         if reader.tail is not None:
             reader.tail(scan, buf, after, end)
     else:  # no family yet: what a reader carries to its first step line may come first
-        for each in READERS:
+        for each in families.FAMILIES:
             if each.tail is not None:
                 each.tail(scan, buf, 0, end)
     if scan._previous is None:
@@ -418,7 +355,7 @@ def _transcoded(f: BinaryIO, head: bytes, encoding: str, chunk_bytes: int) -> It
 
 
 def _scan_chunks(scan: LogScan, chunks: Iterable[bytes]) -> None:
-    """Any chunks of UTF-8 text (a decoded log): the same lines as _scan_file."""
+    """Chunks of UTF-8 text of whatever size (a decoded log): the same lines as _scan_file."""
     buf = bytearray()
     for chunk in chunks:
         buf += chunk

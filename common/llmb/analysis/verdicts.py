@@ -17,9 +17,10 @@ published) and the verdict, at a tolerance of PCT percent, is:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from llmb.analysis import timing
+from llmb.analysis.record import AnalyzedRun, Configuration
 
 DEFAULT_TOLERANCE = 5.0
 VERDICTS = ("pass", "below", "no_reference", "no_successful_run", "window_outside_runs")
@@ -29,7 +30,7 @@ IDENTITY_FIELDS = ("recipe", "model_size", "dtype", "gpu_type", "num_gpus", "sca
 JITTER_SIGMAS = 2.0
 
 
-def config_key(result: Mapping[str, Any]) -> str:
+def config_key(result: AnalyzedRun) -> str:
     """`llama3.1/8b/fp8/h100/16gpu/weak/gbs256` (`/smoke` for a smoke test); a run that
     could not be identified is its own configuration: `unidentified/<experiment>`."""
     if result.get("recipe"):
@@ -41,6 +42,12 @@ def config_key(result: Mapping[str, Any]) -> str:
             parts.append("smoke")
         return "/".join(str(p) for p in parts)
     return f"unidentified/{result.get('experiment') or result.get('filename')}"
+
+
+def _identity(r: AnalyzedRun) -> dict[str, object]:
+    """The configuration's identity, as its run states it (IDENTITY_FIELDS)."""
+    fields: Mapping[str, object] = r
+    return {k: fields.get(k) for k in IDENTITY_FIELDS}
 
 
 def _median(values: Sequence[float]) -> float | None:
@@ -63,45 +70,45 @@ class Group:
     """What the runs of one configuration add up to, kept as they come: counts and each
     successful run's figures (a few numbers per run, never the run itself)."""
 
-    def __init__(self, first: Mapping[str, Any], keep_files: bool) -> None:
-        self.identity = {k: first.get(k) for k in IDENTITY_FIELDS}
-        self.key, self.experiment = first["config_key"], first.get("experiment")
-        self.first: Any = None  # the place of its first run, when runs come in any order
+    def __init__(self, first: AnalyzedRun, keep_files: bool, place: Any) -> None:
+        self.identity = _identity(first)
+        self.key, self.experiment = first["config_key"] or "", first.get("experiment")
+        self.first = place  # the place of its first run, when runs come in any order
         self.runs = self.failed = self.invalid = 0
         self.times: list[float] = []
         self.jitter: list[float] = []
         self.mfu: list[float] = []
         self.tokens: list[float] = []
-        self.reference: Any = None
-        self.source: Any = None
+        self.reference: float | None = None
+        self.source: str | None = None
         self.files: list[str] | None = [] if keep_files else None
         self.ended_before = False  # a successful run ended before the window began
 
-    def add(self, r: Mapping[str, Any], window: tuple[int, int] | None) -> None:
+    def add(self, r: AnalyzedRun, window: tuple[int, int] | None) -> None:
         self.runs += 1
         self.failed += r["status"] == "Failed"
         self.invalid += r["status"] == "Invalid"
-        if self.reference is None and r.get("reference_step_time") is not None:
-            self.reference = r["reference_step_time"]
+        if self.reference is None:
+            self.reference = r.get("reference_step_time")
         self.source = self.source or r.get("reference_source")
         if self.files is not None:
             self.files.append(r["filename"])
         if r["status"] != "Success":
             return
-        final = r.get("final_iteration")
-        if r["time_mean"] is None:
+        final, mean = r.get("final_iteration"), r["time_mean"]
+        if mean is None:
             if window is not None and final is not None and final < window[0]:
                 self.ended_before = True
             return
-        self.times.append(r["time_mean"])
-        if r.get("time_std_dev") is not None and r["time_mean"]:
-            self.jitter.append(r["time_std_dev"] / r["time_mean"] * 100)
-        if r.get("mfu") is not None:
-            self.mfu.append(r["mfu"])
-        if r.get("tokens_per_second"):
-            self.tokens.append(r["tokens_per_second"])
+        self.times.append(mean)
+        if (std_dev := r.get("time_std_dev")) is not None and mean:
+            self.jitter.append(std_dev / mean * 100)
+        if (mfu := r.get("mfu")) is not None:
+            self.mfu.append(mfu)
+        if tokens := r.get("tokens_per_second"):
+            self.tokens.append(tokens)
 
-    def entry(self, tolerance: float) -> dict[str, Any]:
+    def entry(self, tolerance: float) -> Configuration:
         times = self.times
         median = _median(times)
         spread = timing.stats(times)
@@ -111,19 +118,19 @@ class Group:
         verdict = judge(pct, bool(times), tolerance)
         if verdict == "no_successful_run" and self.ended_before:
             verdict = "window_outside_runs"
-        entry: dict[str, Any] = dict(self.identity)
-        entry.update(
-            config_key=self.key, experiment=self.experiment,
-            runs=self.runs, successful_runs=len(times),
-            failed_runs=self.failed, invalid_runs=self.invalid,
-            time_median=_r(median, 6), time_min=_r(min(times, default=None), 6),
-            time_max=_r(max(times, default=None), 6), time_cv=_r(cv, 6),
-            step_jitter_pct=_r(_median(self.jitter), 4),
-            reference_step_time=self.reference, reference_source=self.source,
-            pct_of_reference=_r(pct, 3), verdict=verdict,
-            mfu_median=_r(_median(self.mfu), 6),
-            tokens_per_second_median=_r(_median(self.tokens), 1),
-        )
+        entry = cast(Configuration, dict(self.identity))
+        entry.update({
+            "config_key": self.key, "experiment": self.experiment,
+            "runs": self.runs, "successful_runs": len(times),
+            "failed_runs": self.failed, "invalid_runs": self.invalid,
+            "time_median": _r(median, 6), "time_min": _r(min(times, default=None), 6),
+            "time_max": _r(max(times, default=None), 6), "time_cv": _r(cv, 6),
+            "step_jitter_pct": _r(_median(self.jitter), 4),
+            "reference_step_time": self.reference, "reference_source": self.source,
+            "pct_of_reference": _r(pct, 3), "verdict": verdict,
+            "mfu_median": _r(_median(self.mfu), 6),
+            "tokens_per_second_median": _r(_median(self.tokens), 1),
+        })
         if self.files is not None:
             entry["files"] = self.files
         return entry
@@ -140,25 +147,25 @@ class Groups:
         self.window, self.files = window, files
         self.groups: dict[str, Group] = {}
 
-    def add(self, place: Any, r: Mapping[str, Any]) -> None:
-        group = self.groups.get(r["config_key"])
+    def add(self, place: Any, r: AnalyzedRun) -> None:
+        key = r["config_key"] or ""
+        group = self.groups.get(key)
         if group is None:
-            group = self.groups[r["config_key"]] = Group(r, self.files)
-            group.first = place
+            group = self.groups[key] = Group(r, self.files, place)
         elif place < group.first:
             group.first = place
-            group.identity = {k: r.get(k) for k in IDENTITY_FIELDS}
+            group.identity = _identity(r)
             group.experiment = r.get("experiment")
         group.add(r, self.window)
 
-    def entries(self, tolerance: float) -> list[dict[str, Any]]:
+    def entries(self, tolerance: float) -> list[Configuration]:
         ordered = sorted(self.groups.values(), key=lambda g: g.first)
         return [g.entry(tolerance) for g in ordered]
 
 
-def configurations(results: Iterable[Mapping[str, Any]],
+def configurations(results: Iterable[AnalyzedRun],
                    tolerance: float = DEFAULT_TOLERANCE, window: tuple[int, int] | None = None,
-                   files: bool = True) -> list[dict[str, Any]]:
+                   files: bool = True) -> list[Configuration]:
     """One entry per configuration, in the order its first run appears. files=False leaves the
     list of each configuration's files out (the JSON writer streams it from the results)."""
     groups = Groups(window, files)
@@ -167,18 +174,18 @@ def configurations(results: Iterable[Mapping[str, Any]],
     return groups.entries(tolerance)
 
 
-def spread_pct(config: Mapping[str, Any]) -> float:
+def spread_pct(config: Configuration) -> float:
     """How far a configuration's own runs scatter, in percent of its median: the range of its
     runs' means, and at least JITTER_SIGMAS times its runs' step-time jitter."""
-    median = config.get("time_median")
-    if not median:
+    median, low, high = config.get("time_median"), config.get("time_min"), config.get("time_max")
+    if not median or low is None or high is None:  # (a median comes with its min and max)
         return 0.0
-    span = (config["time_max"] - config["time_min"]) / median * 100
+    span = (high - low) / median * 100
     return max(span, JITTER_SIGMAS * (config.get("step_jitter_pct") or 0.0))
 
 
-def check_problems(results: Iterable[Mapping[str, Any]],
-                   configs: Sequence[Mapping[str, Any]], tolerance: float,
+def check_problems(results: Iterable[AnalyzedRun],
+                   configs: Sequence[Configuration], tolerance: float,
                    window: tuple[int, int] = timing.WINDOW) -> list[str]:
     """What makes `--check` fail: configurations below the tolerance or without a successful
     run, configurations whose runs all end before the window, and Invalid runs. Empty when the
@@ -186,7 +193,7 @@ def check_problems(results: Iterable[Mapping[str, Any]],
     problems = []
     below = [c for c in configs if c["verdict"] == "below"]
     if below:
-        worst = min(below, key=lambda c: c["pct_of_reference"])
+        worst = min(below, key=lambda c: c.get("pct_of_reference") or 0.0)  # (each has one)
         problems.append(f"{len(below)} configuration(s) below {100 - tolerance:g}% of the "
                         f"reference (worst: {worst['config_key']} at "
                         f"{worst['pct_of_reference']:.1f}%)")

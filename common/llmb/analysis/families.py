@@ -1,0 +1,36 @@
+"""The log families the analyzer reads (llmb.analysis.family), and how a log's is recognised.
+
+FAMILIES lists them. A new family is one module that defines its Family (its needle, line
+reader, bulk reader and plain form, first iteration and field names: llmb.analysis.family_nemo
+is the smallest example) and one line here; the scan (llmb.analysis.timing,
+llmb.analysis.logscan) and the bulk read (llmb.analysis.bulk) ask the family and name none.
+Standard library only: it runs inside the log scan.
+"""
+
+from __future__ import annotations
+
+from llmb.analysis.family import Buffer, Family
+from llmb.analysis.family_megatron import MEGATRON
+from llmb.analysis.family_nemo import NEMO
+
+FAMILIES: tuple[Family, ...] = (
+    NEMO,
+    MEGATRON,
+)
+BY_NAME = {family.name: family for family in FAMILIES}
+# The needles are looked for this far first (then through the chunk).
+NEAR, REACH = 1 << 12, 1 << 16
+
+
+def recognised(buf: Buffer, end: int) -> Family | None:
+    """The family whose needle comes first in buf[:end], or None when none is there."""
+    found, first = None, end
+    # a log whose steps start early: no full pass (nor one through the chunk for the needle
+    # of the family it is not)
+    for limit in (min(end, NEAR), min(end, REACH), end):
+        for each in FAMILIES:  # each looked for only before the first found so far
+            if (pos := buf.find(each.needle, 0, min(first, limit))) >= 0:
+                found, first = each, pos
+        if found is not None:
+            break
+    return found
