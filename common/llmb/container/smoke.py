@@ -35,7 +35,8 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from llmb import manifest as run_manifest
 from llmb.container import nemolog
@@ -51,6 +52,9 @@ from llmb.container.smokemodel import (
 from llmb.manifest import Manifest, ManifestError, Options
 from llmb.recipes import perf
 from llmb.shared.errors import LlmbError
+
+if TYPE_CHECKING:
+    from torch.nn import Module
 
 MICRO_BATCH_SIZE = 1  # gradient accumulation 1: global batch = micro batch x world size
 PEAK_LR = 1e-3
@@ -152,18 +156,15 @@ class _Log:
 
 
 def checkpoint_dir(job_dir: Path, consumed_samples: int) -> Path:
-    return job_dir / nemolog.CHECKPOINTS_DIR / nemolog.checkpoint_name(
-        consumed_samples
-    )
+    return job_dir / nemolog.CHECKPOINTS_DIR / nemolog.checkpoint_name(consumed_samples)
 
 
-def _identity(family: str, shape: Mapping[str, int], seq_length: int) -> dict[str, Any]:
+def _identity(family: str, shape: Mapping[str, int], seq_length: int) -> dict[str, object]:
     return {"family": family, "shape": dict(shape), "seq_length": seq_length}
 
 
-def save_checkpoint(
-    path: Path, model: Any, optimizer: Any, identity: dict[str, Any], step: int, consumed: int
-) -> None:
+def save_checkpoint(path: Path, model: Module, optimizer: AdamW, identity: dict[str, object],
+                    step: int, consumed: int) -> None:
     """Write <path>/weights/__0_0.distcp (model + optimizer) and weights/metadata.json."""
     import torch
 
@@ -192,7 +193,7 @@ def save_checkpoint(
 
 
 def load_checkpoint(
-    path: Path, model: Any, optimizer: Any, identity: dict[str, Any]
+    path: Path, model: Module, optimizer: AdamW, identity: dict[str, object]
 ) -> tuple[int, int]:
     """Restore model and optimizer from a smoke checkpoint; (global_step, consumed_samples)."""
     import torch
@@ -332,7 +333,7 @@ def _train(manifest: Manifest, ranks: Ranks, timeout: float) -> int:
     return 0
 
 
-def _torch() -> Any:
+def _torch() -> ModuleType:
     """torch, set up for a task that shares its node's few cores with the node's other tasks."""
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     # One thread per task (as torchrun sets it): OpenMP threads created at import time would
@@ -376,7 +377,7 @@ def _announce_options(log: _Log, options: Options) -> None:
         )
 
 
-def _loop(log: _Log, model: Any, optimizer: Any, family: str, ranks: Ranks, step0: int,
+def _loop(log: _Log, model: Module, optimizer: AdamW, family: str, ranks: Ranks, step0: int,
           max_steps: int, consumed: int) -> int:
     """Train max_steps steps from step0, printing NeMo's step line for each; the samples
     consumed at the end."""
@@ -419,7 +420,7 @@ def _loop(log: _Log, model: Any, optimizer: Any, family: str, ranks: Ranks, step
     return consumed
 
 
-def _save(log: _Log, job_dir: Path, model: Any, optimizer: Any, identity: dict[str, Any],
+def _save(log: _Log, job_dir: Path, model: Module, optimizer: AdamW, identity: dict[str, object],
           ranks: Ranks, total_steps: int, consumed: int) -> None:
     """Rank 0 saves the checkpoint while the others wait; every rank prints NeMo's line."""
     import torch.distributed as dist
@@ -464,11 +465,8 @@ def run(manifest: Manifest) -> int:
         if os.environ.get("LLMB_DEBUG"):
             traceback.print_exc()
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        print(
-            f"llmb: smoke workload failed on rank {rank}: {type(err).__name__}: {first}",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(f"llmb: smoke workload failed on rank {rank}: {type(err).__name__}: {first}",
+              file=sys.stderr, flush=True)
         return 1
 
 
