@@ -153,7 +153,7 @@ def check(data: object) -> Manifest:
         raise ManifestError(f"is not a schema-{SCHEMA} run manifest: {problem}") from None
 
 
-def _json_object(raw: bytes | str) -> dict[str, Any]:
+def _json_object(raw: bytes | str) -> dict[str, object]:
     if len(raw) > MAX_BYTES:
         raise ManifestError(f"is larger than {MAX_BYTES} bytes: not a run manifest")
     try:
@@ -164,7 +164,7 @@ def _json_object(raw: bytes | str) -> dict[str, Any]:
     return _object(data)
 
 
-def _object(data: object) -> dict[str, Any]:
+def _object(data: object) -> dict[str, object]:
     """data, when it is a JSON object that does not claim another schema; else
     ManifestError. (A manifest written by hand may leave `schema` out; `check` requires it.)"""
     if not isinstance(data, dict):
@@ -196,7 +196,7 @@ def read(path: str | os.PathLike[str]) -> Manifest:
         raise ManifestError(exc.reason, path) from None
 
 
-def read_object(path: str | os.PathLike[str]) -> dict[str, Any]:
+def read_object(path: str | os.PathLike[str]) -> dict[str, object]:
     """The manifest at `path` as a JSON object of this schema, its fields unchecked (one
     written by hand may leave them out): for a reader that checks the fields it uses, and
     accepts less than the launcher writes. ManifestError as `read`'s."""
