@@ -13,9 +13,12 @@ llmb-run's archive and verify-archive carry it. Its fields (schema 1):
     time_limit, dry_run}, image, job_dir, versions, git_commit, created
 
 It holds the user's values (paths, account-derived names) but never a secret, and is written
-owner-only. A reader gets a JSON object of schema 1 or a ManifestError naming what is wrong;
-each reader then checks the fields it uses. Standard library only: the container and the
-analyzer's fast path import this module.
+owner-only. `read` gives a Manifest: every field above of its type and within
+llmb.shared.records' bounds, checked here once (a reader then checks only what a value means
+to it: a count that must be positive, a family it knows); else a ManifestError naming the file
+and the field. `read_object` gives the JSON object alone, its fields unchecked: the analyzer
+reads manifests written by hand too, which may leave fields out, and checks the fields it uses.
+Standard library only: the container and the analyzer's fast path import this module.
 """
 
 from __future__ import annotations
@@ -24,14 +27,88 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict
 
-from llmb.shared import files
+from llmb.shared import files, records
 from llmb.shared.errors import LlmbError
 
 NAME = "llmb_manifest.json"
 SCHEMA = 1
 MAX_BYTES = 1 << 20  # a manifest is a few KB; a larger file is not one
+
+
+class Parallelism(TypedDict):
+    """The row's layout: parallel sizes (vp and ep null where the row has none), batch sizes,
+    data parallelism, gradient accumulation and the model's depth."""
+
+    tp: int
+    pp: int
+    cp: int
+    vp: int | None
+    ep: int | None
+    mbs: int
+    gbs: int
+    dp: int
+    ga: int
+    num_layers: int
+
+
+class Options(TypedDict):
+    """What the launch asked for; max_steps is the effective count (a checkpoint load runs 1)."""
+
+    max_steps: int
+    smoke_test: bool
+    profile: bool
+    profile_start_step: int
+    profile_stop_step: int
+    gpu_metrics: bool
+    nccl_trace: bool
+    checkpoint_save: bool
+    checkpoint_load_path: str | None
+    time_limit: str
+    dry_run: bool
+
+
+class Versions(TypedDict):
+    llmb: str
+    framework: str
+    nemo_run: str
+    python: str
+
+
+class _Placed(TypedDict, total=False):
+    placement: dict[str, Any]  # llmb.launch.placement's record, when a placement was given
+
+
+class Manifest(_Placed):
+    """A run manifest as the launcher writes it (schema 1)."""
+
+    schema: Literal[1]
+    recipe: str
+    workload: str
+    experiment: str
+    model_size: str
+    dtype: str
+    gpu_type: str
+    num_gpus: int
+    gpus_per_node: int
+    nodes: int
+    scaling: str
+    published: bool
+    source: str
+    seq_length: int
+    family: str
+    nemo_recipe: str
+    nemo: dict[str, Any]  # the row's NeMo job: llmb.recipes.nemojob checks its settings
+    model: dict[str, Any]  # the model's shape from metadata.yaml (hidden_size, ...)
+    parallelism: Parallelism
+    cluster_type: str
+    options: Options
+    image: str
+    job_dir: str
+    versions: Versions
+    git_commit: str | None
+    created: str
 
 
 class ManifestError(LlmbError):
@@ -58,9 +135,25 @@ def write(manifest: Mapping[str, Any], path: str | os.PathLike[str]) -> None:
     files.write_private(target, json.dumps(manifest, indent=2) + "\n")
 
 
-def parse(raw: bytes | str) -> dict[str, Any]:
-    """A manifest's content as a JSON object of this schema, or ManifestError (its message
-    does not name the file: the caller knows where the bytes came from)."""
+def parse(raw: bytes | str) -> Manifest:
+    """A manifest's content as a Manifest, or ManifestError (its message does not name the
+    file: the caller knows where the bytes came from)."""
+    return check(_json_object(raw))
+
+
+def check(data: object) -> Manifest:
+    """data, when it is a manifest as the launcher writes it; else ManifestError naming the
+    field (`... is not a schema-1 run manifest: parallelism.tp is 'x' (text), not a whole
+    number`)."""
+    found = _object(data)
+    try:
+        return records.check(Manifest, found)
+    except records.BadRecord as bad:
+        problem = bad.problem.replace("the record has no", "it has no", 1)
+        raise ManifestError(f"is not a schema-{SCHEMA} run manifest: {problem}") from None
+
+
+def _json_object(raw: bytes | str) -> dict[str, object]:
     if len(raw) > MAX_BYTES:
         raise ManifestError(f"is larger than {MAX_BYTES} bytes: not a run manifest")
     try:
@@ -68,13 +161,12 @@ def parse(raw: bytes | str) -> dict[str, Any]:
     except (ValueError, RecursionError) as exc:
         detail = str(exc).splitlines()[0][:80] if str(exc) else "too deep"
         raise ManifestError(f"is not valid JSON ({detail})") from None
-    return check(data)
+    return _object(data)
 
 
-def check(data: object) -> dict[str, Any]:
+def _object(data: object) -> dict[str, object]:
     """data, when it is a JSON object that does not claim another schema; else
-    ManifestError. (A manifest written by hand may leave `schema` out; the container, which
-    needs every field, requires it.)"""
+    ManifestError. (A manifest written by hand may leave `schema` out; `check` requires it.)"""
     if not isinstance(data, dict):
         raise ManifestError("is not a JSON object")
     schema = data.get("schema", SCHEMA)
@@ -83,18 +175,33 @@ def check(data: object) -> dict[str, Any]:
     return data
 
 
-def read(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The manifest at `path`: a regular file of at most MAX_BYTES holding a JSON object of
-    this schema; else ManifestError with the path (`missing` when there is no file, so a caller
-    can tell a run without a manifest from a broken one)."""
+def _bytes(path: str | os.PathLike[str]) -> bytes:
     try:
-        raw = files.read_bounded(path, MAX_BYTES)
+        return files.read_bounded(path, MAX_BYTES)
     except files.FileRefused as exc:
         reason = exc.reason
         if reason.startswith("is larger than"):
             reason += ": not a run manifest"
         raise ManifestError(reason, path, missing=exc.missing) from None
+
+
+def read(path: str | os.PathLike[str]) -> Manifest:
+    """The manifest at `path`: a regular file of at most MAX_BYTES holding a manifest as the
+    launcher writes it; else ManifestError with the path (`missing` when there is no file, so a
+    caller can tell a run without a manifest from a broken one)."""
+    raw = _bytes(path)
     try:
         return parse(raw)
+    except ManifestError as exc:
+        raise ManifestError(exc.reason, path) from None
+
+
+def read_object(path: str | os.PathLike[str]) -> dict[str, object]:
+    """The manifest at `path` as a JSON object of this schema, its fields unchecked (one
+    written by hand may leave them out): for a reader that checks the fields it uses, and
+    accepts less than the launcher writes. ManifestError as `read`'s."""
+    raw = _bytes(path)
+    try:
+        return _json_object(raw)
     except ManifestError as exc:
         raise ManifestError(exc.reason, path) from None

@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trainmanifests
+from llmb import manifest
 from llmb.container import nemolog, smoke, smokemodel
-from llmb.recipes import perf
+from llmb.recipes import catalog, perf
 from paths import COMMON
 
 RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
@@ -38,24 +40,12 @@ LOAD = re.compile(
 
 
 def make_manifest(job_dir: Path, family: str = "llama", steps: int = 12, **options: Any) -> dict:
-    return {
-        "schema": 1,
-        "recipe": "llama3.1",
-        "workload": "pretrain_llama3.1",
-        "experiment": "pretrain_llama3.1_8b_fp8_gpus16_tp1_pp1_cp2_vpNone_mbs1_gbs256",
-        "model_size": "8b",
-        "family": family,
-        "job_dir": str(job_dir),
-        "options": {
-            "max_steps": steps,
-            "smoke_test": True,
-            "profile": False,
-            "nccl_trace": False,
-            "checkpoint_save": False,
-            "checkpoint_load_path": None,
-            **options,
-        },
-    }
+    """The launcher's manifest of a SMOKE_TEST run of the family's first published row."""
+    recipe = next(r for r in catalog.all_recipes() if r.family == family)
+    m = trainmanifests.make_manifest(recipe, recipe.rows()[0], smoke_test=True, max_steps=steps,
+                                     **options)
+    m["job_dir"] = str(job_dir)
+    return m
 
 
 def step_lines(text: str) -> list[dict[str, float]]:
@@ -155,16 +145,22 @@ def test_learning_rate_warms_up_then_decays() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"family": "gpt"}, "family=gpt has no smoke model; known: llama, nemotron4, nemotronh"),
-        ({"job_dir": "runs/x"}, "job_dir=runs/x is not an absolute path"),
-        ({"options": {"max_steps": 0}}, "options.max_steps=0 is not a positive integer"),
+        (lambda d: d.update(family="gpt"),
+         "family=gpt has no smoke model; known: llama, nemotron4, nemotronh"),
+        (lambda d: d.update(job_dir="runs/x"), "job_dir=runs/x is not an absolute path"),
+        (lambda d: d.update(experiment="a/b"), "experiment=a/b is not an experiment name"),
+        (lambda d: d["options"].update(max_steps=0),
+         "options.max_steps=0 is not a positive integer"),
     ],
 )
 def test_bad_manifest_is_one_line_and_exit_2(
     tmp_path: Path, no_launcher: None, capsys: pytest.CaptureFixture[str],
-    change: dict, message: str,
+    change: Any, message: str,
 ) -> None:
-    assert smoke.run({**make_manifest(tmp_path), **change}) == 2
+    """Values the smoke workload cannot run; their types were checked as the manifest was read."""
+    m = make_manifest(tmp_path)
+    change(m)
+    assert smoke.run(manifest.check(m)) == 2
     err = capsys.readouterr().err
     assert err == f"llmb: manifest {message}\n"
 

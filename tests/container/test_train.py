@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import stacks
 import upstream_jobs
+from llmb import manifest
 from llmb.container import train
 from llmb.launch import jobenv
 from llmb.manifest import ManifestError
@@ -363,17 +364,20 @@ def _broken(path: str, value: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("path", "value", "message"), [
-    ("schema", 2, "manifest has schema=2, which is not supported; supported: 1"),
+    ("schema", 2, "has schema=2, which is not supported; supported: 1"),
     ("dtype", "fp16", "manifest dtype='fp16' is not supported; allowed: bf16, fp8"),
     ("family", "gpt", "manifest family='gpt' is not supported"),
-    ("parallelism", KeyError, "manifest  lacks parallelism"),
-    ("parallelism.tp", KeyError, "manifest parallelism lacks tp"),
+    ("parallelism", KeyError, "is not a schema-1 run manifest: it has no parallelism"),
+    ("parallelism.tp", KeyError, "is not a schema-1 run manifest: parallelism has no tp"),
     ("parallelism.tp", 0, "manifest parallelism.tp=0 is not a positive integer"),
     ("parallelism.dp", 3, "TP x PP x CP x DP = 6 is not num_gpus=8"),
     ("parallelism.gbs", 130, "parallelism.gbs=130 is not divisible by MBS x DP = 4"),
-    ("options.max_steps", True, "options.max_steps=True is not a positive integer"),
+    ("options.max_steps", True, "options.max_steps is true (true or false), not a whole "
+                                "number"),
+    ("options.max_steps", 0, "manifest options.max_steps=0 is not a positive integer"),
+    ("parallelism.vp", 0, "manifest parallelism.vp=0 is not a positive integer"),
     ("options.profile", True, None),
-    ("nemo", KeyError, "manifest  lacks nemo"),
+    ("nemo", KeyError, "is not a schema-1 run manifest: it has no nemo"),
     ("nemo.tokenizer", KeyError, "manifest nemo: no level sets tokenizer"),
     ("nemo.cuda_graphs", "yes", "manifest nemo: cuda_graphs='yes' is not true or false"),
     ("nemo.comm_overlap", {"wgrad_deferral_limit": -1},
@@ -385,12 +389,14 @@ def _broken(path: str, value: Any) -> dict[str, Any]:
 ])
 def test_bad_manifests_fail_with_one_clear_line(path: str, value: Any,
                                                 message: str | None) -> None:
+    """A field of another type is refused as the manifest is read (llmb.manifest); a value
+    the plan cannot use, by the plan."""
     m = _broken(path, value)
     if message is None:
-        train.plan(m)
+        train.plan(manifest.check(m))
         return
     with pytest.raises(ManifestError) as err:
-        train.plan(m)
+        train.plan(manifest.check(m))
     assert message in str(err.value)
     assert "\n" not in str(err.value)
 

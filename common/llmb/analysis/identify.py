@@ -65,7 +65,7 @@ class Manifests:
             path = os.path.join(directory, manifest.NAME)
             found: Found | None
             try:
-                found = (path, manifest.read(path))
+                found = (path, manifest.read_object(path))
             except ManifestError as exc:
                 found = None if exc.missing else (path, exc.reason)
             self._cache[directory] = found

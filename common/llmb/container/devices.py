@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from llmb.container import gpuhealth
 
@@ -20,7 +20,16 @@ def has_cuda() -> bool:
     return bool(torch.cuda.is_available() and torch.cuda.device_count() > 0)
 
 
-def gpu_identity(index: int) -> dict[str, Any]:
+class GpuIdentity(TypedDict):
+    index: int
+    name: str
+    uuid: str | None  # GPU-<uuid>
+    pci_bus_id: str | None
+    serial: str | None
+    driver: str | None
+
+
+def gpu_identity(index: int) -> GpuIdentity:
     """Name, UUID, PCI bus id and serial of CUDA device `index`, so that a bad one can be
     found in the machine, and the driver: PyTorch's device properties, completed from
     nvidia-smi (llmb.container.gpuhealth)."""
@@ -28,16 +37,16 @@ def gpu_identity(index: int) -> dict[str, Any]:
 
     props = torch.cuda.get_device_properties(index)
     uuid = getattr(props, "uuid", None)
-    ident: dict[str, Any] = {"index": index, "name": props.name,
-                             "uuid": f"GPU-{uuid}" if uuid is not None else None,
-                             "pci_bus_id": None, "serial": None, "driver": None}
+    ident: GpuIdentity = {"index": index, "name": props.name,
+                          "uuid": f"GPU-{uuid}" if uuid is not None else None,
+                          "pci_bus_id": None, "serial": None, "driver": None}
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
     mine = visible[index].strip() if index < len(visible) else str(index)
     for row in gpuhealth.identity_rows():
         if row["uuid"] == ident["uuid"] or (ident["uuid"] is None and mine in (row["index"],
                                                                                row["uuid"])):
-            ident.update(uuid=row["uuid"], pci_bus_id=row["pci.bus_id"], serial=row["serial"],
-                         driver=row.get("driver_version"))
+            ident.update({"uuid": row["uuid"], "pci_bus_id": row["pci.bus_id"],
+                          "serial": row["serial"], "driver": row.get("driver_version")})
     return ident
 
 

@@ -23,7 +23,6 @@ import re
 import shutil
 import subprocess
 from collections.abc import Sequence
-from typing import Any
 
 IDENTITY = ("index", "uuid", "pci.bus_id", "serial", "driver_version")
 HEALTH = ("uuid", "ecc.errors.uncorrected.volatile.total", "retired_pages.pending",
@@ -37,6 +36,9 @@ FORMAT = "--format=csv,noheader,nounits"
 TIMEOUT_S = 60
 _UNKNOWN = re.compile(r'Field "([^"]+)" is not a valid field to query')
 _NOTHING = {"[N/A]", "N/A", "[Not Supported]", "Not Supported", "[Unknown Error]", ""}
+# One GPU's facts: the queries' fields by name (None where the driver has no value), the fields
+# it does not know (unknown_fields) and when it was asked (sampled).
+Facts = dict[str, str | list[str] | None]
 
 
 def _run(switch: str, fields: Sequence[str]) -> subprocess.CompletedProcess[str]:
@@ -85,12 +87,12 @@ def identity_rows() -> list[dict[str, str | None]]:
 
 
 def health_of(uuid: str | None, text: str, remapped: str, unknown: Sequence[str]
-              ) -> dict[str, Any]:
+              ) -> Facts:
     """One GPU's facts from the two queries' output (its row by UUID)."""
     fields = [f for f in HEALTH if f not in unknown]
     mine = next((r for r in parse(text, fields) if r.get("uuid") == uuid), {})
     remap = next((r for r in parse(remapped, REMAPPED) if r.get("gpu_uuid") == uuid), {})
-    facts: dict[str, Any] = {k: v for k, v in mine.items() if k != "uuid"}
+    facts: Facts = {k: v for k, v in mine.items() if k != "uuid"}
     facts.update({k: v for k, v in remap.items() if k != "gpu_uuid"})
     facts["unknown_fields"] = list(unknown)
     return facts
@@ -124,7 +126,7 @@ class Sampler:
             return None, ""
         return proc.returncode, out
 
-    def facts(self) -> dict[str, Any] | None:
+    def facts(self) -> Facts | None:
         """This GPU's facts (None without nvidia-smi). A query refused for a field this
         driver lacks is asked again, then, without it (`sampled` says so)."""
         if len(self.procs) < 2:

@@ -12,23 +12,27 @@ on the login node: every NeMo, nemo_run, fiddle and torch import is inside a fun
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from llmb.shared.errors import LlmbError
+
+if TYPE_CHECKING:
+    from llmb.container.train import Plan
 
 
 class UnknownName(LlmbError):
     """A recipe or userbuffer layout this NeMo does not have (one line for people)."""
 
 
-def _lookup(module: Any, name: str, what: str) -> Any:
+def _lookup(module: ModuleType, name: str, what: str) -> Any:  # a NeMo name: untyped
     found = getattr(module, name, None) if not name.startswith("_") else None
     if found is None:
         raise UnknownName(f"{what} {name!r} is not in {module.__name__} of this NeMo")
     return found
 
 
-def _tokenizer_config(tok: Mapping[str, Any]):  # -> run.Config
+def _tokenizer_config(tok: Mapping[str, object]):  # -> run.Config
     import nemo_run as run
 
     if tok["library"] == "huggingface":
@@ -53,17 +57,19 @@ def _userbuffers_config(name: str):  # -> run.Config
     return fdl.cast(run.Config, fdl_dc.convert_dataclasses_to_configs(layout))
 
 
-def _find(callbacks: list, cls: type) -> list[int]:
+def _find(callbacks: list[object], cls: type) -> list[int]:
     return [i for i, c in enumerate(callbacks) if getattr(c, "__fn_or_cls__", None) is cls]
 
 
-def _apply(target: Any, values: Mapping[str, Any]) -> None:
+def _apply(target: object, values: Mapping[str, object]) -> None:
     for key, value in values.items():
         setattr(target, key, value)
 
 
-def _callbacks(recipe: Any, p: Mapping[str, Any]) -> list:
-    """Exactly the callbacks the plan names, in its order; the recipe's own configs reused.
+def _callbacks(existing: list[object], model_config: object, data_config: object,
+               p: Plan) -> list[object]:
+    """Exactly the callbacks the plan names, in its order; the recipe's own configs (its
+    trainer's callbacks) reused.
 
     ModelCheckpoint only ever through the logger (Nemotron-H's recipe puts one on the trainer).
     """
@@ -73,41 +79,44 @@ def _callbacks(recipe: Any, p: Mapping[str, Any]) -> list:
     from nemo.lightning.pytorch.callbacks.megatron_comm_overlap import MegatronCommOverlapCallback
     from nemo.utils.exp_manager import TimingCallback
 
-    existing = list(recipe.trainer.callbacks or [])
-
-    def reuse(cls: type, **defaults: Any):
+    def reuse(cls: type, **defaults: object) -> object:
         found = _find(existing, cls)
         return existing[found[0]] if found else run.Config(cls, **defaults)
 
-    def comm_overlap():
+    def comm_overlap() -> object:
         comm = reuse(MegatronCommOverlapCallback)
-        for key, value in p["comm_overlap"].items():
+        for key, value in (p["comm_overlap"] or {}).items():
             if key == "tp_comm_overlap_cfg":
-                value = _userbuffers_config(value) if value else None
+                value = _userbuffers_config(str(value)) if value else None
             setattr(comm, key, value)
         return comm
+
+    def nsys() -> object:
+        n = p["nsys"]
+        if n is None:
+            raise ValueError("the plan names NsysCallback without its nsys settings")
+        return run.Config(NsysCallback, start_step=n["start_step"], end_step=n["end_step"],
+                          ranks=list(n["ranks"]), gen_shape=n["gen_shape"])
 
     built = {
         "TimingCallback": lambda: reuse(TimingCallback),
         "GarbageCollectionCallback": lambda: _configured(reuse(GarbageCollectionCallback),
-                                                         p["gc"]),
+                                                         p["gc"] or {}),
         "MegatronCommOverlapCallback": comm_overlap,
         "FLOPsMeasurementCallback": lambda: run.Config(
-            FLOPsMeasurementCallback, model_config=recipe.model.config, data_config=recipe.data,
+            FLOPsMeasurementCallback, model_config=model_config, data_config=data_config,
             model_name=p["flops_model_name"]),
-        "NsysCallback": lambda: run.Config(
-            NsysCallback, start_step=p["nsys"]["start_step"], end_step=p["nsys"]["end_step"],
-            ranks=list(p["nsys"]["ranks"]), gen_shape=p["nsys"]["gen_shape"]),
+        "NsysCallback": nsys,
     }
     return [built[name]() for name in p["callbacks"]]
 
 
-def _configured(config: Any, values: Mapping[str, Any]) -> Any:
+def _configured(config: object, values: Mapping[str, object]) -> object:
     _apply(config, values)
     return config
 
 
-def build_recipe(p: Mapping[str, Any]):  # -> nemo_run.Partial
+def build_recipe(p: Plan):  # -> nemo_run.Partial
     """The NeMo 2 pre-train recipe with every setting of the plan `p` applied."""
     import nemo_run as run
     import torch
@@ -122,22 +131,22 @@ def build_recipe(p: Mapping[str, Any]):  # -> nemo_run.Partial
     _apply(trainer, p["trainer"])
     for key, value in p["strategy"].items():
         if key == "pipeline_dtype":
-            value = getattr(torch, value) if value else strategy.pipeline_dtype
+            value = getattr(torch, str(value)) if value else strategy.pipeline_dtype
         setattr(strategy, key, value)
     _apply(strategy.ddp, p["ddp"])
 
     prec = dict(p["precision"])
-    plugin = getattr(mixed_precision, prec.pop("plugin"))()
+    plugin = getattr(mixed_precision, str(prec.pop("plugin")))()
     _apply(plugin, prec)
     trainer.plugins = plugin
 
     _apply(recipe.model.config, p["model"])
-    data = dict(p["data"])
-    recipe.data.tokenizer = _tokenizer_config(data.pop("tokenizer"))
+    recipe.data.tokenizer = _tokenizer_config(p["data"]["tokenizer"])
     recipe.model.tokenizer = recipe.data.tokenizer
-    _apply(recipe.data, data)
+    _apply(recipe.data, {k: v for k, v in p["data"].items() if k != "tokenizer"})
     _apply(recipe.optim.config, p["optim"])
-    trainer.callbacks = _callbacks(recipe, p)
+    trainer.callbacks = _callbacks(list(trainer.callbacks or []), recipe.model.config,
+                                   recipe.data, p)
 
     log = p["log"]
     _apply(recipe.log, {k: log[k] for k in ("log_dir", "name", "use_datetime_version",
@@ -161,7 +170,7 @@ def build_recipe(p: Mapping[str, Any]):  # -> nemo_run.Partial
     return recipe
 
 
-def config_yaml(recipe: Any) -> str:
+def config_yaml(recipe: object) -> str:
     """The recipe as nemo-run YAML (the container's nemo-run serializer)."""
     from nemo_run.core.serialization.yaml import YamlSerializer
 

@@ -35,7 +35,11 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
+
+if TYPE_CHECKING:
+    import torch
+    from torch.distributed import ProcessGroup
 
 GB = 1e9
 TERA = 1e12
@@ -63,7 +67,7 @@ class Device:
     def backend(self) -> str:
         return "nccl" if self.kind == "cuda" else "gloo"
 
-    def torch(self) -> Any:
+    def torch(self) -> torch.device:
         import torch
 
         return torch.device(self.kind, self.index) if self.kind == "cuda" else torch.device("cpu")
@@ -152,8 +156,8 @@ def memory_gbps(device: Device, nbytes: int, window_s: float) -> float:
     return 2 * src.numel() * 4 * calls / seconds / GB
 
 
-def allreduce_sweep(device: Device, group: Any, ranks: int, sizes: Sequence[int], iters: int,
-                    warmup: int) -> list[dict[str, float]]:
+def allreduce_sweep(device: Device, group: ProcessGroup | None, ranks: int, sizes: Sequence[int],
+                    iters: int, warmup: int) -> list[dict[str, float]]:
     """One all-reduce per size in `group` (n = ranks): per size the bytes, the time in
     microseconds (the ranks' mean) and algbw/busbw in GB/s. Every rank of the group calls it."""
     import torch
@@ -171,7 +175,8 @@ def allreduce_sweep(device: Device, group: Any, ranks: int, sizes: Sequence[int]
     return rows
 
 
-def _timed_allreduce(device: Device, group: Any, buf: Any, count: int, ranks: int) -> float:
+def _timed_allreduce(device: Device, group: ProcessGroup | None, buf: torch.Tensor, count: int,
+                     ranks: int) -> float:
     """Seconds per all-reduce of buf, `count` of them timed back to back: the ranks' mean (the
     same on every rank)."""
     import torch
@@ -188,8 +193,9 @@ def _timed_allreduce(device: Device, group: Any, buf: Any, count: int, ranks: in
     return float(mine.item()) / ranks
 
 
-def allreduce_repeats(device: Device, group: Any, ranks: int, nbytes: int, seconds_each: float,
-                      window_s: float, iters: int, repeats: int) -> tuple[list[float], int]:
+def allreduce_repeats(device: Device, group: ProcessGroup | None, ranks: int, nbytes: int,
+                      seconds_each: float, window_s: float, iters: int, repeats: int
+                      ) -> tuple[list[float], int]:
     """`repeats` measurements of busbw (GB/s) at `nbytes`, each over at least `window_s`
     seconds by `seconds_each` (the sweep's time per all-reduce of that size, the ranks'
     mean: the same on every rank) and at least `iters` all-reduces: (busbw per repeat, the
@@ -212,7 +218,13 @@ _NCCL_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+"
 _NCCL_RANK = re.compile(r"^#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)")
 
 
-def parse_nccl_tests(text: str) -> dict[str, Any]:
+class NcclTable(TypedDict):
+    ranks: int  # how many it reports
+    hosts: list[str]
+    sizes: list[dict[str, float]]  # per size: bytes, time_us, algbw_gbps, busbw_gbps
+
+
+def parse_nccl_tests(text: str) -> NcclTable:
     """all_reduce_perf's output: the ranks it reports (`# Rank N ... on HOST`) and, per
     size, the in-place time (us), algbw and busbw (GB/s)."""
     ranks: dict[int, str] = {}

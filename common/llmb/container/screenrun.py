@@ -49,7 +49,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmb.container import devices, gpuhealth, probe
 from llmb.container.devices import NCCL_TESTS_BINARY as NCCL_TESTS_BINARY
@@ -60,6 +60,9 @@ from llmb.container.pairing import pair_rounds as pair_rounds
 from llmb.container.pairing import phases as phases
 from llmb.shared import files
 from llmb.shared.errors import LlmbError
+
+if TYPE_CHECKING:
+    from torch.distributed import ProcessGroup, TCPStore
 
 PLAN_FILE = "plan.json"
 RANKS_DIR = "ranks"
@@ -184,7 +187,7 @@ class Record:
 
 # --- the run ----------------------------------------------------------------------------------
 
-def rendezvous(folder: Path, task: Task, timeout_s: float) -> Any:
+def rendezvous(folder: Path, task: Task, timeout_s: float) -> TCPStore:
     """The TCPStore every task of this job step meets at: task 0 opens it on a free port and
     writes `host port` into the screen's folder; the others read that and connect."""
     import torch.distributed as dist
@@ -331,12 +334,12 @@ class Run:
         if sampler is not None:
             self.record.data["health"] = sampler.facts()
 
-    def make_groups(self, phase: Phase) -> list[tuple[list[int], Any]]:
+    def make_groups(self, phase: Phase) -> list[tuple[list[int], ProcessGroup | None]]:
         """The process groups of a phase, each group's ranks with it. Every task creates every
         group, in the same order (torch.distributed.new_group's rule)."""
         import torch.distributed as dist
 
-        out = []
+        out: list[tuple[list[int], ProcessGroup | None]] = []
         for nodes in phase.groups:
             ranks = self.layout.group_ranks(nodes)
             if self.backend == "gloo" and len(ranks) == self.task.world:
@@ -370,7 +373,7 @@ class Run:
             if self.task.rank == ranks[0]:
                 self.record.data["groups"].append(led[nodes])
 
-    def measure_group(self, result: dict[str, Any], ranks: list[int], group: Any,
+    def measure_group(self, result: dict[str, Any], ranks: list[int], group: ProcessGroup | None,
                       repeat: bool, count: int) -> None:
         """The group's sweep (repeat False), or `count` more repeats at its largest size."""
         p = self.params

@@ -35,7 +35,8 @@ import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from llmb import manifest as run_manifest
 from llmb.container import nemolog
@@ -48,9 +49,12 @@ from llmb.container.smokemodel import (
     same_weights,
     synthetic_batch,
 )
-from llmb.manifest import ManifestError
+from llmb.manifest import Manifest, ManifestError, Options
 from llmb.recipes import perf
 from llmb.shared.errors import LlmbError
+
+if TYPE_CHECKING:
+    from torch.nn import Module
 
 MICRO_BATCH_SIZE = 1  # gradient accumulation 1: global batch = micro batch x world size
 PEAK_LR = 1e-3
@@ -152,18 +156,15 @@ class _Log:
 
 
 def checkpoint_dir(job_dir: Path, consumed_samples: int) -> Path:
-    return job_dir / nemolog.CHECKPOINTS_DIR / nemolog.checkpoint_name(
-        consumed_samples
-    )
+    return job_dir / nemolog.CHECKPOINTS_DIR / nemolog.checkpoint_name(consumed_samples)
 
 
-def _identity(family: str, shape: Mapping[str, int], seq_length: int) -> dict[str, Any]:
+def _identity(family: str, shape: Mapping[str, int], seq_length: int) -> dict[str, object]:
     return {"family": family, "shape": dict(shape), "seq_length": seq_length}
 
 
-def save_checkpoint(
-    path: Path, model: Any, optimizer: Any, identity: dict[str, Any], step: int, consumed: int
-) -> None:
+def save_checkpoint(path: Path, model: Module, optimizer: AdamW, identity: dict[str, object],
+                    step: int, consumed: int) -> None:
     """Write <path>/weights/__0_0.distcp (model + optimizer) and weights/metadata.json."""
     import torch
 
@@ -192,7 +193,7 @@ def save_checkpoint(
 
 
 def load_checkpoint(
-    path: Path, model: Any, optimizer: Any, identity: dict[str, Any]
+    path: Path, model: Module, optimizer: AdamW, identity: dict[str, object]
 ) -> tuple[int, int]:
     """Restore model and optimizer from a smoke checkpoint; (global_step, consumed_samples)."""
     import torch
@@ -268,28 +269,28 @@ def _init_process_group(ranks: Ranks, timeout: float, job_dir: Path) -> None:
         ) from None
 
 
-def _manifest_fields(manifest: Mapping[str, Any]) -> tuple[str, Path, str, dict[str, Any]]:
-    family = manifest.get("family")
+def _manifest_fields(manifest: Manifest) -> tuple[str, Path, Options]:
+    """The family, job directory and options, when this workload can run them."""
+    family = manifest["family"]
     if family not in TINY_SHAPES:
         raise SmokeError(
             f"manifest family={family} has no smoke model; known: {', '.join(TINY_SHAPES)}"
         )
-    job_dir = Path(str(manifest.get("job_dir") or ""))
+    job_dir = Path(manifest["job_dir"])
     if not job_dir.is_absolute():
-        raise SmokeError(f"manifest job_dir={manifest.get('job_dir')} is not an absolute path")
-    experiment = manifest.get("experiment")
-    if not experiment or "/" in str(experiment):
+        raise SmokeError(f"manifest job_dir={manifest['job_dir']} is not an absolute path")
+    experiment = manifest["experiment"]
+    if not experiment or "/" in experiment:
         raise SmokeError(f"manifest experiment={experiment} is not an experiment name")
-    options = dict(manifest.get("options") or {})
-    steps = options.get("max_steps", 50)
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+    options = manifest["options"]
+    if (steps := options["max_steps"]) < 1:
         raise SmokeError(f"manifest options.max_steps={steps} is not a positive integer")
-    return family, job_dir, str(experiment), options
+    return family, job_dir, options
 
 
-def _train(manifest: Mapping[str, Any], ranks: Ranks, timeout: float) -> int:
-    family, job_dir, _experiment, options = _manifest_fields(manifest)
-    max_steps = int(options.get("max_steps", 50))
+def _train(manifest: Manifest, ranks: Ranks, timeout: float) -> int:
+    family, job_dir, options = _manifest_fields(manifest)
+    max_steps = options["max_steps"]
     shape, seq = TINY_SHAPES[family], TINY_SEQ_LENGTH
     torch = _torch()
     log = _Log(ranks.rank == 0)
@@ -319,20 +320,20 @@ def _train(manifest: Mapping[str, Any], ranks: Ranks, timeout: float) -> int:
 
     identity = _identity(family, shape, seq)
     step0, consumed = 0, 0
-    load_path = options.get("checkpoint_load_path")
+    load_path = options["checkpoint_load_path"]
     if load_path:
         start = time.time()
         step0, consumed = load_checkpoint(Path(load_path), model, optimizer, identity)
         log.info(nemolog.checkpoint_load_line(ranks.rank, start, time.time() - start))
     consumed = _loop(log, model, optimizer, family, ranks, step0, max_steps, consumed)
-    if options.get("checkpoint_save"):
+    if options["checkpoint_save"]:
         _save(log, job_dir, model, optimizer, identity, ranks, step0 + max_steps, consumed)
     _finish(ranks)
     log.info(f"Smoke workload done: {max_steps} steps on {ranks.world_size} ranks")
     return 0
 
 
-def _torch() -> Any:
+def _torch() -> ModuleType:
     """torch, set up for a task that shares its node's few cores with the node's other tasks."""
     warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
     # One thread per task (as torchrun sets it): OpenMP threads created at import time would
@@ -346,10 +347,10 @@ def _torch() -> Any:
     return torch
 
 
-def _announce(log: _Log, manifest: Mapping[str, Any], family: str, ranks: Ranks) -> None:
-    workload = manifest.get("workload", manifest.get("recipe", "?"))
+def _announce(log: _Log, manifest: Manifest, family: str, ranks: Ranks) -> None:
     log.info(
-        f"Smoke workload (SMOKE_TEST=true): NOT the {workload} {manifest.get('model_size', '')}"
+        f"Smoke workload (SMOKE_TEST=true): NOT the {manifest['workload']} "
+        f"{manifest['model_size']}"
         f" benchmark; a tiny {family}-shaped model trains on the CPU so that the launch, the"
         " logs and the analysis can be checked without GPUs. Its step times and TFLOPS are not"
         " comparable with any published reference."
@@ -362,21 +363,21 @@ def _announce(log: _Log, manifest: Mapping[str, Any], family: str, ranks: Ranks)
     )
 
 
-def _announce_options(log: _Log, options: Mapping[str, Any]) -> None:
-    if options.get("profile"):
+def _announce_options(log: _Log, options: Options) -> None:
+    if options["profile"]:
         log.info(
-            f"Profiling steps {options.get('profile_start_step')}-"
-            f"{options.get('profile_stop_step')}: nsys wraps this process from outside; the"
+            f"Profiling steps {options['profile_start_step']}-"
+            f"{options['profile_stop_step']}: nsys wraps this process from outside; the"
             " smoke workload has no CUDA work to capture"
         )
-    if options.get("nccl_trace"):
+    if options["nccl_trace"]:
         log.info(
             "NCCL trace: the launcher set NCCL_DEBUG; the smoke workload talks gloo on the CPU,"
             " so there is no NCCL traffic to trace"
         )
 
 
-def _loop(log: _Log, model: Any, optimizer: Any, family: str, ranks: Ranks, step0: int,
+def _loop(log: _Log, model: Module, optimizer: AdamW, family: str, ranks: Ranks, step0: int,
           max_steps: int, consumed: int) -> int:
     """Train max_steps steps from step0, printing NeMo's step line for each; the samples
     consumed at the end."""
@@ -419,7 +420,7 @@ def _loop(log: _Log, model: Any, optimizer: Any, family: str, ranks: Ranks, step
     return consumed
 
 
-def _save(log: _Log, job_dir: Path, model: Any, optimizer: Any, identity: dict[str, Any],
+def _save(log: _Log, job_dir: Path, model: Module, optimizer: AdamW, identity: dict[str, object],
           ranks: Ranks, total_steps: int, consumed: int) -> None:
     """Rank 0 saves the checkpoint while the others wait; every rank prints NeMo's line."""
     import torch.distributed as dist
@@ -449,11 +450,11 @@ def _finish(ranks: Ranks) -> None:
     dist.destroy_process_group()
 
 
-def run(manifest: Mapping[str, Any]) -> int:
+def run(manifest: Manifest) -> int:
     """Train the smoke workload for manifest["options"]["max_steps"]; the exit code."""
     rank = "?"
     try:
-        job_dir = Path(str(manifest.get("job_dir") or "/nonexistent"))
+        job_dir = Path(manifest["job_dir"] or "/nonexistent")
         ranks = detect_ranks(os.environ, job_dir)
         rank = str(ranks.rank)
         return _train(manifest, ranks, _init_timeout(os.environ))
@@ -464,11 +465,8 @@ def run(manifest: Mapping[str, Any]) -> int:
         if os.environ.get("LLMB_DEBUG"):
             traceback.print_exc()
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        print(
-            f"llmb: smoke workload failed on rank {rank}: {type(err).__name__}: {first}",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(f"llmb: smoke workload failed on rank {rank}: {type(err).__name__}: {first}",
+              file=sys.stderr, flush=True)
         return 1
 
 

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 # Tiny shapes, one per family, with the keys of the family's metadata.yaml model shape so that
 # perf.model_flops() gives their FLOPs.
@@ -58,7 +62,7 @@ TINY_SEQ_LENGTH = 64
 TOKEN_STRIDE = 7  # synthetic text: token t+1 = token t + 7 (mod vocab), 10% noise; learnable
 
 
-def build_model(family: str, shape: Mapping[str, int], seq_length: int) -> Any:
+def build_model(family: str, shape: Mapping[str, int], seq_length: int) -> nn.Module:
     """A decoder-only transformer in the family's style (a torch.nn.Module).
 
     llama: RMSNorm, SwiGLU MLP, grouped-query attention with rotary positions.
@@ -104,7 +108,7 @@ def _layers() -> SimpleNamespace:
             self.norm = norm
             self.mixer = mixer
 
-        def forward(self, x: Any) -> Any:
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x + self.mixer(self.norm(x))
 
     class TinyDecoder(nn.Module):
@@ -116,7 +120,7 @@ def _layers() -> SimpleNamespace:
             self.final_norm = final_norm
             self.output = nn.Linear(hidden, vocab, bias=False)
 
-        def forward(self, tokens: Any) -> Any:
+        def forward(self, tokens: torch.Tensor) -> torch.Tensor:
             x = self.embedding(tokens)
             for block in self.blocks:
                 x = block(x)
@@ -181,7 +185,7 @@ def _mlp_class() -> type:
             self.up = nn.Linear(hidden, ffn * (2 if gated else 1), bias=False)
             self.down = nn.Linear(ffn, hidden, bias=False)
 
-        def forward(self, x: Any) -> Any:
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
             if self.gated:
                 value, gate = self.up(x).chunk(2, dim=-1)
                 return self.down(functional.silu(gate) * value)
@@ -223,7 +227,8 @@ def _mixer_class() -> type:
     return MambaLikeMixer
 
 
-def synthetic_batch(generator: Any, vocab: int, seq_length: int, batch: int) -> tuple[Any, Any]:
+def synthetic_batch(generator: torch.Generator, vocab: int, seq_length: int, batch: int
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """Tokens that follow a simple rule (so the loss falls), with 10% noise; (inputs, labels)."""
     import torch
 
@@ -244,7 +249,8 @@ class AdamW:
     machine's 2 cores that is 7 s of each job's minute. tests/container/test_smokemodel.py
     holds this update to torch.optim.AdamW's, step by step."""
 
-    def __init__(self, params: Any, lr: float, betas: tuple[float, float] = (0.9, 0.999),
+    def __init__(self, params: Iterable[torch.Tensor], lr: float,
+                 betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0.01) -> None:
         import torch
 
@@ -276,12 +282,13 @@ class AdamW:
                 denom = (avg_sq.sqrt() / correction2_sqrt).add_(self.eps)
                 p.addcdiv_(avg, denom, value=-lr / correction1)
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> dict[str, object]:
         return {"steps": self.steps, "lr": self.param_groups[0]["lr"],
                 "exp_avg": list(self.exp_avg), "exp_avg_sq": list(self.exp_avg_sq)}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """ValueError when the state is not one of this optimizer for these parameters."""
+        """ValueError when the state (as torch.load read it: unchecked) is not one of this
+        optimizer for these parameters."""
         try:
             avgs, avg_sqs = list(state["exp_avg"]), list(state["exp_avg_sq"])
             steps, lr = int(state["steps"]), float(state["lr"])
@@ -295,7 +302,7 @@ class AdamW:
         self.steps, self.param_groups[0]["lr"] = steps, lr
 
 
-def same_weights(model: Any) -> None:
+def same_weights(model: nn.Module) -> None:
     """Rank 0's weights on every rank, as DistributedDataParallel starts (every rank seeds
     alike, so this only makes sure)."""
     import torch.distributed as dist
@@ -304,7 +311,7 @@ def same_weights(model: Any) -> None:
         dist.broadcast(p.data, 0)
 
 
-def average_gradients(model: Any, world_size: int) -> None:
+def average_gradients(model: nn.Module, world_size: int) -> None:
     """Data parallel as DistributedDataParallel does it, by hand: the gradients summed over the
     ranks in one all-reduce (gloo) of one flat buffer, then divided by their number. Not DDP
     itself: it imports torch._dynamo when first used (see AdamW)."""

@@ -24,11 +24,11 @@ import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from llmb import manifest as run_manifest
 from llmb.container import nemolog
-from llmb.manifest import ManifestError
+from llmb.manifest import Manifest, ManifestError, Options
 from llmb.recipes import nemojob
 
 # Per model family, the FLOPs formula name FLOPsMeasurementCallback knows (None: it has none;
@@ -50,30 +50,89 @@ GC_INTERVAL = 100
 FP8 = {"fp8": "hybrid", "fp8_recipe": "delayed", "fp8_margin": 0, "fp8_amax_history_len": 1024,
        "fp8_amax_compute_algo": "max", "fp8_param_gather": True}
 
-MANIFEST_KEYS = ("schema", "recipe", "experiment", "model_size", "dtype", "gpu_type", "num_gpus",
-                 "gpus_per_node", "nodes", "seq_length", "family", "nemo_recipe", "nemo", "model",
-                 "parallelism", "options")
-PARALLEL_KEYS = ("tp", "pp", "cp", "vp", "mbs", "gbs", "dp", "num_layers")
-OPTION_KEYS = ("max_steps", "profile", "profile_start_step", "profile_stop_step", "gpu_metrics",
-               "nccl_trace", "checkpoint_save", "checkpoint_load_path")
+class Layout(TypedDict):
+    """The manifest's parallelism and batch sizes, checked against its GPU count."""
+
+    tp: int
+    pp: int
+    cp: int
+    vp: int | None  # None: no virtual pipeline (the manifest's null or 1)
+    ep: int
+    mbs: int
+    gbs: int
+    dp: int
+    num_gpus: int
+    num_layers: int
 
 
-def _require(where: str, data: object, keys: tuple[str, ...]) -> Mapping[str, Any]:
-    if not isinstance(data, Mapping):
-        raise ManifestError(f"manifest {where} is not a JSON object")
-    missing = [k for k in keys if k not in data]
-    if missing:
-        raise ManifestError(f"manifest {where} lacks {', '.join(missing)}")
-    return data
+class Nsys(TypedDict):
+    start_step: int
+    end_step: int
+    ranks: list[int]
+    gen_shape: bool
+    gpu_metrics: bool
 
 
-def _positive(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+class Data(TypedDict):
+    seq_length: int
+    micro_batch_size: int
+    global_batch_size: int
+    num_train_samples: int
+    tokenizer: dict[str, object]  # the row's tokenizer (llmb.recipes.nemojob)
+
+
+class Checkpoint(TypedDict):
+    save: bool
+    dir: str | None
+    every_n_train_steps: int | None
+    save_top_k: int | None
+    load_path: str | None
+
+
+class Restore(TypedDict):
+    path: str
+    load_model_state: bool
+    load_optim_state: bool
+    load_artifacts: bool
+
+
+class Resume(TypedDict):
+    resume_if_exists: bool
+    restore: Restore | None
+
+
+class Plan(TypedDict):
+    """What `plan` gives and llmb.container.nemorecipe applies: the flat sections are a NeMo
+    config's attributes by name (trainer, strategy, ddp, the precision plugin's, the model
+    config's, the data module's, the optimizer config's, the log's)."""
+
+    nemo_recipe: str
+    recipe_args: dict[str, object]
+    trainer: dict[str, object]
+    strategy: dict[str, object]
+    ddp: dict[str, object]
+    precision: dict[str, object]
+    model: dict[str, object]
+    data: Data
+    optim: dict[str, object]
+    comm_overlap: dict[str, object] | None
+    callbacks: list[str]
+    flops_model_name: str | None
+    gc: dict[str, int] | None
+    nsys: Nsys | None
+    nccl_trace: bool
+    log: dict[str, object]
+    checkpoint: Checkpoint
+    resume: Resume
+
+
+def _positive(name: str, value: int) -> int:
+    if value < 1:
         raise ManifestError(f"manifest {name}={value!r} is not a positive integer")
     return value
 
 
-def nemo_log_dir(manifest: Mapping[str, Any]) -> str | None:
+def nemo_log_dir(manifest: Manifest) -> str | None:
     """Where NeMo writes its logs and checkpoints: <job dir>/code/nemo_experiments.
 
     That is NeMo's default (nemo_experiments/ in the working directory) for a job whose working
@@ -81,13 +140,23 @@ def nemo_log_dir(manifest: Mapping[str, Any]) -> str | None:
     directory. The manifest's job_dir is <run dir>/<exp>. None without a job_dir: NeMo's
     default under the working directory.
     """
-    job_dir = manifest.get("job_dir")
+    job_dir = manifest["job_dir"]
     return str(Path(job_dir) / nemolog.NEMO_EXPERIMENTS_DIR) if job_dir else None
 
 
-def _layout(m: Mapping[str, Any]) -> dict[str, Any]:
+def _supported(m: Manifest) -> None:
+    """The manifest's family and dtype, when this module plans for them."""
+    if m["family"] not in FLOPS_MODEL_NAMES:
+        raise ManifestError(f"manifest family={m['family']!r} is not supported; "
+                            f"supported: {', '.join(FLOPS_MODEL_NAMES)}")
+    if m["dtype"] not in nemojob.DTYPES:
+        raise ManifestError(f"manifest dtype={m['dtype']!r} is not supported; allowed: "
+                            f"{', '.join(nemojob.DTYPES)}")
+
+
+def _layout(m: Manifest) -> Layout:
     """The manifest's parallelism and batch sizes, checked against its GPU count."""
-    par = _require("parallelism", m["parallelism"], PARALLEL_KEYS)
+    par = m["parallelism"]
     tp, pp, cp = (_positive(f"parallelism.{k}", par[k]) for k in ("tp", "pp", "cp"))
     mbs, gbs, dp = (_positive(f"parallelism.{k}", par[k]) for k in ("mbs", "gbs", "dp"))
     vp = par["vp"] if par["vp"] not in (None, 1) else None
@@ -100,29 +169,27 @@ def _layout(m: Mapping[str, Any]) -> dict[str, Any]:
     if gbs % (mbs * dp):
         raise ManifestError(f"manifest parallelism.gbs={gbs} is not divisible by MBS x DP "
                             f"= {mbs * dp}")
-    return {"tp": tp, "pp": pp, "cp": cp, "vp": vp, "ep": par.get("ep") or 1, "mbs": mbs,
+    return {"tp": tp, "pp": pp, "cp": cp, "vp": vp, "ep": par["ep"] or 1, "mbs": mbs,
             "gbs": gbs, "dp": dp, "num_gpus": num_gpus,
             "num_layers": _positive("parallelism.num_layers", par["num_layers"])}
 
 
-def _settings(m: Mapping[str, Any], checkpoint_load: bool) -> dict[str, Any]:
+def _settings(m: Manifest, checkpoint_load: bool) -> dict[str, Any]:
     """The row's NeMo job (manifest `nemo`) for this run: Run:ai / checkpoint-load variants."""
     try:
         nemojob.check(m["nemo"], complete=True)
-        settings = nemojob.for_run(m["nemo"], str(m.get("cluster_type") or "slurm"),
-                                   checkpoint_load)
+        settings = nemojob.for_run(m["nemo"], m["cluster_type"] or "slurm", checkpoint_load)
         nemojob.check(settings, complete=True)
     except nemojob.SettingsError as err:
         raise ManifestError(f"manifest nemo: {err}") from None
     return settings
 
 
-def _nsys(opt: Mapping[str, Any], num_gpus: int) -> dict[str, Any] | None:
+def _nsys(opt: Options, num_gpus: int) -> Nsys | None:
     if not opt["profile"]:
         return None
     start, stop = opt["profile_start_step"], opt["profile_stop_step"]
-    if not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
-               for s in (start, stop)) or stop < start:
+    if start < 0 or stop < start:
         raise ManifestError(f"manifest options.profile_start_step={start!r} and "
                             f"profile_stop_step={stop!r} are not steps 0 <= start <= stop")
     return {"start_step": start, "end_step": stop,
@@ -130,8 +197,8 @@ def _nsys(opt: Mapping[str, Any], num_gpus: int) -> dict[str, Any] | None:
             "gpu_metrics": bool(opt["gpu_metrics"])}
 
 
-def _comm_overlap(settings: Mapping[str, Any], lay: Mapping[str, Any],
-                  checkpointing: bool) -> dict[str, Any]:
+def _comm_overlap(settings: Mapping[str, Any], lay: Layout,
+                  checkpointing: bool) -> dict[str, object]:
     """MegatronCommOverlapCallback's arguments (the row's extras win over NeMo's recipe)."""
     extras = dict(settings["comm_overlap"])
     tp_overlap = lay["tp"] > 1  # with sequence parallelism, which TP > 1 always turns on
@@ -148,20 +215,12 @@ def _comm_overlap(settings: Mapping[str, Any], lay: Mapping[str, Any],
     }
 
 
-def plan(manifest: Mapping[str, Any]) -> dict[str, Any]:
-    """Every setting the in-container half applies to the NeMo recipe, as plain JSON data."""
-    m = _require("", manifest, MANIFEST_KEYS)
-    try:
-        run_manifest.check(m)
-    except ManifestError as exc:
-        raise ManifestError(f"manifest {exc.reason}") from None
-    opt = _require("options", m["options"], OPTION_KEYS)
-    if m["family"] not in FLOPS_MODEL_NAMES:
-        raise ManifestError(f"manifest family={m['family']!r} is not supported; "
-                            f"supported: {', '.join(FLOPS_MODEL_NAMES)}")
-    if m["dtype"] not in nemojob.DTYPES:
-        raise ManifestError(f"manifest dtype={m['dtype']!r} is not supported; allowed: "
-                            f"{', '.join(nemojob.DTYPES)}")
+def plan(manifest: Manifest) -> Plan:
+    """Every setting the in-container half applies to the NeMo recipe, as plain JSON data.
+    The manifest's fields have their types (llmb.manifest checked them as it read it); here
+    their values are checked: supported, positive, a layout that adds up."""
+    m, opt = manifest, manifest["options"]
+    _supported(m)
     lay = _layout(m)
     max_steps = _positive("options.max_steps", opt["max_steps"])
     seq_length = _positive("seq_length", m["seq_length"])
@@ -173,41 +232,19 @@ def plan(manifest: Mapping[str, Any]) -> dict[str, Any]:
     flops_model_name = FLOPS_MODEL_NAMES[m["family"]]
     log_dir = nemo_log_dir(m)
     nsys = _nsys(opt, lay["num_gpus"])
-
     return {
         "nemo_recipe": m["nemo_recipe"],
         "recipe_args": {"performance_mode": performance,
                         "num_nodes": _positive("nodes", m["nodes"]),
                         "num_gpus_per_node": _positive("gpus_per_node", m["gpus_per_node"])},
-        "trainer": {
-            "num_nodes": m["nodes"], "devices": m["gpus_per_node"], "max_steps": max_steps,
-            # Validation off: never reached, no batches, no sanity check.
-            "val_check_interval": max_steps, "limit_val_batches": 0, "limit_test_batches": 0,
-            "num_sanity_val_steps": 0,
-            "log_every_n_steps": 1,
-            "enable_checkpointing": save,
-            # No TensorBoard: it costs step time and nobody reads it here.
-            "logger": False,
-        },
-        "strategy": {
-            "tensor_model_parallel_size": lay["tp"], "pipeline_model_parallel_size": lay["pp"],
-            "context_parallel_size": lay["cp"],
-            "virtual_pipeline_model_parallel_size": lay["vp"],
-            "expert_model_parallel_size": lay["ep"], "sequence_parallel": lay["tp"] > 1,
-            "pipeline_dtype": "bfloat16" if lay["pp"] > 1 else None,
-            # CUDA graphs need Transformer Engine's RNG tracker (NeMo's performance scripts).
-            "use_te_rng_tracker": cuda_graphs,
-        },
+        "trainer": _trainer(m, max_steps, save),
+        "strategy": _strategy(lay, cuda_graphs),
         "ddp": {"grad_reduce_in_fp32": False},
         "precision": _precision(m["dtype"]),
         "model": {"num_layers": lay["num_layers"], "seq_length": seq_length,
                   "cross_entropy_fusion_impl": settings["cross_entropy_fusion_impl"],
                   "enable_cuda_graph": cuda_graphs},
-        "data": {"seq_length": seq_length, "micro_batch_size": lay["mbs"],
-                 "global_batch_size": lay["gbs"],
-                 # Exactly one epoch of synthetic samples for the whole run.
-                 "num_train_samples": max_steps * lay["gbs"],
-                 "tokenizer": dict(settings["tokenizer"])},
+        "data": _data(lay, seq_length, max_steps, settings["tokenizer"]),
         "optim": {"use_precision_aware_optimizer": settings["precision_aware_optimizer"]},
         "comm_overlap": (_comm_overlap(settings, lay, save or load_path is not None)
                          if performance else None),
@@ -220,8 +257,42 @@ def plan(manifest: Mapping[str, Any]) -> dict[str, Any]:
         "nccl_trace": bool(opt["nccl_trace"]),
         "log": {"log_dir": log_dir, "name": "default", "use_datetime_version": False,
                 "tensorboard": None, "wandb": None},
-        **_checkpointing(save, load_path, log_dir, max_steps),
+        "checkpoint": _checkpoint(save, load_path, log_dir, max_steps),
+        "resume": _resume(load_path),
     }
+
+
+def _trainer(m: Manifest, max_steps: int, save: bool) -> dict[str, object]:
+    return {
+        "num_nodes": m["nodes"], "devices": m["gpus_per_node"], "max_steps": max_steps,
+        # Validation off: never reached, no batches, no sanity check.
+        "val_check_interval": max_steps, "limit_val_batches": 0, "limit_test_batches": 0,
+        "num_sanity_val_steps": 0,
+        "log_every_n_steps": 1,
+        "enable_checkpointing": save,
+        # No TensorBoard: it costs step time and nobody reads it here.
+        "logger": False,
+    }
+
+
+def _strategy(lay: Layout, cuda_graphs: bool) -> dict[str, object]:
+    return {
+        "tensor_model_parallel_size": lay["tp"], "pipeline_model_parallel_size": lay["pp"],
+        "context_parallel_size": lay["cp"],
+        "virtual_pipeline_model_parallel_size": lay["vp"],
+        "expert_model_parallel_size": lay["ep"], "sequence_parallel": lay["tp"] > 1,
+        "pipeline_dtype": "bfloat16" if lay["pp"] > 1 else None,
+        # CUDA graphs need Transformer Engine's RNG tracker (NeMo's performance scripts).
+        "use_te_rng_tracker": cuda_graphs,
+    }
+
+
+def _data(lay: Layout, seq_length: int, max_steps: int, tokenizer: Mapping[str, object]) -> Data:
+    return {"seq_length": seq_length, "micro_batch_size": lay["mbs"],
+            "global_batch_size": lay["gbs"],
+            # Exactly one epoch of synthetic samples for the whole run.
+            "num_train_samples": max_steps * lay["gbs"],
+            "tokenizer": dict(tokenizer)}
 
 
 def _callbacks(performance: bool, flops_model_name: str | None, nsys: object) -> list[str]:
@@ -237,37 +308,38 @@ def _callbacks(performance: bool, flops_model_name: str | None, nsys: object) ->
     return callbacks
 
 
-def _precision(dtype: str) -> dict[str, Any]:
+def _precision(dtype: str) -> dict[str, object]:
     if dtype == "fp8":
         return {"plugin": "bf16_with_fp8_mixed", **FP8, "grad_reduce_in_fp32": False}
     return {"plugin": "bf16_mixed", "grad_reduce_in_fp32": False}
 
 
-def _checkpointing(save: bool, load_path: str | None, log_dir: str | None,
-                   max_steps: int) -> dict[str, Any]:
+def _checkpoint(save: bool, load_path: str | None, log_dir: str | None,
+                max_steps: int) -> Checkpoint:
     return {
-        "checkpoint": {
-            "save": save,
-            "dir": str(Path(log_dir) / "default" / "checkpoints") if save and log_dir else None,
-            # One checkpoint, at the last step, with the optimizer state (what a restart needs).
-            "every_n_train_steps": max_steps if save else None,
-            "save_top_k": 1 if save else None,
-            "load_path": load_path,
-        },
-        # Loading restores weights and optimizer state into a fresh trainer (global step 0),
-        # so max_steps (1 for a load run) counts steps after the load. Never auto-resume.
-        "resume": {"resume_if_exists": False,
-                   "restore": {"path": load_path, "load_model_state": True,
-                               "load_optim_state": True, "load_artifacts": False}
-                   if load_path else None},
+        "save": save,
+        "dir": str(Path(log_dir) / "default" / "checkpoints") if save and log_dir else None,
+        # One checkpoint, at the last step, with the optimizer state (what a restart needs).
+        "every_n_train_steps": max_steps if save else None,
+        "save_top_k": 1 if save else None,
+        "load_path": load_path,
     }
+
+
+def _resume(load_path: str | None) -> Resume:
+    """Loading restores weights and optimizer state into a fresh trainer (global step 0), so
+    max_steps (1 for a load run) counts steps after the load. Never auto-resume."""
+    return {"resume_if_exists": False,
+            "restore": {"path": load_path, "load_model_state": True,
+                        "load_optim_state": True, "load_artifacts": False}
+            if load_path else None}
 
 
 # What building a recipe imports; without them this is not the benchmark image.
 NEMO_MODULES = ("nemo", "nemo_run", "fiddle", "torch", "megatron", "lightning")
 
 
-def build(manifest: Mapping[str, Any]):  # -> nemo_run.Partial
+def build(manifest: Manifest):  # -> nemo_run.Partial
     """The NeMo recipe of a manifest (imports NeMo; the plan is checked before)."""
     p = plan(manifest)
     from llmb.container import nemorecipe
@@ -284,7 +356,7 @@ def build(manifest: Mapping[str, Any]):  # -> nemo_run.Partial
                             "see the recipe README's Fidelity section)") from None
 
 
-def run(manifest: Mapping[str, Any]) -> int:
+def run(manifest: Manifest) -> int:
     """Build the recipe and train in this process; the exit code for the entrypoint."""
     try:
         recipe = build(manifest)
@@ -298,7 +370,7 @@ def run(manifest: Mapping[str, Any]) -> int:
     return 0
 
 
-def print_config(manifest: Mapping[str, Any]) -> int:
+def print_config(manifest: Manifest) -> int:
     """Print the recipe `run` would train, as nemo-run YAML; train nothing, need no GPU."""
     try:
         recipe = build(manifest)

@@ -16,9 +16,9 @@ import errno
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from llmb.shared.errors import LlmbError
 
@@ -140,7 +140,7 @@ class LinkGuard:
         return None
 
 
-def walk(top: str | os.PathLike[str], onerror: Any = None
+def walk(top: str | os.PathLike[str], onerror: Callable[[OSError], object] | None = None
          ) -> Iterator[tuple[str, list[str], list[str]]]:
     """os.walk, top-down, without recursion (os.walk of Python 3.11 recurses: a tree some 1000
     directories deep ended in a RecursionError), never following a link: a link to a directory

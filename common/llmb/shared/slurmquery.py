@@ -15,7 +15,7 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from llmb.shared.errors import LlmbError
 
@@ -357,7 +357,14 @@ def _lines(argv: list[str]) -> list[str] | None:
         return None
 
 
-def cluster_facts() -> dict[str, Any]:
+class ClusterFacts(TypedDict):
+    version: str | None
+    partitions: list[str] | None  # sinfo's lines: partition|avail|timelimit|nodes|gres|...
+    nodes: list[dict[str, str]]  # each node's NODE_KEPT settings
+    config: dict[str, str]  # the CONFIG_KEPT scheduler settings
+
+
+def cluster_facts() -> ClusterFacts:
     """What sinfo and scontrol say about the cluster (None where a command is missing or
     fails): version, partitions, each node's shape and the scheduler settings that matter to
     a benchmark."""

@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmb.shared.errors import LlmbError
 from llmb.shared.files import FileRefused, read_bounded
+
+if TYPE_CHECKING:
+    from yaml import Node
+    from yaml.resolver import BaseResolver
 
 # A YAML file people write (cluster_config.yaml, a bulk sweep, an installer config, a recipe's
 # metadata.yaml) is a few KB; a larger one is not one of them.
@@ -129,12 +133,12 @@ def _scan(text: str) -> bool:
         aliased = aliased or isinstance(token, yaml.AliasToken)
 
 
-def _expanded(root: Any) -> int:
+def _expanded(root: Node) -> int:
     """How many values a composed YAML document holds with every alias expanded (an alias
     is the very node of its anchor, so shared nodes count once per use); TooLarge past
     MAX_EXPANDED or for an alias inside its own anchor. Without recursion."""
     sizes: dict[int, int] = {}
-    stack: list[tuple[Any, bool]] = [(root, False)]
+    stack: list[tuple[Node, bool]] = [(root, False)]
     busy: set[int] = set()
     while stack:
         node, done = stack.pop()
@@ -156,7 +160,7 @@ def _expanded(root: Any) -> int:
     return sizes[id(root)]
 
 
-def _children(node: Any) -> list[Any]:
+def _children(node: Node) -> list[Node]:
     import yaml
 
     if isinstance(node, yaml.SequenceNode):
@@ -181,7 +185,7 @@ _RESOLVERS = (
 )
 
 
-def _plain_scalars(loader: Any) -> None:
+def _plain_scalars(loader: type[BaseResolver]) -> None:
     """Give a loader class only _RESOLVERS for plain scalars."""
     loader.yaml_implicit_resolvers = {}
     for tag, pattern, first in _RESOLVERS:
@@ -195,7 +199,7 @@ def _loader() -> Any:
     if not _LOADER:
         class UniqueKeys(_safe_loader()):  # type: ignore[misc]
             def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-                seen: dict[Any, int] = {}
+                seen: dict[object, int] = {}
                 for key_node, _ in node.value:
                     if key_node.tag == "tag:yaml.org,2002:merge":
                         continue
@@ -217,7 +221,7 @@ def _loader() -> Any:
     return _LOADER[0]
 
 
-def shown_key(key: Any) -> str:
+def shown_key(key: object) -> str:
     text = repr(key) if not isinstance(key, str) else key
     return text if len(text) <= 60 else text[:57] + "..."
 
