@@ -38,8 +38,8 @@ import argparse
 import os
 import re
 import sys
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import NoReturn
 
 from llmb import layout
