@@ -1,6 +1,6 @@
 """llmb.llmbrun.analyzer: llmb-run's one door to the analyzer (in-process, its JSON held to
-its checked type): per-job results of several runs in one analysis, verdicts and suspect nodes by job, over an install
-as real runs leave it (tests/helpers/fakeinstall.py)."""
+its checked type): per-job results of several runs in one analysis, verdicts and suspect nodes
+by job, over an install as real runs leave it (tests/helpers/fakeinstall.py)."""
 
 from __future__ import annotations
 

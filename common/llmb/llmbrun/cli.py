@@ -58,12 +58,11 @@ MAX_TIMEOUT_S = 7 * 24 * 3600
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: `llmb-run: <what is wrong>; see llmb-run ... --help`."""
+    """argparse with one-line errors: a UsageError (exit 2), `llmb-run: <what is wrong>; see
+    llmb-run ... --help`."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"{PROG}: {redact.for_people(values.shown(message))}; see {self.prog} --help",
-              file=sys.stderr)
-        raise SystemExit(2)
+        raise UsageError(f"{message}; see {self.prog} --help")
 
 
 def whole_number(what: str, limit: int) -> Callable[[str], int]:
@@ -402,8 +401,8 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return front.run(PROG, lambda: dispatch(args))  # errors, Ctrl-C, `llmb-run list | head`
+    # errors (a bad flag too), Ctrl-C, `llmb-run list | head`: each as every front ends
+    return front.run(PROG, lambda: dispatch(build_parser().parse_args(argv)))
 
 
 if __name__ == "__main__":
