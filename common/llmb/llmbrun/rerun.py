@@ -68,7 +68,7 @@ def task_of(rec: SubmitRecord, override: Placement) -> Task:
         recorded = placement.build(**{k: v for k, v in _recorded(rec, "placement").items()
                                       if k in ("nodelist", "exclude", "reservation", "qos",
                                                "segment", "slurm_args")})
-        env = normalize_env(f"job {job}: recorded env", _recorded(rec, "env"))
+        env = normalize_env(f"job {job}: recorded env", _recorded(rec, "env").items())
     except (PlacementError, RunError) as exc:
         raise RunError(f"job {job} cannot be rerun: {exc}") from None
     except (TypeError, AttributeError):  # a hand-edited value of the wrong type
