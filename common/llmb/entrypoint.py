@@ -9,7 +9,9 @@
                                           in the container: print the NeMo recipe that job
                                           would train, as nemo-run YAML; train nothing
 
-Errors are one line on stderr starting with "llmb: " and a non-zero exit (2 for a bad request).
+Errors end by llmb.shared.front's rule, as every Python front of llmb: one line on stderr
+starting with "llmb: " and the error's own exit status (2 for a request that cannot be done as
+asked, 1 when nemo-run cannot submit it), 130 for Ctrl-C, 141 when stdout's reader went away.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-from llmb.shared import redact
+from llmb.shared import front
+from llmb.shared.errors import EXIT_USAGE, LlmbError, UsageError
+
+PROG = "llmb"
 
 USAGE = """usage: {prog} [train --manifest PATH [--print-config]]
 
@@ -32,13 +37,23 @@ train --manifest PATH --print-config: print the NeMo recipe that job trains (nem
 """
 
 
-def _error(message: str, code: int = 2) -> int:
-    print(f"llmb: {redact.for_people(message)}", file=sys.stderr)
-    return code
+class BadRequest(LlmbError):
+    """A launch or a train request that cannot be done as asked (launch.sh's variables against
+    the recipe, the run manifest): exit 2."""
+
+    status = EXIT_USAGE
+
+
+class SubmitFailed(LlmbError):
+    """nemo-run could not submit the job: exit 1."""
 
 
 def main(recipe_dir: Path | str, argv: list[str]) -> int:
-    recipe_dir = Path(recipe_dir)
+    """The entrypoint's exit status: its work's, or how an error ends it (llmb.shared.front)."""
+    return front.run(PROG, lambda: dispatch(Path(recipe_dir), argv))
+
+
+def dispatch(recipe_dir: Path, argv: list[str]) -> int:
     if argv and argv[0] in ("-h", "--help", "help"):
         print(USAGE.format(prog=Path(sys.argv[0]).name, recipe=recipe_dir.name,
                            readme=recipe_dir / "README.md"), end="")
@@ -46,7 +61,7 @@ def main(recipe_dir: Path | str, argv: list[str]) -> int:
     if argv and argv[0] == "train":
         return train(argv[1:])
     if argv:
-        return _error(f"unknown argument {argv[0]!r}; run with --help")
+        raise UsageError(f"unknown argument {argv[0]!r}; run with --help")
     return login(recipe_dir)
 
 
@@ -57,16 +72,16 @@ def login(recipe_dir: Path) -> int:
     try:
         recipe = catalog.load_recipe(recipe_dir)
     except catalog.CatalogError as err:
-        return _error(str(err))
+        raise BadRequest(str(err)) from None
     gpu_type = os.environ.get("GPU_TYPE", "").strip().lower()
     try:  # a GPU type the recipe has no row for: say which it has, and what else knows it
         catalog.require_gpu_type(recipe, gpu_type)
     except catalog.CatalogError as err:
-        return _error(f"GPU_TYPE={err}")
+        raise BadRequest(f"GPU_TYPE={err}") from None
     try:
         req = request.from_env(recipe)
     except (request.RequestError, catalog.CatalogError) as err:
-        return _error(str(err))
+        raise BadRequest(str(err)) from None
     # The login node never needs torch, but nemo-run's YAML serializer imports it when it is
     # installed (the dev venv has it for the smoke workload): 1-2 s of start-up for nothing.
     # Ranks are separate processes (srun/torchrun) and are not affected.
@@ -75,20 +90,21 @@ def login(recipe_dir: Path) -> int:
 
     try:
         return experiment.launch(req)
-    except KeyboardInterrupt:
-        return _error("interrupted", 130)
+    except LlmbError:
+        raise
     except Exception as err:  # one line for people; the traceback helps nobody here
         result = getattr(err, "result", None)  # invoke.UnexpectedExit: the command's stderr
         detail = (getattr(result, "stderr", "") or "").strip().splitlines()
         message = detail[-1] if detail else f"{type(err).__name__}: {err}"
-        return _error(f"submission failed: {' '.join(message.split())}", 1)
+        raise SubmitFailed(f"submission failed: {' '.join(message.split())}") from None
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, whose errors are one `llmb:` line (exit 2) instead of usage plus error."""
+    """argparse, whose errors are one `llmb:` line (a UsageError: exit 2) instead of usage plus
+    error."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"llmb: train: {message}; usage: train --manifest PATH [--print-config]\n")
+        raise UsageError(f"train: {message}; usage: train --manifest PATH [--print-config]")
 
 
 def train(argv: list[str]) -> int:
@@ -102,11 +118,11 @@ def train(argv: list[str]) -> int:
     try:
         manifest = run_manifest.read(args.manifest)
     except run_manifest.ManifestError as err:
-        return _error(str(err))
+        raise BadRequest(str(err)) from None
     options = manifest.get("options")
     smoke_test = isinstance(options, dict) and options.get("smoke_test") is True
     if smoke_test and args.print_config:
-        return _error(f"manifest {args.manifest} is a SMOKE_TEST run: it trains a tiny PyTorch "
+        raise BadRequest(f"manifest {args.manifest} is a SMOKE_TEST run: it trains a tiny PyTorch "
                       "model, no NeMo recipe; --print-config needs a benchmark manifest")
     if smoke_test:
         from llmb.container import smoke

@@ -5,11 +5,13 @@ how each ends: its exit status and stderr when the process really exits.
 `llmb-run list | head` once head has gone. `failing_front` runs a front's own `main` in a fresh
 Python with one function of its module made to raise an LlmbError of a given status: no input
 of today makes a front fail with a status of its own choosing, and this shows the rule (the
-error's own status) at the real process exit.
+error's own status) at the real process exit. `interrupted_front` has that function raise
+KeyboardInterrupt instead, as Ctrl-C does in the middle of the work.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -21,14 +23,16 @@ from paths import COMMON
 PROBE_MESSAGE = "the probe failed here"
 
 _PROBE = f"""
-import importlib, sys
+import importlib, json, sys
 from llmb.shared.errors import LlmbError
-module_name, function, status, *argv = sys.argv[1:]
+module_name, function, status, leading, *argv = sys.argv[1:]
 module = importlib.import_module(module_name)
 def fail(*args, **kwargs):
+    if status == "interrupt":
+        raise KeyboardInterrupt
     raise LlmbError({PROBE_MESSAGE!r}, status=int(status))
 setattr(module, function, fail)
-sys.exit(module.main(argv))
+sys.exit(module.main(*json.loads(leading), argv))
 """
 
 
@@ -46,10 +50,26 @@ def into_closed_pipe(cmd: Sequence[str], env: Mapping[str, str] | None = None,
 
 
 def failing_front(module: str, function: str, status: int, argv: Sequence[str],
-                  env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """`python -c` running `module.main(argv)` after `module.function` was made to raise
-    LlmbError(PROBE_MESSAGE, status=status)."""
+                  env: Mapping[str, str] | None = None,
+                  leading: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
+    """`python -c` running `module.main(*leading, argv)` after `module.function` was made to
+    raise LlmbError(PROBE_MESSAGE, status=status)."""
+    return _probe(module, function, str(status), argv, env, leading)
+
+
+def interrupted_front(module: str, function: str, argv: Sequence[str],
+                      env: Mapping[str, str] | None = None,
+                      leading: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
+    """`python -c` running `module.main(*leading, argv)` after `module.function` was made to
+    raise KeyboardInterrupt."""
+    return _probe(module, function, "interrupt", argv, env, leading)
+
+
+def _probe(module: str, function: str, raised: str, argv: Sequence[str],
+           env: Mapping[str, str] | None,
+           leading: Sequence[str]) -> subprocess.CompletedProcess[str]:
     full = {**(env if env is not None else os.environ), "PYTHONPATH": str(COMMON)}
-    return subprocess.run([sys.executable, "-c", _PROBE, module, function, str(status), *argv],
+    return subprocess.run([sys.executable, "-c", _PROBE, module, function, raised,
+                           json.dumps(list(leading)), *argv],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, env=full,
                           timeout=120)

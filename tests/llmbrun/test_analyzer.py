@@ -1,6 +1,6 @@
-"""llmb.llmbrun.analyzer: llmb-run's use of the analyzer (always its command line): per-job
-results of several runs in one analyzer call, verdicts and suspect nodes by job, over an install
-as real runs leave it (tests/helpers/fakeinstall.py)."""
+"""llmb.llmbrun.analyzer: llmb-run's one door to the analyzer (in-process, its JSON held to
+its checked type): per-job results of several runs in one analysis, verdicts and suspect nodes
+by job, over an install as real runs leave it (tests/helpers/fakeinstall.py)."""
 
 from __future__ import annotations
 
@@ -49,15 +49,23 @@ def test_jobs_that_cannot_be_analyzed_are_left_out(install, tmp_path):
 
 def test_an_analyzer_failure_is_one_line(tmp_path):
     with pytest.raises(analyzer.AnalyzerError) as info:
-        analyzer.analyze_json(tmp_path / "missing")
+        analyzer.analyze([tmp_path / "missing"])
     assert "missing" in str(info.value) and "\n" not in str(info.value)
 
 
+def test_json_of_another_type_is_one_line_naming_the_field():
+    with pytest.raises(analyzer.AnalyzerError) as info:
+        analyzer.checked({"results": ["garbage"], "configurations": [], "summary": {}},
+                         "analysis.json")
+    assert str(info.value).startswith("analysis.json is not the analyzer's JSON: results")
+    assert "\n" not in str(info.value)
+
+
 def test_from_json_groups_by_link_name_or_mapping():
-    data = {"results": [{"filename": "7/exp/log-a_7_0.out", "status": "Success",
-                         "config_key": "k"}, "garbage",
-                        {"filename": "other.out", "status": "Failed"}],
-            "configurations": [{"config_key": "k", "verdict": "pass"}, {"no": "key"}]}
+    data = analyzer.checked({
+        "results": [{"filename": "7/exp/log-a_7_0.out", "status": "Success", "config_key": "k"},
+                    {"filename": "other.out", "status": "Failed"}],
+        "configurations": [{"config_key": "k", "verdict": "pass"}], "summary": {}})
     found = analyzer.from_json(data, job_of={"other.out": "9"})
     assert sorted(found.results) == ["7", "9"]
     assert found.verdict("7") == "pass" and found.verdict("9") is None

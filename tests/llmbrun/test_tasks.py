@@ -246,8 +246,8 @@ def test_validate_all_reports_each_problem_once(gb200: clusterconfig.ClusterConf
 
 def test_a_bulk_tasks_env_is_checked_like_env_overrides() -> None:
     with pytest.raises(RunError, match=r"^t: env SMOKE_TEST=2 is not a boolean"):
-        tasks.normalize_env("t: env", {"SMOKE_TEST": 2})
-    assert tasks.normalize_env("t: env", {"ENABLE_GPU_METRICS": True, "MAX_STEPS": 5}) == {
+        tasks.normalize_env("t: env", {"SMOKE_TEST": 2}.items())
+    assert tasks.normalize_env("t: env", {"ENABLE_GPU_METRICS": True, "MAX_STEPS": 5}.items()) == {
         "ENABLE_GPU_METRICS": "true", "MAX_STEPS": "5"}
 
 

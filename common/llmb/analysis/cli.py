@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llmb.analysis.identify import DEFAULT_GPU, Manifests, display, nccl_traced
-from llmb.shared import front, redact
-from llmb.shared.errors import UsageError
+from llmb.shared import front
+from llmb.shared.errors import LlmbError, UsageError
 from llmb.shared.files import path_problem
 from llmb.shared.values import BadValue, require_printable, shown
 
@@ -298,14 +298,22 @@ def with_baseline(result: dict[str, Any], baseline_dir: str, gpu_type: str | Non
 
 # --- the command ------------------------------------------------------------------------------
 
-def _fail(message: str, code: int) -> int:
-    """One line on stderr, whatever the names in it hold (a newline in a path is shown as \\n)."""
-    print(f"{PROG}: {redact.for_people(shown(message))}", file=sys.stderr)
-    return code
+class NoRunError(LlmbError):
+    """No run succeeded, a DIR is missing or holds no log, or the report cannot be written:
+    exit 1 (the output, when there is one, was printed first)."""
+
+    status = EXIT_NONE
 
 
-def _validate(opts: Options) -> int | None:
-    """Checks that need the environment; an exit status when one fails, before any work."""
+class CheckFailed(LlmbError):
+    """--check found a configuration below its reference or without a successful run, or an
+    Invalid run: exit 3."""
+
+    status = EXIT_CHECK
+
+
+def _validate(opts: Options) -> None:
+    """Checks that need the environment, before any work; UsageError or NoRunError."""
     if opts.gpu_type is not None:
         try:
             from llmb.recipes import catalog, catalogcache
@@ -314,34 +322,27 @@ def _validate(opts: Options) -> int | None:
         except ModuleNotFoundError:
             known = None  # reported later, with the fix
         if known is not None and opts.gpu_type not in known:
-            return _fail(f"--gpu-type={shown(opts.gpu_type)} is not allowed; allowed: "
-                         f"{', '.join(known)}", EXIT_USAGE)
+            raise UsageError(f"--gpu-type={shown(opts.gpu_type)} is not allowed; allowed: "
+                             f"{', '.join(known)}")
     if opts.baseline is not None and not os.path.isdir(opts.baseline):
         what = "is not a directory" if os.path.exists(opts.baseline) else "does not exist"
-        return _fail(f"--baseline={shown(opts.baseline)} {what}; give an earlier run tree, "
-                     "e.g. --baseline=old/experiments", EXIT_USAGE)
+        raise UsageError(f"--baseline={shown(opts.baseline)} {what}; give an earlier run tree, "
+                         "e.g. --baseline=old/experiments")
     if opts.report is not None:
-        try:
-            check_report_dir(opts.report)
-        except UsageError as exc:
-            return _fail(str(exc), EXIT_USAGE)
+        check_report_dir(opts.report)
         if importlib.util.find_spec("matplotlib") is None:
-            return _fail(f"--report needs matplotlib, which {sys.executable} cannot import; "
-                         "activate the workload venv or run: "
-                         f"{sys.executable} -m pip install matplotlib", EXIT_NONE)
-    return None
+            raise NoRunError(f"--report needs matplotlib, which {sys.executable} cannot import; "
+                             "activate the workload venv or run: "
+                             f"{sys.executable} -m pip install matplotlib")
 
 
 def run(argv: list[str]) -> int:
-    try:
-        opts = parse_args(argv)
-    except UsageError as exc:
-        return _fail(str(exc), EXIT_USAGE)
+    """The analyzer's work: its exit status, or an LlmbError that carries it."""
+    opts = parse_args(argv)
     if opts.help:
         sys.stdout.write(USAGE)
         return EXIT_OK
-    if (code := _validate(opts)) is not None:
-        return code
+    _validate(opts)
     assembly = None
     try:
         result, assembly = analyze_tree(opts.directories, opts.gpu_type, opts.window,
@@ -350,21 +351,21 @@ def run(argv: list[str]) -> int:
             with_baseline(result, opts.baseline, opts.gpu_type, opts.window, opts.tolerance)
         return _output(opts, result)
     except (FileNotFoundError, LookupError) as exc:
-        return _fail(str(exc), EXIT_NONE)
+        raise NoRunError(str(exc)) from None
     except ModuleNotFoundError as exc:
         if exc.name != "yaml":
             raise
-        return _fail(f"{sys.executable} cannot import yaml (pyyaml); activate the workload venv "
-                     "(source $LLMB_INSTALL/venvs/<workload>/bin/activate), set LLMB_PYTHON to a "
-                     f"python that has it, or run: {sys.executable} -m pip install pyyaml",
-                     EXIT_NONE)
+        raise NoRunError(f"{sys.executable} cannot import yaml (pyyaml); activate the workload "
+                         "venv (source $LLMB_INSTALL/venvs/<workload>/bin/activate), set "
+                         f"LLMB_PYTHON to a python that has it, or run: {sys.executable} -m pip "
+                         "install pyyaml") from None
     finally:
         if assembly is not None:
             assembly.close()
 
 
 def _output(opts: Options, result: dict[str, Any]) -> int:
-    """Print the analysis, write the report, and the exit status."""
+    """Print the analysis, write the report; the exit status (an error for 1 and 3)."""
     from llmb.analysis import formats, verdicts
 
     if hasattr(sys.stdout, "reconfigure"):
@@ -377,8 +378,8 @@ def _output(opts: Options, result: dict[str, Any]) -> int:
         try:
             index = htmlreport.write(result, opts.report)
         except OSError as exc:
-            return _fail(f"--report={shown(opts.report)}: cannot write: "
-                         f"{exc.strerror or exc}", EXIT_NONE)
+            raise NoRunError(f"--report={shown(opts.report)}: cannot write: "
+                             f"{exc.strerror or exc}") from None
         print(f"{PROG}: report written to {shown(display(index))}", file=sys.stderr)
     summary = result["summary"]
     where = ", ".join(display(d) for d in opts.directories)
@@ -386,13 +387,12 @@ def _output(opts: Options, result: dict[str, Any]) -> int:
         problems = verdicts.check_problems(result["results"], result["configurations"],
                                            opts.tolerance, opts.window)
         if problems:
-            return _fail("check failed: " + "; ".join(problems), EXIT_CHECK)
+            raise CheckFailed("check failed: " + "; ".join(problems))
     if summary["success"] == 0:
         if summary["logs"] == 0:
-            why = f"no training log under {where} ({summary['skipped']} .out file(s) skipped)"
-        else:
-            why = f"no successful run among {summary['logs']} log(s) under {where}"
-        return _fail(why, EXIT_NONE)
+            raise NoRunError(f"no training log under {where} ({summary['skipped']} .out file(s) "
+                             "skipped)")
+        raise NoRunError(f"no successful run among {summary['logs']} log(s) under {where}")
     return EXIT_OK
 
 

@@ -1,14 +1,20 @@
-"""llmb-run's use of the analyzer, always through its command line (`python -m llmb.analysis.cli`).
+"""llmb-run's one door to the analyzer (llmb.analysis): no other module of llmb-run imports it.
 
-The analyzer is its own program with its own options and exit codes; llmb-run asks it for
-`--format=json` and, for `report`, `--report=DIR`. What llmb-run reads from the JSON:
-results[] (`filename`, `status` Success|Failed|Invalid, `time_mean`, `reason`, `suspect_nodes`,
-`config_key`) and configurations[] (`config_key`, `verdict`, `pct_of_reference`). Fields an
-older analyzer does not give are absent and shown as "-".
+llmb-run asks the analyzer in-process, by `analyze` (typed arguments in, the analyzer's JSON out
+as its checked type, llmb.analysis.record.AnalyzerJson), and through its command line
+(`python -m llmb.analysis.cli`) only where another Python draws the report: matplotlib may live
+only in a workload venv (`report_python`). Either way the JSON llmb-run reads back is held to
+AnalyzerJson first (`checked`), so a field of the wrong type is one line, never a traceback.
+What llmb-run reads from it: results[] (`filename`, `status` Success|Failed|Invalid,
+`time_mean`, `reason`, `suspect_nodes`, `config_key`) and configurations[] (`config_key`,
+`verdict`, `pct_of_reference`). Fields an older analyzer does not give are absent and shown
+as "-".
 
-Several runs are analyzed in ONE analyzer process: a temporary directory holds one link per
-job (named by the job id) to that job's run directory, so each result's path says which job
-it belongs to and the verdicts group the repeats among them.
+Several runs are analyzed in ONE analysis: a temporary directory holds one link per job (named
+by the job id) to that job's run directory, so each result's path says which job it belongs to
+and the verdicts group the repeats among them. The report's pages are drawn again from the JSON
+and the plots already drawn (`render`, no matplotlib: verify-archive compares them with an
+archive's).
 """
 
 from __future__ import annotations
@@ -21,13 +27,19 @@ import re
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import cast
 
+from llmb.analysis import record
+from llmb.analysis.record import AnalyzedRun, AnalyzerJson, Configuration
 from llmb.llmbrun.clusterconfig import ClusterConfig
+from llmb.shared import files, records
 from llmb.shared.errors import LlmbError
+from llmb.shared.values import shown
+
+__all__ = ["AnalyzedRun", "AnalyzerJson", "Configuration"]
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2]  # <repo>/common
 TIMEOUT_S = 1800
@@ -37,17 +49,16 @@ class AnalyzerError(LlmbError):
     """The analyzer could not run or gave no JSON; str() is one line."""
 
 
-def run(args: list[str], timeout: float = TIMEOUT_S, cwd: Path | None = None,
-        python: str | None = None) -> subprocess.CompletedProcess[str]:
-    """`python -m llmb.analysis.cli ARGS` (in cwd) with this package on the path; `python`
-    (default: llmb-run's own) runs it."""
+def _command(args: list[str], python: str, timeout: float = TIMEOUT_S
+             ) -> subprocess.CompletedProcess[str]:
+    """`python -m llmb.analysis.cli ARGS` with this package on the path: the analyzer of another
+    Python (one with matplotlib)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(PACKAGE_DIR), os.environ.get("PYTHONPATH")) if p)}
     try:
-        return subprocess.run([python or sys.executable, "-m", "llmb.analysis.cli", *args],
-                              env=env,
+        return subprocess.run([python, "-m", "llmb.analysis.cli", *args], env=env,
                               capture_output=True, text=True, errors="replace",
-                              timeout=timeout, check=False, cwd=cwd,
+                              timeout=timeout, check=False,
                               stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         raise AnalyzerError(f"the analyzer did not finish within {timeout:.0f} s") from None
@@ -106,62 +117,197 @@ def last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def analyze_json(directory: Path | str, extra: list[str] | None = None,
-                 cwd: Path | None = None) -> dict[str, Any]:
-    """The analyzer's JSON for a directory (exit 1, no successful run, still has JSON)."""
-    proc = run(["--format=json", *(extra or []), str(directory)], cwd=cwd)
+def checked(data: object, what: str = "the analyzer's output") -> AnalyzerJson:
+    """data held to the analyzer's JSON type; AnalyzerError naming `what` and the field."""
     try:
-        data = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        raise AnalyzerError(last_line(proc.stderr) or
-                            f"the analyzer gave no JSON (exit {proc.returncode})") from None
-    if not isinstance(data, dict):
-        raise AnalyzerError("the analyzer's JSON is not an object")
-    return data
+        return record.checked(data)
+    except records.BadRecord as exc:
+        raise AnalyzerError(f"{what} is not the analyzer's JSON: {exc.problem}") from None
 
+
+def analyze(directories: Sequence[Path]) -> AnalyzerJson:
+    """The analyzer's JSON for these trees, analyzed in this process (exit 1 of its command
+    line, no successful run, still is an analysis); AnalyzerError, one line, when a tree is
+    missing or holds no log, or the catalog cannot be read."""
+    from llmb.analysis import cli
+
+    try:
+        data = cli.analyze([str(d) for d in directories])
+    except (FileNotFoundError, LookupError) as exc:
+        raise AnalyzerError(str(exc)) from None
+    except ModuleNotFoundError as exc:
+        raise AnalyzerError(f"{sys.executable} cannot import {exc.name}; activate the workload "
+                            "venv or set LLMB_PYTHON to a Python that has it") from None
+    return checked(data)
+
+
+@dataclass(frozen=True)
+class Analyzed:
+    """An analysis with its report: the analyzer's JSON (None when it gave none, `error` says
+    why) and why the report was not written (`unwritten`; None when it was)."""
+
+    analysis: AnalyzerJson | None
+    error: str | None = None
+    unwritten: str | None = None
+
+
+def analyze_with_report(directory: Path, out: Path, python: str | None = None) -> Analyzed:
+    """The analysis of `directory` and its report in `out` (index.html, report.md, plots/):
+    drawn here when `python` is None or llmb-run's own, else by that Python's analyzer (its
+    command line: matplotlib lives there). The JSON alone when the report cannot be drawn."""
+    if python is None or python == sys.executable:
+        return _report_here(directory, out)
+    index = out / "index.html"
+    before = _modified(index)
+    proc = _command(["--format=json", f"--report={out}", str(directory)], python)
+    why = last_line(proc.stderr) or f"exit {proc.returncode}"
+    unwritten = why if _modified(index) in (None, before) else None
+    if not proc.stdout.strip():  # refused before analyzing (a report it cannot write)
+        try:
+            return Analyzed(analyze([directory]), unwritten=unwritten)
+        except AnalyzerError as exc:
+            return Analyzed(None, str(exc), unwritten)
+    try:
+        return Analyzed(checked(json.loads(proc.stdout)), unwritten=unwritten)
+    except ValueError:
+        return Analyzed(None, f"the analyzer gave no JSON: {why}", unwritten)
+    except AnalyzerError as exc:
+        return Analyzed(None, str(exc), unwritten)
+
+
+def _report_here(directory: Path, out: Path) -> Analyzed:
+    try:
+        data = analyze([directory])
+    except AnalyzerError as exc:
+        return Analyzed(None, str(exc), str(exc))
+    if importlib.util.find_spec("matplotlib") is None:
+        return Analyzed(data, unwritten=f"the report needs matplotlib, which {sys.executable} "
+                        "cannot import; install common/requirements/report.txt")
+    from llmb.analysis import htmlreport
+
+    try:
+        htmlreport.write(data, str(out))
+    except OSError as exc:
+        return Analyzed(data, unwritten=f"{shown(out)}: cannot write: {exc.strerror or exc}")
+    return Analyzed(data)
+
+
+def _modified(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
+
+
+def summary_line(data: AnalyzerJson) -> str:
+    """The analyzer's last line for this analysis (`Summary: N log(s): ...`)."""
+    from llmb.analysis import formats
+
+    return formats.summary_line(data["summary"])
+
+
+def has_logs(tree: Path) -> bool:
+    """Whether the analyzer would find a log under tree (the first one found is enough)."""
+    from llmb.analysis import discover
+
+    return tree.is_dir() and any(found.problem is None for found in discover.walk([str(tree)]))
+
+
+def empty(tree: Path) -> AnalyzerJson:
+    """The analyzer's analysis of a tree without logs, as its JSON would hold it."""
+    from llmb.analysis import cli
+    from llmb.analysis.assemble import Assembly, materialize
+
+    assembly = Assembly([str(tree)], None, cli.DEFAULT_WINDOW, cli.DEFAULT_TOLERANCE)
+    try:
+        return checked(materialize(assembly.finish()))
+    finally:
+        assembly.close()
+
+
+MAX_PLOT_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A report rendered from the analyzer's JSON and plots already drawn (no matplotlib)."""
+
+    markdown: str
+    html: str
+    plots: tuple[str, ...]  # file names under plots/ it shows
+    missing: tuple[str, ...]  # of those, the ones plots_dir lacks
+
+
+def render(data: AnalyzerJson, plots_dir: Path) -> Rendered:
+    """report.md and index.html for this analysis, with the PNGs of plots_dir (what the
+    analyzer's --report writes, less its time stamp). Raises on an analysis without the
+    fields a report shows (KeyError, TypeError, ...): callers say so in one line."""
+    from llmb.analysis import htmlreport, plots
+
+    figures, missing = [], []
+    for key in plots.families(data["configurations"]):
+        name = plots.slug(key) + ".png"
+        try:
+            png = files.read_bounded(plots_dir / name, MAX_PLOT_BYTES)
+        except files.FileRefused:
+            missing.append(name)
+            png = b""
+        figures.append((plots.family_title(key), name, png))
+    return Rendered(htmlreport.to_markdown(data, figures), htmlreport.to_html(data, figures),
+                    tuple(name for _, name, _ in figures), tuple(missing))
+
+
+# --- runs by job ------------------------------------------------------------------------------
 
 @dataclass
 class RunAnalysis:
     """The analyzer's view of some jobs: results per job id, configurations by key."""
 
-    results: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    configurations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    results: dict[str, list[AnalyzedRun]] = field(default_factory=dict)
+    configurations: dict[str, Configuration] = field(default_factory=dict)
     error: str | None = None
 
-    def result(self, job_id: str) -> dict[str, Any] | None:
+    def result(self, job_id: str) -> AnalyzedRun | None:
         """The result of the job's own log (the last restart when it was requeued)."""
-        mine = [r for r in self.results.get(job_id, [])
-                if f"_{job_id}_" in str(r.get("filename", ""))]
+        mine = [r for r in self.results.get(job_id, []) if f"_{job_id}_" in r["filename"]]
         pool = mine or self.results.get(job_id, [])
-        return sorted(pool, key=lambda r: str(r.get("filename")))[-1] if pool else None
+        return sorted(pool, key=lambda r: r["filename"])[-1] if pool else None
 
     def verdict(self, job_id: str) -> str | None:
         result = self.result(job_id)
-        config = self.configurations.get(str(result.get("config_key"))) if result else None
+        key = result.get("config_key") if result else None
+        config = self.configurations.get(key) if key is not None else None
         return config.get("verdict") if config else None
 
     def suspect_nodes(self, job_id: str) -> list[str]:
         """Nodes the analyzer names in the job's failed or invalid results."""
         nodes: list[str] = []
         for r in self.results.get(job_id, []):
-            if r.get("status") != "Success" and isinstance(r.get("suspect_nodes"), list):
-                nodes.extend(str(n) for n in r["suspect_nodes"] if n)
+            if r["status"] != "Success":
+                nodes.extend(n for n in r.get("suspect_nodes", []) if n)
         return list(dict.fromkeys(nodes))
 
 
-def from_json(data: Mapping[str, Any], job_of: Mapping[str, str] | None = None) -> RunAnalysis:
+def _held(items: Sequence[object]) -> list[AnalyzedRun]:
+    """results[] of an analysis `checked` held each to AnalyzedRun."""
+    return cast("list[AnalyzedRun]", list(items))
+
+
+def _held_configurations(items: Sequence[object]) -> list[Configuration]:
+    """configurations[] of an analysis `checked` held each to Configuration."""
+    return cast("list[Configuration]", list(items))
+
+
+def from_json(data: AnalyzerJson, job_of: Mapping[str, str] | None = None) -> RunAnalysis:
     """Group the analyzer's results by job: the first path component of each result's
     filename is the link name (the job id), unless `job_of` maps filenames otherwise."""
     out = RunAnalysis()
-    for r in data.get("results") or []:
-        if not isinstance(r, dict):
-            continue
-        name = str(r.get("filename", ""))
+    for r in _held(data["results"]):
+        name = r["filename"]
         job = (job_of or {}).get(name) or name.split("/", 1)[0]
         out.results.setdefault(job, []).append(r)
-    for c in data.get("configurations") or []:
-        if isinstance(c, dict) and c.get("config_key") is not None:
-            out.configurations[str(c["config_key"])] = c
+    for c in _held_configurations(data["configurations"]):
+        out.configurations[c["config_key"]] = c
     return out
 
 
@@ -185,12 +331,12 @@ def linked(run_dirs: Mapping[str, Path], name: str = "runs") -> Iterator[Path]:
 
 
 def analyze_runs(run_dirs: Mapping[str, str | Path | None]) -> RunAnalysis:
-    """Analyze the run directories of these jobs (job id -> run dir) in one analyzer call."""
+    """Analyze the run directories of these jobs (job id -> run dir) in one analysis."""
     present = present_runs(run_dirs)
     if not present:
         return RunAnalysis()
     with linked(present) as base:
         try:
-            return from_json(analyze_json(base))
+            return from_json(analyze([base]))
         except AnalyzerError as exc:
             return RunAnalysis(error=str(exc))

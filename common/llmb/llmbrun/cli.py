@@ -38,8 +38,9 @@ import argparse
 import os
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from llmb import layout
 from llmb.launch import hostlist, placement
@@ -57,15 +58,14 @@ MAX_TIMEOUT_S = 7 * 24 * 3600
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: `llmb-run: <what is wrong>; see llmb-run ... --help`."""
+    """argparse with one-line errors: a UsageError (exit 2), `llmb-run: <what is wrong>; see
+    llmb-run ... --help`."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"{PROG}: {redact.for_people(values.shown(message))}; see {self.prog} --help",
-              file=sys.stderr)
-        raise SystemExit(2)
+        raise UsageError(f"{message}; see {self.prog} --help")
 
 
-def whole_number(what: str, limit: int) -> Any:
+def whole_number(what: str, limit: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         plain = text.strip()
         if re.fullmatch(r"0+[1-9][0-9]*", plain) and int(plain) <= limit:
@@ -107,6 +107,26 @@ def build_parser() -> Parser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("list", help="workloads, sizes, dtypes and published scales",
                    allow_abbrev=False)
+    add_submit_parsers(sub)
+    add_status_parsers(sub)
+    add_check_parsers(sub)
+    rp = sub.add_parser("report", help="the analyzer's report for the whole install",
+                        allow_abbrev=False)
+    rp.add_argument("--output", metavar="DIR", help="default: $LLMB_INSTALL/report")
+    a = sub.add_parser("archive", help="pack runs, analysis and system facts for sharing",
+                       allow_abbrev=False)
+    a.add_argument("--output", metavar="FILE",
+                   help="default: $LLMB_INSTALL/llmb-archive-<time>.tar.gz")
+    a.add_argument("--suite", metavar="ID", help="only the runs of this suite")
+    add_suite_parser(sub)
+    v = sub.add_parser("verify-archive", help="check an archive is complete and consistent",
+                       allow_abbrev=False)
+    v.add_argument("file", metavar="FILE")
+    return p
+
+
+def add_submit_parsers(sub: argparse._SubParsersAction[Parser]) -> None:
+    """`llmb-run single | bulk | rerun`: what submits runs."""
     s = sub.add_parser("single", help="submit one run", allow_abbrev=False)
     s.add_argument("-w", "--workload", required=True)
     s.add_argument("-s", "--size", required=True)
@@ -132,6 +152,10 @@ def build_parser() -> Parser:
         q.add_argument("--exclude-suspect", action="store_true",
                        help="add the nodes the newest screen named (llmb-run screen) to "
                        "--exclude")
+
+
+def add_status_parsers(sub: argparse._SubParsersAction[Parser]) -> None:
+    """`llmb-run status | jobs log`: what became of the submitted jobs."""
     st = sub.add_parser("status", help="state and result of the submitted jobs",
                         allow_abbrev=False)
     st.add_argument("jobs", nargs="*", metavar="JOB")
@@ -146,6 +170,10 @@ def build_parser() -> Parser:
     jl.add_argument("job", metavar="JOB")
     jl.add_argument("--follow", "-f", action="store_true", help="until the job has ended")
     jl.add_argument("--batch", action="store_true", help="the batch script's output instead")
+
+
+def add_check_parsers(sub: argparse._SubParsersAction[Parser]) -> None:
+    """`llmb-run preflight | screen`: the short jobs that check the cluster."""
     pf = sub.add_parser("preflight", help="check the cluster with one short job",
                         allow_abbrev=False)
     pf.add_argument("--nodes", type=whole_number("a node count", MAX_NODES), default=1)
@@ -173,22 +201,9 @@ def build_parser() -> Parser:
     sc.add_argument("--save-baseline", action="store_true",
                     help="keep this screen as the install's baseline if it names nothing")
     add_placement(sc)
-    rp = sub.add_parser("report", help="the analyzer's report for the whole install",
-                        allow_abbrev=False)
-    rp.add_argument("--output", metavar="DIR", help="default: $LLMB_INSTALL/report")
-    a = sub.add_parser("archive", help="pack runs, analysis and system facts for sharing",
-                       allow_abbrev=False)
-    a.add_argument("--output", metavar="FILE",
-                   help="default: $LLMB_INSTALL/llmb-archive-<time>.tar.gz")
-    a.add_argument("--suite", metavar="ID", help="only the runs of this suite")
-    add_suite_parser(sub)
-    v = sub.add_parser("verify-archive", help="check an archive is complete and consistent",
-                       allow_abbrev=False)
-    v.add_argument("file", metavar="FILE")
-    return p
 
 
-def add_suite_parser(sub: Any) -> None:
+def add_suite_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     """`llmb-run suite submit | status | report | resume` (llmb.llmbrun.suite.commands)."""
     from llmb.llmbrun.suite import DEFAULT_REPEATS
 
@@ -386,8 +401,8 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return front.run(PROG, lambda: dispatch(args))  # errors, Ctrl-C, `llmb-run list | head`
+    # errors (a bad flag too), Ctrl-C, `llmb-run list | head`: each as every front ends
+    return front.run(PROG, lambda: dispatch(build_parser().parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -86,12 +86,12 @@ class StateRecord(_StateKeys, total=False):
     detail: str | None  # how it was known (e.g. purged: accounting forgot it)
 
 
-KINDS: dict[str, Any] = {"submit": SubmitRecord, "state": StateRecord}
+KINDS: dict[str, object] = {"submit": SubmitRecord, "state": StateRecord}
 
 
 @dataclass
 class Scan:
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[dict[str, object]] = field(default_factory=list)
     bad_lines: list[int] = field(default_factory=list)  # 1-based, the first SHOWN
     no_job_id: list[int] = field(default_factory=list)  # 1-based, the first SHOWN
     mistyped: list[str] = field(default_factory=list)  # `line N: <problem>`, the first SHOWN
@@ -129,7 +129,7 @@ class Scan:
         return f"{path}: skipped {' and '.join(parts)}" if parts else None
 
 
-def job_id_of(rec: Mapping[str, Any]) -> str | None:
+def job_id_of(rec: Mapping[str, object]) -> str | None:
     """The record's job id as text, or None when it has none that can be one."""
     job = rec.get("job_id")
     if isinstance(job, bool) or not isinstance(job, (str, int)):
@@ -141,7 +141,7 @@ def job_id_of(rec: Mapping[str, Any]) -> str | None:
     return text if JOB_ID.fullmatch(text) else None
 
 
-def mistyped(rec: dict[str, Any]) -> str | None:
+def mistyped(rec: dict[str, object]) -> str | None:
     """Why a submit or state record is not of its type, in one line; None when it is (a
     record of another type is no business of this reader)."""
     name = rec.get("type")
@@ -163,7 +163,7 @@ def _lines(fh: BinaryIO) -> Iterator[bytes | None]:
         yield line
 
 
-def _parse(line: bytes) -> dict[str, Any] | None:
+def _parse(line: bytes) -> dict[str, object] | None:
     try:
         rec = json.loads(line.decode("utf-8", "replace"))
     except (ValueError, RecursionError):  # not JSON, too deep, an integer too long
@@ -175,7 +175,7 @@ class History:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
 
-    def append(self, record: Mapping[str, Any]) -> None:
+    def append(self, record: Mapping[str, object]) -> None:
         line = (json.dumps(record, sort_keys=True) + "\n").encode()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
@@ -205,8 +205,8 @@ class History:
             fcntl.flock(fd, fcntl.LOCK_SH)
             yield from enumerate(_lines(fh), 1)
 
-    def stream(self, scan: Scan, keep: Callable[[dict[str, Any]], bool] | None = None
-               ) -> Iterator[dict[str, Any]]:
+    def stream(self, scan: Scan, keep: Callable[[dict[str, object]], bool] | None = None
+               ) -> Iterator[dict[str, object]]:
         """Every record, in order, read one line at a time under a shared lock; skipped lines
         are counted in `scan`. OSError when the file cannot be read (not a regular file:
         EINVAL); nothing when there is none."""
@@ -236,7 +236,7 @@ class History:
         out.records.extend(self.stream(out))
         return out
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[dict[str, object]]:
         return self.scan().records
 
     def submissions(self) -> list[SubmitRecord]:

@@ -6,19 +6,14 @@ newest results) gives `cmd_report` a Section, a function that adds its part to t
 folder and returns the line llmb-run prints about it (or None when it had nothing to add).
 The report itself knows no feature. Before any run (a new cluster's screen comes first), the
 report is the analyzer's empty one with the sections that have something: written only when
-one has (else "no runs yet", as without sections). `render` draws report.md and index.html
-again from the analyzer's JSON and plots already drawn (verify-archive compares them with an
-archive's).
+one has (else "no runs yet", as without sections).
 """
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from llmb import layout
 from llmb.llmbrun import analyzer
@@ -28,39 +23,6 @@ from llmb.shared import values
 
 # A section of the report a feature adds: (report folder, install tree) -> what to say, if any
 Section = Callable[[Path, layout.Install], "str | None"]
-
-MAX_PLOT_BYTES = 64 << 20
-
-
-@dataclass(frozen=True)
-class Rendered:
-    """A report rendered from the analyzer's JSON and plots already drawn (no matplotlib)."""
-
-    markdown: str
-    html: str
-    plots: tuple[str, ...]  # file names under plots/ it shows
-    missing: tuple[str, ...]  # of those, the ones plots_dir lacks
-
-
-def render(data: Mapping[str, Any], plots_dir: Path) -> Rendered:
-    """report.md and index.html for this analysis, with the PNGs of plots_dir (what the
-    analyzer's --report writes, less its time stamp). Raises on JSON that is not the
-    analyzer's (KeyError, TypeError, ...): callers say so in one line."""
-    from llmb.analysis import htmlreport, plots
-    from llmb.shared import files
-
-    figures, missing = [], []
-    for key in plots.families(data["configurations"]):
-        name = plots.slug(key) + ".png"
-        try:
-            png = files.read_bounded(plots_dir / name, MAX_PLOT_BYTES)
-        except files.FileRefused:
-            missing.append(name)
-            png = b""
-        figures.append((plots.family_title(key), name, png))
-    return Rendered(htmlreport.to_markdown(data, figures), htmlreport.to_html(data, figures),
-                    tuple(name for _, name, _ in figures), tuple(missing))
-
 
 def checked_output(output: str | None) -> str | None:
     """--output as given (None: the default), or RunError for an empty one or one with
@@ -75,25 +37,6 @@ def checked_output(output: str | None) -> str | None:
         raise RunError(str(exc)) from None
 
 
-def has_logs(tree: Path) -> bool:
-    """Whether the analyzer would find a log under tree (the first one found is enough)."""
-    from llmb.analysis import discover
-
-    return tree.is_dir() and any(found.problem is None for found in discover.walk([str(tree)]))
-
-
-def empty_analysis(tree: Path) -> dict[str, Any]:
-    """The analyzer's analysis of a tree without logs, as its JSON would hold it."""
-    from llmb.analysis import cli
-    from llmb.analysis.assemble import Assembly, materialize
-
-    assembly = Assembly([str(tree)], None, cli.DEFAULT_WINDOW, cli.DEFAULT_TOLERANCE)
-    try:
-        return dict(materialize(assembly.finish()))
-    finally:
-        assembly.close()
-
-
 def without_runs(out: Path, tree: layout.Install, workloads: Path,
                  sections: Sequence[Section]) -> list[str]:
     """The empty report with the sections, moved into `out` only when a section added
@@ -105,7 +48,7 @@ def without_runs(out: Path, tree: layout.Install, workloads: Path,
 
     staging = Path(tempfile.mkdtemp(prefix=".llmb-report-", dir=out))
     try:
-        empty = render(empty_analysis(workloads), staging / "plots")
+        empty = analyzer.render(analyzer.empty(workloads), staging / "plots")
         files.atomic_write(staging / "report.md", empty.markdown)
         files.atomic_write(staging / "index.html", empty.html)
         notes = [note for section in sections if (note := section(staging, tree)) is not None]
@@ -128,7 +71,7 @@ def cmd_report(cfg: ClusterConfig, output: str | None, sections: Sequence[Sectio
     tree = cfg.workloads_dir
     out = Path(output) if output else cfg.tree.report
     index = out / "index.html"
-    runs = has_logs(tree)
+    runs = analyzer.has_logs(tree)
     if not runs and not sections and not tree.is_dir():
         raise RunError(f"no runs yet: {tree} does not exist")
     chosen = analyzer.report_python(cfg) if runs or not sections else None
@@ -137,7 +80,6 @@ def cmd_report(cfg: ClusterConfig, output: str | None, sections: Sequence[Sectio
     try:
         existed = out.is_dir()
         out.mkdir(parents=True, exist_ok=True)
-        before = index.stat().st_mtime_ns if index.exists() else None
     except OSError as exc:
         raise RunError(f"--output {values.shown(out)}: cannot create it: "
                        f"{exc.strerror}") from None
@@ -155,20 +97,16 @@ def cmd_report(cfg: ClusterConfig, output: str | None, sections: Sequence[Sectio
         print(f"report: no runs yet under {values.shown(tree)}: the report holds its sections")
         return 0
     python = chosen.python if chosen is not None else None
-    proc = analyzer.run([f"--report={out}", "--format=json", str(tree)], python=python)
-    if not index.is_file() or index.stat().st_mtime_ns == before:
-        why = analyzer.last_line(proc.stderr) or f"exit {proc.returncode}"
-        raise RunError(f"the analyzer wrote no report into {values.shown(out)}: {why}")
+    done = analyzer.analyze_with_report(tree, out, python)
+    if done.unwritten is not None:
+        raise RunError(f"the analyzer wrote no report into {values.shown(out)}: "
+                       f"{done.unwritten}")
     notes = [note for section in sections if (note := section(out, cfg.tree)) is not None]
     print(f"report: {values.shown(index)}")
     for note in notes:
         print(f"report: {note}")
     if (out / "report.md").is_file():
         print(f"report: {values.shown(out / 'report.md')}")
-    try:
-        from llmb.analysis import formats
-
-        print(formats.summary_line(json.loads(proc.stdout)["summary"]))
-    except (ValueError, KeyError, TypeError):
-        pass
+    if done.analysis is not None:
+        print(analyzer.summary_line(done.analysis))
     return 0

@@ -38,11 +38,11 @@ class Rerun:
     excluded: tuple[str, ...] = ()  # suspect nodes added to --exclude
 
 
-def failure(info: slurmquery.JobInfo, result: dict[str, Any] | None) -> str | None:
+def failure(info: slurmquery.JobInfo, result: analyzer.AnalyzedRun | None) -> str | None:
     """Why this run counts as failed, or None when it did not fail (or has not ended)."""
     if info.state in ACTIVE_STATES:
         return None
-    status = result.get("status") if result else None
+    status = result["status"] if result else None
     if info.state in FAILED_STATES:
         return f"{info.state}" + (f"/{status}" if status else "")
     if status in ("Failed", "Invalid"):
@@ -68,7 +68,7 @@ def task_of(rec: SubmitRecord, override: Placement) -> Task:
         recorded = placement.build(**{k: v for k, v in _recorded(rec, "placement").items()
                                       if k in ("nodelist", "exclude", "reservation", "qos",
                                                "segment", "slurm_args")})
-        env = normalize_env(f"job {job}: recorded env", _recorded(rec, "env"))
+        env = normalize_env(f"job {job}: recorded env", _recorded(rec, "env").items())
     except (PlacementError, RunError) as exc:
         raise RunError(f"job {job} cannot be rerun: {exc}") from None
     except (TypeError, AttributeError):  # a hand-edited value of the wrong type

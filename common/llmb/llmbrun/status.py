@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import TypedDict, cast
 
 from llmb.llmbrun import analyzer
 from llmb.llmbrun.clusterconfig import ClusterConfig
@@ -36,6 +36,31 @@ TABLE = (("JOB", "job_id"), ("STATE", "state"), ("RESULT", "result"), ("VERDICT"
          ("STEP_S", "time_mean"), ("WORKLOAD", "workload"), ("SIZE", "size"),
          ("DTYPE", "dtype"), ("GPUS", "scale"), ("REP", "repeat"), ("NODES", "nodes"),
          ("REASON", "reason"))
+
+
+class StatusRow(TypedDict):
+    """One job in `llmb-run status` (a table row, an object of --format=json): Slurm's state
+    and the analyzer's result of its log."""
+
+    job_id: str
+    state: str
+    state_detail: str | None
+    result: str | None  # Success | Failed | Invalid
+    verdict: str | None
+    reason: str | None
+    suspect_nodes: list[str] | None
+    time_mean: float | None
+    pct_of_reference: float | None
+    nodes: str | None
+    workload: str | None
+    size: str | None
+    dtype: str | None
+    scale: int | None
+    repeat: int | None
+    placement: dict[str, object]
+    rerun_of: str | None
+    experiment_dir: str | None
+    submitted: str | None
 
 
 def selected(cfg: ClusterConfig, show_all: bool, job_ids: list[str] | None = None
@@ -106,13 +131,13 @@ def states(cfg: ClusterConfig, subs: list[SubmitRecord]) -> dict[str, slurmquery
 
 
 def status_rows(cfg: ClusterConfig, show_all: bool, job_ids: list[str] | None = None
-                ) -> list[dict[str, Any]]:
+                ) -> list[StatusRow]:
     subs = selected(cfg, show_all, job_ids)
     infos = states(cfg, subs)
     done = {r["job_id"]: str(r.get("experiment_dir") or "") for r in subs
             if infos[r["job_id"]].state not in ACTIVE_STATES}
     found = analyzer.analyze_runs(done)
-    rows = []
+    rows: list[StatusRow] = []
     for rec in subs:
         job = rec["job_id"]
         info = infos[job]
@@ -122,7 +147,7 @@ def status_rows(cfg: ClusterConfig, show_all: bool, job_ids: list[str] | None = 
             reason = f"Slurm: {info.reason}"
         rows.append({
             "job_id": job, "state": info.state, "state_detail": info.detail,
-            "result": result.get("status") if result else None,
+            "result": result["status"] if result else None,
             "verdict": found.verdict(job) if result else None,
             "reason": reason,
             "suspect_nodes": result.get("suspect_nodes") if result else None,
@@ -139,7 +164,7 @@ def status_rows(cfg: ClusterConfig, show_all: bool, job_ids: list[str] | None = 
     return rows
 
 
-def _cell(value: Any) -> str:
+def _cell(value: object) -> str:
     if value is None or value == "" or value == []:
         return "-"
     if isinstance(value, float):
@@ -147,7 +172,7 @@ def _cell(value: Any) -> str:
     return values.shown(" ".join(str(value).split()))  # Slurm's words, a log's reason
 
 
-def render_table(rows: list[dict[str, Any]]) -> str:
+def render_table(rows: list[StatusRow]) -> str:
     table = [tuple(h for h, _ in TABLE)]
     table += [tuple(_cell(r.get(k)) for _, k in TABLE) for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(TABLE) - 1)]
@@ -302,17 +327,18 @@ def _follow(cfg: ClusterConfig, rec: SubmitRecord, batch: bool, poll_s: float, o
 def wait_for_log(cfg: ClusterConfig, rec: SubmitRecord, batch: bool, poll_s: float) -> None:
     """Until the job has a log or has ended: its state as progress (llmb.shared.progress.wait)."""
     job = rec["job_id"]
-    asked: dict[str, Any] = {"next": 0.0, "status": ""}
+    next_ask, said = 0.0, ""
 
     def status() -> str | None:
+        nonlocal next_ask, said
         if job_logs(rec, batch):
             return None
-        if time.monotonic() >= asked["next"]:  # Slurm is asked every POLL_S at most
-            asked["next"] = time.monotonic() + max(poll_s, POLL_S)
+        if time.monotonic() >= next_ask:  # Slurm is asked every POLL_S at most
+            next_ask = time.monotonic() + max(poll_s, POLL_S)
             info = states(cfg, [rec])[job]
             if info.state not in ACTIVE_STATES:
                 return None
-            asked["status"] = f"{summary([info])}; waiting for its log"
-        return asked["status"]
+            said = f"{summary([info])}; waiting for its log"
+        return said
 
     progress.wait(f"{PROG}: job {job}", status, poll_s)

@@ -17,11 +17,12 @@ import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TypedDict, cast
 
 from llmb.launch import overrides, placement
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import PROG, RunError
+from llmb.llmbrun.history import SubmitRecord
 from llmb.llmbrun.tasks import BOOL_ENV, LAUNCH_KNOBS, Task, smoke_of, validate_all
 from llmb.recipes import catalog
 from llmb.shared import clock, files, redact, values
@@ -31,6 +32,13 @@ from llmb.shared.errors import LlmbError
 INHERITED_DROP = ("PYTHONHOME",)
 SUBMIT_RE = re.compile(r"^llmb: submitted (\S+) as job (\S+)")
 EXPDIR_RE = re.compile(r"^llmb: experiment directory: (.+)$")
+
+
+class SuiteFields(TypedDict):
+    """What a suite's run adds to its submit record: the suite's id and its run number."""
+
+    suite: str
+    suite_run: int
 
 
 def launch_env(cfg: ClusterConfig, task: Task, above_max: bool, dry_run: bool, smoke: bool,
@@ -91,7 +99,7 @@ def launch_env(cfg: ClusterConfig, task: Task, above_max: bool, dry_run: bool, s
     return env
 
 
-def _masked(value: Any, secrets: set[str]) -> Any:
+def _masked(value: object, secrets: set[str]) -> object:
     """value with every known secret masked, in every string it holds."""
     if isinstance(value, str):
         return redact.redact(value, secrets)
@@ -105,14 +113,14 @@ def _masked(value: Any, secrets: set[str]) -> Any:
 def history_record(cfg: ClusterConfig, task: Task, env: Mapping[str, str], job_id: str,
                    experiment: str | None, exp_dir: str | None,
                    rerun_of: str | None = None,
-                   extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                   extra: SuiteFields | None = None) -> SubmitRecord:
     """What ran, as the history keeps it: the launch settings in effect (LAUNCH_KNOBS from
     any source, and the task's own overrides), no secret-named variable, no known secret
     value anywhere in the record. `extra`: fields of the caller's own (a suite's id and run)."""
     secrets = redact.secret_values(env)
     launched = {k: env[k] for k in LAUNCH_KNOBS if k in env}
     launched.update({k: env.get(k, v) for k, v in task.env.items()})
-    record: dict[str, Any] = {
+    record: SubmitRecord = {
         "type": "submit", "time": clock.iso(),
         "job_id": job_id, "experiment": experiment, "experiment_dir": exp_dir,
         "workload": task.workload, "size": task.size, "dtype": task.dtype,
@@ -125,13 +133,14 @@ def history_record(cfg: ClusterConfig, task: Task, env: Mapping[str, str], job_i
     }
     if rerun_of is not None:
         record["rerun_of"] = rerun_of
-    record.update(extra or {})
-    return _masked(record, secrets)
+    if extra is not None:
+        record["suite"], record["suite_run"] = extra["suite"], extra["suite_run"]
+    return cast(SubmitRecord, _masked(record, secrets))  # the same record, secrets masked
 
 
 def submit(cfg: ClusterConfig, task: Task, env: Mapping[str, str],
            rerun_of: str | None = None,
-           extra: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+           extra: SuiteFields | None = None) -> SubmitRecord | None:
     """Run launch.sh; echo its output; return the history record (None for a dry run)."""
     recipe_dir = catalog.find_recipe(task.workload).directory
     script = recipe_dir / "launch.sh"
@@ -215,7 +224,7 @@ def prepare(cfg: ClusterConfig, tasks: list[Task], dry_run: bool, smoke: bool
 
 def run_tasks(cfg: ClusterConfig, tasks: list[Task], dry_run: bool, smoke: bool,
               rerun_of: list[str | None] | None = None,
-              extra: list[dict[str, Any]] | None = None) -> int:
+              extra: list[SuiteFields] | None = None) -> int:
     """Validate every task (prepare), then submit each; 1 when any failed (the rest still run).
     `rerun_of` and `extra` (fields for the history record) go with the task of their index."""
     envs, errors = prepare(cfg, tasks, dry_run, smoke)

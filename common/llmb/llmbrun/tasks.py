@@ -12,9 +12,8 @@ parser (llmb.shared.values): `profile: "false"` is false, `SMOKE_TEST: "maybe"` 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from llmb.launch import placement
 from llmb.launch.placement import Placement, PlacementError
@@ -61,11 +60,12 @@ class Task:
                 + (" profile" if self.profile else "") + f" (repeat {self.repeat})")
 
 
-def normalize_env(label: str, env: Mapping[Any, Any]) -> dict[str, str]:
-    """A task's env overrides, each checked (llmb-run's own variables are refused) and the
-    booleans normalised; `label` names where they came from (--env, a bulk task)."""
+def normalize_env(label: str, env: Iterable[tuple[object, object]]) -> dict[str, str]:
+    """A task's env overrides (a mapping's items, as a file gave them), each checked
+    (llmb-run's own variables are refused) and the booleans normalised; `label` names where
+    they came from (--env, a bulk task)."""
     out = {}
-    for name, value in env.items():
+    for name, value in env:
         text = check_env_value(label, name, value)
         if name in BOOL_ENV:
             try:
@@ -85,7 +85,7 @@ def parse_env_overrides(items: list[str]) -> dict[str, str]:
             raise UsageError(f"--env {values.shown(item)} is not NAME=VALUE")
         env[key] = value
     try:
-        return normalize_env("--env", env)
+        return normalize_env("--env", env.items())
     except RunError as exc:
         raise UsageError(str(exc)) from None
 
@@ -192,7 +192,7 @@ def validate_all(cfg: ClusterConfig, tasks: list[Task], smoke: bool = False
 
 # --- bulk files -------------------------------------------------------------------------------
 
-def _as_list(entry: Mapping[str, Any], one: str, many: str, where: str) -> list[Any]:
+def _as_list(entry: Mapping[str, object], one: str, many: str, where: str) -> list[object]:
     if one in entry and many in entry:
         raise RunError(f"{where}: give {one} or {many}, not both")
     value = entry.get(many, entry.get(one))
@@ -205,7 +205,7 @@ def _as_list(entry: Mapping[str, Any], one: str, many: str, where: str) -> list[
     return items
 
 
-def _int_scale(where: str, value: Any) -> int:
+def _int_scale(where: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise RunError(f"{where}: scales must be integers (GPUs), got "
                        f"{values.brief(repr(value))}")
@@ -215,11 +215,11 @@ def _int_scale(where: str, value: Any) -> int:
     return value
 
 
-def tasks_from_bulk(data: Any, source: str,
+def tasks_from_bulk(data: object, source: str,
                     place: Placement | None = None) -> tuple[list[Task], list[str]]:
     """Expand a bulk file into tasks; every structural error is collected, not just the first."""
     errors: list[str] = []
-    defaults: Mapping[str, Any] = {}
+    defaults: Mapping[str, object] = {}
     if isinstance(data, dict):
         unknown = set(data) - {"defaults", "tasks"}
         if unknown:
@@ -253,7 +253,7 @@ def tasks_from_bulk(data: Any, source: str,
     return tasks, errors
 
 
-def _runs(defaults: Mapping[str, Any], raw: Mapping[str, Any]) -> int:
+def _runs(defaults: Mapping[str, object], raw: Mapping[str, object]) -> int:
     """How many runs a task asks for (its sizes x dtypes x scales x repeats), counted without
     expanding it or checking it (a value that is not a list counts as one)."""
     entry = {**defaults, **raw}
@@ -263,11 +263,12 @@ def _runs(defaults: Mapping[str, Any], raw: Mapping[str, Any]) -> int:
             entry.get(many, entry.get(one))
         count *= len(value) if isinstance(value, list) and value else 1
     repeats = entry.get("repeats", 1)
-    valid = isinstance(repeats, int) and 1 < repeats <= 1000  # else: _expand says why
-    return count * (repeats if valid else 1)
+    if isinstance(repeats, int) and 1 < repeats <= 1000:  # else: _expand says why
+        return count * repeats
+    return count
 
 
-def _expand(where: str, defaults: Mapping[str, Any], raw: Mapping[str, Any],
+def _expand(where: str, defaults: Mapping[str, object], raw: Mapping[str, object],
             place: Placement) -> list[Task]:
     env_default, env_task = defaults.get("env") or {}, raw.get("env") or {}
     if not isinstance(env_default, dict) or not isinstance(env_task, dict):
@@ -275,7 +276,8 @@ def _expand(where: str, defaults: Mapping[str, Any], raw: Mapping[str, Any],
     # a task's own size/sizes (dtype/dtypes, scale/scales) replaces the defaults' either spelling
     base = {k: v for k, v in defaults.items()
             if not any(k in pair and (pair[0] in raw or pair[1] in raw) for pair in PLURALS)}
-    entry = {**base, **raw, "env": {**env_default, **env_task}}
+    env_given = {**env_default, **env_task}
+    entry = {**base, **raw, "env": env_given}
     unknown = set(entry) - TASK_KEYS
     if unknown:
         raise RunError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
@@ -296,7 +298,7 @@ def _expand(where: str, defaults: Mapping[str, Any], raw: Mapping[str, Any],
         profile = values.parse_bool("profile", entry.get("profile", False))
     except values.BadValue as exc:
         raise RunError(f"{where}: {exc}") from None
-    env = normalize_env(f"{where}: env", entry["env"])
+    env = normalize_env(f"{where}: env", env_given.items())
     return [Task(workload, str(size).lower(), str(dtype).lower(), scale, profile, rep, env,
                  place)
             for size, dtype, scale, rep in itertools.product(sizes, dtypes, scales,

@@ -1,7 +1,8 @@
-"""How each Python front of llmb ends: one rule for llmb-run, the analyzer and the installer.
+"""How each Python front of llmb ends: one rule for llmb-run, the analyzer, the installer and
+launch.sh's entrypoint (llmb.entrypoint).
 
 `run(prog, body)` runs a front's work (`body`, which returns the exit status) and turns what
-ends it into at most one line on stderr and an exit status, the same in all three:
+ends it into at most one line on stderr and an exit status, the same in all four:
 
 - the work done: nothing more, and the status it returned;
 - an LlmbError: `<prog>: <message>` (secrets in it masked), and the error's own `status` (2

@@ -216,29 +216,26 @@ def stage_analysis(root: Path, chosen: analyzer.ReportPython) -> dict[str, Any]:
     state: dict[str, Any] = {"analysis_error": None,
                              "report": {"status": "written", "detail": None}}
     if chosen.python is None:
-        proc = analyzer.run(["--format=json", "runs"], cwd=root)
         state["report"] = {"status": "unavailable", "detail": chosen.missing()}
+        try:
+            done = analyzer.Analyzed(analyzer.analyze([root / "runs"]))
+        except analyzer.AnalyzerError as exc:
+            done = analyzer.Analyzed(None, str(exc))
     else:
-        proc = analyzer.run(["--report=report", "--format=json", "runs"], cwd=root,
-                            python=chosen.python)
-    if chosen.python is not None and not (root / "report" / "index.html").is_file():
-        shutil.rmtree(root / "report", ignore_errors=True)
-        state["report"] = {"status": "unavailable",
-                           "detail": analyzer.last_line(proc.stderr) or
-                           f"exit {proc.returncode}"}
-        if not proc.stdout.strip():  # refused before analyzing: JSON alone
-            proc = analyzer.run(["--format=json", "runs"], cwd=root)
-    try:
-        data = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        state["analysis_error"] = analyzer.last_line(proc.stderr) or f"exit {proc.returncode}"
+        done = analyzer.analyze_with_report(root / "runs", root / "report", chosen.python)
+        if done.unwritten is not None:
+            shutil.rmtree(root / "report", ignore_errors=True)
+            state["report"] = {"status": "unavailable", "detail": done.unwritten}
+    data = done.analysis
+    if data is None:
+        state["analysis_error"] = done.error
         return state
     # the staging directory means nothing to a reader (and is no business of theirs): name
     # it as the archive does, in the JSON and in the report drawn from it
     data["analysis"].update(directory="runs", directories=["runs"])
     files.atomic_write(root / "analysis.json", json.dumps(data, indent=2) + "\n")
     if state["report"]["status"] == "written":
-        page = report.render(data, root / "report" / "plots")
+        page = analyzer.render(data, root / "report" / "plots")
         files.atomic_write(root / "report" / "report.md", page.markdown)
         files.atomic_write(root / "report" / "index.html", page.html)
     return state

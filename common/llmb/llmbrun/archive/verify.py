@@ -35,8 +35,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, TextIO
 
 from llmb import manifest
-from llmb.analysis import record as analysis_record
-from llmb.llmbrun import analyzer, report
+from llmb.llmbrun import analyzer
 from llmb.llmbrun.archive.format import INDEX, ROOT, ArchiveIndex, pieces, sha256
 from llmb.llmbrun.archive.unpack import UnsafeArchive, extract, safe_members
 from llmb.llmbrun.errors import PROG, RunError
@@ -182,7 +181,7 @@ def check_runs(root: Path, index: dict[str, Any], present: set[str]) -> list[str
     return problems
 
 
-def read_analysis(root: Path) -> analysis_record.AnalyzerJson:
+def read_analysis(root: Path) -> analyzer.AnalyzerJson:
     """The archived analysis.json, held to the analyzer's JSON type; ValueError (one line
     naming the field) when it is missing, not JSON or not of that type."""
     try:
@@ -190,9 +189,9 @@ def read_analysis(root: Path) -> analysis_record.AnalyzerJson:
     except ValueError:
         raise ValueError("analysis.json is missing or not JSON") from None
     try:
-        return analysis_record.checked(stored)
-    except records.BadRecord as exc:
-        raise ValueError(f"analysis.json is not the analyzer's JSON: {exc.problem}") from None
+        return analyzer.checked(stored, "analysis.json")
+    except analyzer.AnalyzerError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def check_analysis(root: Path, index: dict[str, Any], held: Iterable[str] = ()) -> list[str]:
@@ -206,7 +205,7 @@ def check_analysis(root: Path, index: dict[str, Any], held: Iterable[str] = ()) 
     except ValueError as exc:
         return [str(exc)]
     try:
-        fresh = analyzer.analyze_json("runs", cwd=root)
+        fresh = analyzer.analyze([root / "runs"])
     except analyzer.AnalyzerError as exc:
         return [f"the archived logs cannot be analyzed: {exc}"]
     return compare_analysis(stored, fresh, held)
@@ -275,7 +274,7 @@ def check_report(root: Path, index: dict[str, Any]) -> list[str]:
         return ["report/index.html is missing"]
     try:
         stored = read_analysis(root)
-        page = report.render(stored, root / "report" / "plots")
+        page = analyzer.render(stored, root / "report" / "plots")
     except ValueError:
         return []  # check_analysis said so
     except Exception as exc:  # a crafted analysis.json: one line, never a traceback
@@ -328,7 +327,7 @@ def _screen_section(root: Path, index: dict[str, Any], markdown: str, html: str
     try:
         doc = screen.checked_document(read_json(root / "screen" / "screen.json"))
         png_path = root / "report" / "plots" / screen.PLOT_FILE
-        png = files.read_bounded(png_path, report.MAX_PLOT_BYTES) if png_path.is_file() else None
+        png = files.read_bounded(png_path, analyzer.MAX_PLOT_BYTES) if png_path.is_file() else None
         md, page = screen.with_section(markdown, html, dict(doc), png)
     except (ValueError, files.FileRefused):
         return "the report's screen section cannot be checked: screen/screen.json is unreadable"

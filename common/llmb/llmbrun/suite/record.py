@@ -302,7 +302,7 @@ class Slot:
     state: str = "held"
     why: str | None = None
     info: slurmquery.JobInfo | None = None
-    result: dict[str, Any] | None = None
+    result: analyzer.AnalyzedRun | None = None
 
     @property
     def job_id(self) -> str | None:

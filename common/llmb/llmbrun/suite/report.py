@@ -1,7 +1,7 @@
 """`llmb-run suite report [ID] [--check] [--format=table|json] [--output DIR]`: the analyzer's
 verdicts over exactly one suite's runs, and one verdict for the cluster.
 
-The analyzer runs once, through its command line (llmb.llmbrun.report), over a folder
+The analyzer runs once (llmb.llmbrun.analyzer), over a folder
 `suite-<id>` of links to the run directories of every ended job of the suite (earlier attempts
 of resumed runs too, so the HTML report shows their failures), with `--report=DIR` (default
 $LLMB_INSTALL/suites/<id>/report: index.html, report.md, plots/). Each configuration of the
@@ -34,27 +34,18 @@ TABLE = ("WORKLOAD", "SIZE", "DTYPE", "SCALING", "GPUS", "DONE", "MEDIAN_S", "RE
          "VERDICT")
 
 
-def analyze(suite: Suite, view: list[Slot], out: Path) -> tuple[dict[str, Any], str | None]:
-    """The analyzer's JSON over the suite's ended jobs, with its HTML report in `out`;
-    (JSON, why there is no report or None)."""
+def analyze(suite: Suite, view: list[Slot], out: Path
+            ) -> tuple[analyzer.AnalyzerJson | None, str | None]:
+    """The analyzer's JSON over the suite's ended jobs (None before any ended), with its HTML
+    report in `out`; (JSON, why there is no report or None)."""
     present = analyzer.present_runs(record.ended_jobs(view))
     if not present:
-        return {}, "no run of the suite has ended with a training log yet"
-    index = out / "index.html"
-    before = index.stat().st_mtime_ns if index.exists() else None
+        return None, "no run of the suite has ended with a training log yet"
     with analyzer.linked(present, f"suite-{suite.id}") as base:
-        proc = analyzer.run(["--format=json", f"--report={out}", base.name], cwd=base.parent)
-        missing = None
-        if not index.is_file() or index.stat().st_mtime_ns == before:
-            missing = analyzer.last_line(proc.stderr) or f"exit {proc.returncode}"
-            if not proc.stdout.strip():  # refused before analyzing (no matplotlib)
-                proc = analyzer.run(["--format=json", base.name], cwd=base.parent)
-    try:
-        data = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        raise RunError("the analyzer gave no JSON: "
-                       f"{analyzer.last_line(proc.stderr) or f'exit {proc.returncode}'}") from None
-    return (data if isinstance(data, dict) else {}), missing
+        done = analyzer.analyze_with_report(base, out)
+    if done.analysis is None:
+        raise RunError(f"the analyzer gave no JSON: {done.error}")
+    return done.analysis, done.unwritten
 
 
 def configurations(suite: Suite, view: list[Slot], analysis: analyzer.RunAnalysis
@@ -66,9 +57,10 @@ def configurations(suite: Suite, view: list[Slot], analysis: analyzer.RunAnalysi
         found = record.counts(mine)
         keys = [str(r.get("config_key")) for s in sorted(mine, key=lambda s: s.state != "done")
                 for r in [analysis.result(str(s.job_id))] if s.job_id and r]
-        entry = analysis.configurations.get(keys[0], {}) if keys else {}
+        entry = analysis.configurations.get(keys[0]) if keys else None
         done = found["done"]
-        verdict = entry.get("verdict") if done and entry else "no_successful_run"
+        figures = entry if done and entry else None  # the analyzer's, once a run is done
+        verdict = figures.get("verdict") if figures else "no_successful_run"
         rows.append({
             "key": c.key, "workload": c.workload, "size": c.size, "dtype": c.dtype,
             "scaling": c.scaling, "scale": c.scale, "repeats": suite.repeats,
@@ -76,9 +68,10 @@ def configurations(suite: Suite, view: list[Slot], analysis: analyzer.RunAnalysi
             "queued_runs": found["pending"] + found["running"] + found["unknown"],
             "held_runs": found["held"], "complete": done >= suite.repeats,
             "config_key": keys[0] if keys else None,
-            "time_median": entry.get("time_median") if done else None,
-            "reference_step_time": entry.get("reference_step_time", c.reference),
-            "pct_of_reference": entry.get("pct_of_reference") if done else None,
+            "time_median": figures.get("time_median") if figures else None,
+            "reference_step_time": entry.get("reference_step_time", c.reference) if entry
+            else c.reference,
+            "pct_of_reference": figures.get("pct_of_reference") if figures else None,
             "verdict": verdict,
             "jobs": [str(a["job_id"]) for s in mine for a in s.attempts],
         })
@@ -136,7 +129,7 @@ def cmd_report(cfg: ClusterConfig, suite_id: str | None, check: bool, fmt: str,
                        f"{exc.strerror}") from None
     view = record.slots(cfg, suite, analyze=False)
     data, missing = analyze(suite, view, out)
-    analysis = analyzer.from_json(data)
+    analysis = analyzer.from_json(data) if data is not None else analyzer.RunAnalysis()
     record.classify(view, analysis)
     rows = configurations(suite, view, analysis)
     found = problems(rows)
@@ -145,7 +138,8 @@ def cmd_report(cfg: ClusterConfig, suite_id: str | None, check: bool, fmt: str,
     if fmt == "json":
         print(json.dumps({"suite": suite.id, "configurations": rows,
                           "check": {"passed": not failing, "problems": found},
-                          "report": where, "summary": data.get("summary")}, indent=2))
+                          "report": where,
+                          "summary": data["summary"] if data is not None else None}, indent=2))
     else:
         sys.stdout.write(render(suite, rows))
     note = sys.stderr if fmt == "json" else sys.stdout
