@@ -245,7 +245,7 @@ def render(data: AnalyzerJson, plots_dir: Path) -> Rendered:
     from llmb.analysis import htmlreport, plots
 
     figures, missing = [], []
-    for key in plots.families(data["configurations"]):
+    for key in plots.families(_held_configurations(data["configurations"])):
         name = plots.slug(key) + ".png"
         try:
             png = files.read_bounded(plots_dir / name, MAX_PLOT_BYTES)
