@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from llmb.llmbrun import analyzer, report
 from llmb.llmbrun.clusterconfig import ClusterConfig
@@ -34,9 +34,32 @@ TABLE = ("WORKLOAD", "SIZE", "DTYPE", "SCALING", "GPUS", "DONE", "MEDIAN_S", "RE
          "VERDICT")
 
 
-def analyze(suite: Suite, view: list[Slot], out: Path) -> tuple[dict[str, Any], str | None]:
+class ReportRow(TypedDict):
+    """One configuration of `suite report`: its runs and the analyzer's verdict."""
+
+    key: str
+    workload: str
+    size: str
+    dtype: str
+    scaling: str
+    scale: int
+    repeats: int
+    successful_runs: int
+    failed_runs: int
+    queued_runs: int
+    held_runs: int
+    complete: bool
+    config_key: str | None
+    time_median: float | None
+    reference_step_time: float | None
+    pct_of_reference: float | None
+    verdict: str | None  # the analyzer's, or no_successful_run
+    jobs: list[str]
+
+
+def analyze(suite: Suite, view: list[Slot], out: Path) -> tuple[dict[str, object], str | None]:
     """The analyzer's JSON over the suite's ended jobs, with its HTML report in `out`;
-    (JSON, why there is no report or None)."""
+    (JSON, why there is no report or None); analyzer.from_json reads it."""
     present = analyzer.present_runs(record.ended_jobs(view))
     if not present:
         return {}, "no run of the suite has ended with a training log yet"
@@ -58,7 +81,7 @@ def analyze(suite: Suite, view: list[Slot], out: Path) -> tuple[dict[str, Any], 
 
 
 def configurations(suite: Suite, view: list[Slot], analysis: analyzer.RunAnalysis
-                   ) -> list[dict[str, Any]]:
+                   ) -> list[ReportRow]:
     """One entry per configuration of the suite: its runs and the analyzer's verdict."""
     rows = []
     for index, c in enumerate(suite.configs):
@@ -69,23 +92,23 @@ def configurations(suite: Suite, view: list[Slot], analysis: analyzer.RunAnalysi
         entry = analysis.configurations.get(keys[0], {}) if keys else {}
         done = found["done"]
         verdict = entry.get("verdict") if done and entry else "no_successful_run"
-        rows.append({
-            "key": c.key, "workload": c.workload, "size": c.size, "dtype": c.dtype,
-            "scaling": c.scaling, "scale": c.scale, "repeats": suite.repeats,
-            "successful_runs": done, "failed_runs": found["failed"],
-            "queued_runs": found["pending"] + found["running"] + found["unknown"],
-            "held_runs": found["held"], "complete": done >= suite.repeats,
-            "config_key": keys[0] if keys else None,
-            "time_median": entry.get("time_median") if done else None,
-            "reference_step_time": entry.get("reference_step_time", c.reference),
-            "pct_of_reference": entry.get("pct_of_reference") if done else None,
-            "verdict": verdict,
-            "jobs": [str(a["job_id"]) for s in mine for a in s.attempts],
-        })
+        rows.append(ReportRow(
+            key=c.key, workload=c.workload, size=c.size, dtype=c.dtype,
+            scaling=c.scaling, scale=c.scale, repeats=suite.repeats,
+            successful_runs=done, failed_runs=found["failed"],
+            queued_runs=found["pending"] + found["running"] + found["unknown"],
+            held_runs=found["held"], complete=done >= suite.repeats,
+            config_key=keys[0] if keys else None,
+            time_median=entry.get("time_median") if done else None,
+            reference_step_time=entry.get("reference_step_time", c.reference),
+            pct_of_reference=entry.get("pct_of_reference") if done else None,
+            verdict=verdict,
+            jobs=[str(a["job_id"]) for s in mine for a in s.attempts],
+        ))
     return rows
 
 
-def problems(rows: list[dict[str, Any]]) -> list[str]:
+def problems(rows: list[ReportRow]) -> list[str]:
     """Why the suite's check fails; empty when it passes."""
     out = []
     below = [r for r in rows if r["verdict"] == "below"]
@@ -109,14 +132,14 @@ def problems(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def render(suite: Suite, rows: list[dict[str, Any]]) -> str:
-    def num(value: Any, fmt: str) -> str:
+def render(suite: Suite, rows: list[ReportRow]) -> str:
+    def num(value: float | None, fmt: str) -> str:
         return "-" if value is None else format(value, fmt)
 
     table = [TABLE] + [(r["workload"], r["size"], r["dtype"], r["scaling"], str(r["scale"]),
                         f"{r['successful_runs']}/{r['repeats']}", num(r["time_median"], ".3f"),
                         num(r["reference_step_time"], "g"), num(r["pct_of_reference"], ".1f"),
-                        r["verdict"]) for r in rows]
+                        str(r["verdict"])) for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(TABLE))]
     head = f"suite {suite.id}: {len(rows)} configuration(s), verdicts over its runs\n"
     return head + "".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
