@@ -7,11 +7,15 @@ from typing import Annotated, Any, Literal, TypedDict
 
 import pytest
 from llmb.shared import records
-from llmb.shared.records import Bound, Shape
+from llmb.shared.records import Bound
 
 
-class Gpu(TypedDict):
+class _GpuKeys(TypedDict):
     figures: dict[str, float]
+
+
+class Gpu(_GpuKeys, total=False):
+    name: str
 
 
 class _NodeKeys(TypedDict):
@@ -19,7 +23,7 @@ class _NodeKeys(TypedDict):
 
 
 class Node(_NodeKeys, total=False):
-    gpus: Annotated[list[dict[str, Any]], Shape(Gpu), Bound(items=2)]
+    gpus: Annotated[list[Gpu], Bound(items=2)]
 
 
 class Doc(TypedDict, total=False):
@@ -27,14 +31,17 @@ class Doc(TypedDict, total=False):
     count: int
     mean: float | None
     flag: bool
-    nodes: Annotated[list[dict[str, Any]], Shape(Node)]
+    nodes: list[Node]
+    by_name: dict[str, Node]
     env: dict[str, str]
     free: Any
+    raw: dict[str, object]  # any JSON value, bounded as under Any; its reader narrows it
 
 
 GOOD: dict[str, Any] = {"kind": "a", "count": 3, "mean": None, "flag": False, "env": {"A": "1"},
                         "nodes": [{"node": "n1", "gpus": [{"figures": {"tflops": 1}}]}],
-                        "free": {"x": [1, "y", None]}, "extra": "kept"}
+                        "free": {"x": [1, "y", None]}, "raw": {"n": 1, "s": ["t", {}]},
+                        "extra": "kept"}
 
 
 def test_a_record_of_its_type_passes_unchanged() -> None:
@@ -60,8 +67,16 @@ BAD = [
     ({"nodes": [{"node": "n", "gpus": [{"figures": {"f": "x" * 100}}]}]},
      "nodes[0].gpus[0].figures.f is '" + "x" * 40 + "...' (text of 100 characters), not a "
      "number"),
+    ({"nodes": [{"node": "n"}] * 3 + [{"node": "n4", "gpus": [{"figures": {}, "name": 7}]}]},
+     "nodes[3].gpus[0].name is 7 (a whole number), not text"),
+    ({"nodes": [{"node": "n", "gpus": ["x"]}]}, "nodes[0].gpus[0] is 'x' (text), not a mapping"),
+    ({"by_name": {"n1": {"node": "n1"}, "n2": {"gpus": []}}}, "by_name.n2 has no node"),
+    ({"by_name": {"n1": {"node": "n1", "gpus": [{}]}}}, "by_name.n1.gpus[0] has no figures"),
+    ({"by_name": {"n1": [1]}}, "by_name.n1 is a list of 1 item(s), not a mapping"),
     ({"env": {"A": ["B"]}}, "env.A is a list of 1 item(s), not text"),
     ({"free": {"a": [["q" * 70000]]}}, "free.a[0][0] is '" + "q" * 40 + "...' (text of 70000 "
+     "characters), longer than the 65536 characters it can be"),
+    ({"raw": {"a": [{"b": "r" * 70000}]}}, "raw.a[0].b is '" + "r" * 40 + "...' (text of 70000 "
      "characters), longer than the 65536 characters it can be"),
     ({"free": [[]] * 100_001}, "free is a list of 100001 item(s), more than the 100000"),
     ({"extra": "e" * 70000}, "extra is '" + "e" * 40 + "...' (text of 70000 characters)"),
@@ -75,6 +90,18 @@ def test_a_bad_record_is_one_line_naming_the_field(data: Any, message: str) -> N
     assert str(err.value).startswith(message)
     assert "\n" not in str(err.value) and len(str(err.value)) < 200
     assert records.problem(Doc, data) == str(err.value)
+
+
+def test_a_typeddict_entry_field_is_checked_in_lists_and_mappings_alike() -> None:
+    node: Node = {"node": "n1", "gpus": [{"figures": {"tflops": 1.0}, "name": "H100"}]}
+    doc: Doc = {"nodes": [node], "by_name": {"n1": node}}
+    assert records.check(Doc, doc)["by_name"]["n1"]["gpus"][0]["name"] == "H100"
+    err = records.problem(Doc, {"nodes": [node] * 3 + [{"node": "n4", "gpus": [{"figures": {},
+                                                                                "name": 7}]}]})
+    assert err == "nodes[3].gpus[0].name is 7 (a whole number), not text"
+    with pytest.raises(records.BadRecord) as bad:
+        records.check(Doc, {"by_name": {"n1": {"node": "n1", "gpus": [{"figures": {"f": "x"}}]}}})
+    assert bad.value.field == "by_name.n1.gpus[0].figures.f"
 
 
 def test_deep_nesting_under_any_is_refused_without_recursion() -> None:

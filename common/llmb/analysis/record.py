@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Annotated, Any, TypedDict
 
 from llmb.shared import records
-from llmb.shared.records import Bound, Shape
+from llmb.shared.records import Bound
 
 Name = Annotated[str, Bound(text=256)]  # a status, recipe, dtype, verdict, config key
 Path = Annotated[str, Bound(text=8192)]  # a log's path under the tree analyzed
@@ -113,9 +113,8 @@ class Comparison(Configuration, total=False):
 
 
 class _AnalyzerKeys(TypedDict):
-    results: Annotated[list[dict[str, Any]], Shape(AnalyzedRun), Bound(items=MAX_RESULTS)]
-    configurations: Annotated[list[dict[str, Any]], Shape(Configuration),
-                              Bound(items=MAX_RESULTS)]
+    results: Annotated[list[AnalyzedRun], Bound(items=MAX_RESULTS)]
+    configurations: Annotated[list[Configuration], Bound(items=MAX_RESULTS)]
     summary: dict[str, Any]
 
 
@@ -123,7 +122,7 @@ class AnalyzerJson(_AnalyzerKeys, total=False):
     """The analyzer's whole JSON document."""
 
     analysis: dict[str, Any]  # what was analyzed, and how (window, tolerance, ...)
-    comparison: Annotated[list[dict[str, Any]], Shape(Comparison)] | None
+    comparison: list[Comparison] | None
     skipped: Annotated[list[Any], Bound(items=MAX_RESULTS)]
     warnings: list[Any]
 

@@ -34,7 +34,7 @@ import re
 import shlex
 from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, TypedDict, cast
 
 from llmb.launch import hostlist
 from llmb.shared import values
@@ -148,7 +148,7 @@ class Placement:
         return any((self.nodelist, self.exclude, self.reservation, self.qos,
                     self.segment is not None, self.slurm_args))
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> PlacementRecord:
         """The settings given, for the manifest and the history ({} when none)."""
         out: dict[str, Any] = {}
         for name in ("nodelist", "exclude", "reservation", "qos", "segment"):
@@ -157,7 +157,7 @@ class Placement:
                 out[name] = value
         if self.slurm_args:
             out["slurm_args"] = list(self.slurm_args)
-        return out
+        return cast(PlacementRecord, out)
 
     def to_env(self) -> dict[str, str]:
         """The launch.sh variables that carry this placement (llmb-run -> launch.sh)."""

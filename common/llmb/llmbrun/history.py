@@ -34,7 +34,7 @@ from typing import Annotated, Any, BinaryIO, Literal, TypedDict, cast
 from llmb.launch.overrides import MAX_VALUE
 from llmb.launch.placement import PlacementRecord
 from llmb.shared import records
-from llmb.shared.records import Bound, Shape
+from llmb.shared.records import Bound
 
 MODE = 0o600
 MAX_LINE = 1 << 20  # bytes: a record is a few hundred; a longer line is not one
@@ -67,7 +67,7 @@ class SubmitRecord(TypedDict, total=False):
     unvalidated: bool  # above the largest published scale
     # the launch settings in effect, no secret
     env: Annotated[dict[Name, Annotated[str, Bound(text=MAX_VALUE)]], Bound(items=MAX_ENV)]
-    placement: Annotated[dict[str, Any], Shape(PlacementRecord)]  # Placement.record()
+    placement: PlacementRecord  # Placement.record()
     rerun_of: Name  # the job this one reran
     suite: Name  # the suite's id, for a suite's run
     suite_run: int  # its run number in the suite

@@ -155,7 +155,7 @@ def status_rows(cfg: ClusterConfig, show_all: bool, job_ids: list[str] | None = 
             "pct_of_reference": result.get("pct_of_reference") if result else None,
             "nodes": info.nodes, "workload": rec.get("workload"), "size": rec.get("size"),
             "dtype": rec.get("dtype"), "scale": rec.get("scale"), "repeat": rec.get("repeat"),
-            "placement": rec.get("placement") or {}, "rerun_of": rec.get("rerun_of"),
+            "placement": dict(rec.get("placement") or {}), "rerun_of": rec.get("rerun_of"),
             "experiment_dir": rec.get("experiment_dir"), "submitted": rec.get("time"),
         })
     if done and found.error:

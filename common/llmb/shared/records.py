@@ -9,14 +9,13 @@ field, before a single field is used:
 
 - each field of the TypedDict has its type: text, a whole number (never a boolean, within
   +-MAX_WHOLE: arithmetic on it cannot overflow), a finite number, true/false, a Literal's
-  values, a list or mapping of its item type, a nested TypedDict, or null where it says so;
-  a required key is present;
+  values, a list or mapping of its item type (a TypedDict too: `list[Node]`,
+  `dict[str, Entry]`), a nested TypedDict at any depth, or null where it says so; a required
+  key is present;
 - every text, list and mapping is bounded (MAX_TEXT characters, MAX_ITEMS entries), also
-  under `Any` and in keys the TypedDict does not name (a record may carry more than a reader
-  uses); an annotation can set its own bound: `Annotated[list[str], Bound(items=4096)]`;
-- a `dict[str, Any]` whose entries have a shape of their own (the screen's nodes, a suite's
-  configurations) says so with `Annotated[..., Shape(EntryKind)]`: checked as that TypedDict,
-  typed as before.
+  under `Any` or `object` (a value of any JSON type, which its reader narrows) and in keys
+  the TypedDict does not name (a record may carry more than a reader uses); an annotation
+  can set its own bound: `Annotated[list[Node], Bound(items=4096)]`.
 
 A value that does not fit raises BadRecord: `field` (a path such as `nodes[3].gpus[0].name`)
 and `problem`, one line (`nodes[3].node is 5 (a whole number), not text`) that shows at most a
@@ -53,14 +52,6 @@ class Bound:
 
     text: int | None = None
     items: int | None = None
-
-
-@dataclass(frozen=True)
-class Shape:
-    """Each entry of a `list[dict[str, Any]]` (or the `dict[str, Any]` itself) has the shape of
-    this TypedDict: `Annotated[list[dict[str, Any]], Shape(Node)]`."""
-
-    kind: Any
 
 
 class BadRecord(LlmbError):
@@ -116,17 +107,15 @@ def described(value: Any) -> str:
 
 # --- compiling a type into checks ---------------------------------------------------------------
 
-def _unwrap(tp: Any) -> tuple[Any, Bound, Any]:
-    """(the bare type, its Bound, its Shape's kind or None) of an annotation."""
-    bound, shape = Bound(), None
+def _unwrap(tp: Any) -> tuple[Any, Bound]:
+    """(the bare type, its Bound) of an annotation."""
+    bound = Bound()
     if typing.get_origin(tp) is typing.Annotated:
         for extra in tp.__metadata__:
             if isinstance(extra, Bound):
                 bound = extra
-            elif isinstance(extra, Shape):
-                shape = extra.kind
         tp = tp.__origin__
-    return tp, bound, shape
+    return tp, bound
 
 
 def _is_typeddict(tp: Any) -> bool:
@@ -135,17 +124,19 @@ def _is_typeddict(tp: Any) -> bool:
 
 def _name(tp: Any) -> str:
     """What a type is called in a message."""
-    tp, _, shape = _unwrap(tp)
+    tp, _ = _unwrap(tp)
     origin = typing.get_origin(tp)
     if tp is type(None) or tp is None:
         return "null"
+    if tp is Any or tp is object:
+        return "a value"
     if origin in (Union, types.UnionType):
         return " or ".join(dict.fromkeys(_name(a) for a in typing.get_args(tp)))
     if origin is Literal:
         return "one of " + ", ".join(map(str, typing.get_args(tp)))
     if origin is list or tp is list:
         return "a list"
-    if origin is dict or tp is dict or _is_typeddict(tp) or shape is not None:
+    if origin is dict or tp is dict or _is_typeddict(tp):
         return "a mapping"
     return {str: "text", int: "a whole number", float: "a number", bool: "true or false"
             }.get(tp, getattr(tp, "__name__", str(tp)))
@@ -153,9 +144,9 @@ def _name(tp: Any) -> str:
 
 def _fits(tp: Any) -> Callable[[Any], bool]:
     """Whether a value is the kind of thing the annotation asks for, its content aside."""
-    tp, _, shape = _unwrap(tp)
+    tp, _ = _unwrap(tp)
     origin = typing.get_origin(tp) or tp
-    if tp is Any:
+    if tp is Any or tp is object:
         return lambda v: True
     if tp is type(None) or tp is None:
         return lambda v: v is None
@@ -164,7 +155,7 @@ def _fits(tp: Any) -> Callable[[Any], bool]:
         return lambda v: any(type(v) is type(a) and v == a for a in allowed)
     if origin is list:
         return lambda v: type(v) is list
-    if origin is dict or _is_typeddict(tp) or shape is not None:
+    if origin is dict or _is_typeddict(tp):
         return lambda v: type(v) is dict
     if tp is float:
         return lambda v: type(v) in (int, float)
@@ -181,18 +172,18 @@ def _compiled(tp: Any) -> Checker:
 
 
 def _compile(annotation: Any) -> Checker:
-    tp, bound, shape = _unwrap(annotation)
+    tp, bound = _unwrap(annotation)
     origin = typing.get_origin(tp) or tp
-    if tp is Any:
+    if tp is Any or tp is object:
         return _any
     if origin in (Union, types.UnionType):
         return _union(tp)
     if _is_typeddict(tp):
         return _record(tp)
     if origin is list:
-        return _list(tp, bound, shape)
+        return _list(tp, bound)
     if origin is dict:
-        return _record(shape) if shape is not None else _dict(tp, bound)
+        return _dict(tp, bound)
     if tp is type(None) or tp is None or origin is Literal or tp in (str, int, float, bool):
         return _scalar(tp, bound)
     raise TypeError(f"records cannot check {tp!r}")  # a programming error, not a bad record
@@ -233,9 +224,9 @@ def _sized(value: Any, limit: int) -> None:
         raise _Bad(value, f"more than the {limit} it can hold")
 
 
-def _list(tp: Any, bound: Bound, shape: Any) -> Checker:
+def _list(tp: Any, bound: Bound) -> Checker:
     (item,) = typing.get_args(tp) or (Any,)
-    sub = _compiled(shape if shape is not None else item)
+    sub = _compiled(item)
     limit = bound.items or MAX_ITEMS
 
     def check(value: Any) -> None:

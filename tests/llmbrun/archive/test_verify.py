@@ -259,7 +259,7 @@ def test_without_a_readable_index_it_is_no_llmb_archive(tmp_path: Path,
     else:
         (root / INDEX).write_text(index)
     assert verify_archive.verify_tree(root) == (
-        ["no readable ARCHIVE.json: not an llmb archive, or its index was removed"], {})
+        ["no readable ARCHIVE.json: not an llmb archive, or its index was removed"], None)
 
 
 def test_a_report_the_index_promises_must_be_there(tmp_path: Path) -> None:

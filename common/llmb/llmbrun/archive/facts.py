@@ -13,28 +13,59 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.recipes import catalog
 from llmb.shared import clock, slurmquery
 
+if TYPE_CHECKING:
+    from llmb.llmbrun.preflight import PreflightReport
 
-def gpu_facts_from_preflight(found_report: dict[str, Any] | None) -> dict[str, Any] | None:
+
+class WorkloadFacts(TypedDict, total=False):
+    """A workload's venv, nemo-run and image, as system.json holds them."""
+
+    venv_kind: str
+    nemo_run: str | None
+    image_reference: str
+    image_file: str
+    image_bytes: int
+    image_mtime: str
+
+
+class SystemFacts(TypedDict):
+    """system.json: this host and Python, llmb, the workloads, the Slurm cluster, the GPUs."""
+
+    hostname: str
+    platform: str
+    python: str
+    llmb: dict[str, str | None]
+    gpu_type: str | None
+    cluster_type: str
+    slurm: dict[str, object] | None
+    workloads: dict[str, WorkloadFacts]
+    cluster: dict[str, object]
+    gpus_on_this_node: list[str] | None
+    gpus_in_jobs: dict[str, str | None] | None
+
+
+def gpu_facts_from_preflight(found_report: PreflightReport | None
+                             ) -> dict[str, str | None] | None:
     """What the newest preflight job saw on the compute nodes (GPUs, driver): a login node
     usually has no GPU to ask."""
     checks = (found_report or {}).get("checks") or []
-    found = {str(c.get("name")): c.get("detail") for c in checks if isinstance(c, dict)
-             and str(c.get("name", "")).startswith(("gpus", "driver"))}
+    found: dict[str, str | None] = {c["name"]: c["detail"] for c in checks
+                                    if c["name"].startswith(("gpus", "driver"))}
     return ({"preflight": found_report.get("created"), **found} if found and found_report
             else None)
 
 
-def system_facts(cfg: ClusterConfig, preflight: dict[str, Any] | None = None
-                 ) -> dict[str, Any]:
+def system_facts(cfg: ClusterConfig, preflight: PreflightReport | None = None
+                 ) -> SystemFacts:
     from llmb.launch import job  # version helpers; nemo-run is not imported by them
 
-    facts: dict[str, Any] = {
+    facts: SystemFacts = {
         "hostname": platform.node(), "platform": platform.platform(),
         "python": platform.python_version(),
         "llmb": {"version": job.llmb_version(), "git_commit": job.git_commit()},
@@ -43,7 +74,7 @@ def system_facts(cfg: ClusterConfig, preflight: dict[str, Any] | None = None
         "workloads": {}, "cluster": {}, "gpus_on_this_node": None, "gpus_in_jobs": None,
     }
     for name, w in cfg.workloads.items():
-        entry: dict[str, Any] = {"venv_kind": w.venv_kind}
+        entry = WorkloadFacts(venv_kind=w.venv_kind)
         entry["nemo_run"] = nemo_run_version(str(w.python))
         with contextlib.suppress(catalog.CatalogError):
             entry["image_reference"] = catalog.find_recipe(name).image
@@ -56,9 +87,11 @@ def system_facts(cfg: ClusterConfig, preflight: dict[str, Any] | None = None
                 entry["image_mtime"] = clock.iso(st.st_mtime)
         facts["workloads"][name] = entry
     if cfg.cluster_type == "slurm":
-        facts["cluster"] = slurmquery.cluster_facts()
-    facts["gpus_on_this_node"] = _output(["nvidia-smi", "--query-gpu=name,driver_version,"
-                                          "memory.total", "--format=csv,noheader"], lines=True)
+        facts["cluster"] = dict(slurmquery.cluster_facts())
+    listed = _output(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                      "--format=csv,noheader"])
+    facts["gpus_on_this_node"] = None if listed is None else \
+        [ln for ln in listed.splitlines() if ln.strip()]
     facts["gpus_in_jobs"] = gpu_facts_from_preflight(preflight)
     return facts
 
@@ -72,12 +105,11 @@ def nemo_run_version(python: str) -> str | None:
             return importlib.metadata.version("nemo_run")
         except importlib.metadata.PackageNotFoundError:
             return None
-    version = _output([python, "-c", "import importlib.metadata as m; "
-                       "print(m.version('nemo_run'))"])
-    return version if isinstance(version, str) else None
+    return _output([python, "-c", "import importlib.metadata as m; "
+                    "print(m.version('nemo_run'))"])
 
 
-def _output(argv: list[str], lines: bool = False) -> Any:
+def _output(argv: list[str]) -> str | None:
     """A local command's output (nvidia-smi, a venv's python), None where it cannot answer."""
     if shutil.which(argv[0]) is None:
         return None
@@ -88,5 +120,4 @@ def _output(argv: list[str], lines: bool = False) -> Any:
         return None
     if proc.returncode != 0:
         return None
-    text = proc.stdout.strip()
-    return [ln for ln in text.splitlines() if ln.strip()] if lines else text
+    return proc.stdout.strip()

@@ -9,9 +9,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, BinaryIO, TypedDict
 
-from llmb.shared.records import Bound, Shape
+from llmb.shared.records import Bound
 
 FORMAT = 1
 ROOT = "llmb-archive"
@@ -55,27 +55,33 @@ class LeftOut(TypedDict, total=False):
     why: Name
 
 
-class _IndexKeys(TypedDict):
+class _StagedKeys(TypedDict):
     format: int
-    files: Annotated[dict[Name, Annotated[dict[str, Any], Shape(FileEntry)]],
-                     Bound(items=MAX_FILES)]
 
 
-class ArchiveIndex(_IndexKeys, total=False):
-    """ARCHIVE.json, as `archive` writes it."""
+class Staged(_StagedKeys, total=False):
+    """ARCHIVE.json but its file list: what `archive` knows once everything is staged."""
 
     created: Name
     made_by: Name
     install: Name
     suite: Name
-    runs: Annotated[list[dict[str, Any]], Shape(RunEntry), Bound(items=MAX_FILES)]
+    runs: Annotated[list[RunEntry], Bound(items=MAX_FILES)]
     analysis_error: Note
-    report: Annotated[dict[str, Any], Shape(ReportNote)]
-    screen: Annotated[dict[str, Any], Shape(ScreenNote)] | None
-    left_out: dict[Name, Annotated[dict[str, Any], Shape(LeftOut)]]
+    report: ReportNote
+    screen: ScreenNote | None
+    left_out: dict[Name, LeftOut]
 
 
-def pieces(fin: Any) -> Iterator[bytes]:
+class _FilesKeys(TypedDict):
+    files: Annotated[dict[Name, FileEntry], Bound(items=MAX_FILES)]
+
+
+class ArchiveIndex(Staged, _FilesKeys):
+    """ARCHIVE.json, as `archive` writes it: every file listed last."""
+
+
+def pieces(fin: BinaryIO) -> Iterator[bytes]:
     """The file's lines, a line longer than PIECE in pieces of at most about PIECE bytes, each
     cut after a blank where it has one (a credential holds none, so none is cut in two)."""
     carry = b""
@@ -100,6 +106,6 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def list_files(root: Path) -> dict[str, dict[str, Any]]:
+def list_files(root: Path) -> dict[str, FileEntry]:
     return {p.relative_to(root).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256(p)}
             for p in sorted(root.rglob("*")) if p.is_file() and p.name != INDEX}

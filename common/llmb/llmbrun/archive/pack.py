@@ -42,16 +42,31 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, TypedDict
 
 from llmb import layout, manifest
 from llmb.llmbrun import analyzer, report
 from llmb.llmbrun.archive import facts, staging
-from llmb.llmbrun.archive.format import FORMAT, INDEX, ROOT, list_files, pieces
+from llmb.llmbrun.archive.format import (
+    FORMAT,
+    INDEX,
+    ROOT,
+    ArchiveIndex,
+    LeftOut,
+    ReportNote,
+    RunEntry,
+    ScreenNote,
+    Staged,
+    list_files,
+    pieces,
+)
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import PROG, RunError
 from llmb.shared import clock, files, redact, values
 from llmb.shared.progress import Progress
+
+if TYPE_CHECKING:
+    from llmb.llmbrun.preflight import PreflightReport
 
 LEFT_OUT = {
     "nsys_reports": "nsys profiles (large, and not needed to check the numbers)",
@@ -74,10 +89,16 @@ def named_with_secret(name: str, secrets: set[str]) -> bool:
     return redact.redact(name, secrets) != name or redact.looks_like_token(name)
 
 
-def _left_for_its_name(left: dict[str, dict[str, Any]], name: str, what: str,
-                       secrets: set[str]) -> None:
-    info = left.setdefault("secret_in_name", {"files": 0, "bytes": 0, "examples": []})
+def _counted(left: dict[str, LeftOut], kind: str) -> LeftOut:
+    """The count of what was left out of this kind, one more file in it."""
+    info = left.setdefault(kind, LeftOut(files=0, bytes=0, examples=[]))
     info["files"] += 1
+    return info
+
+
+def _left_for_its_name(left: dict[str, LeftOut], name: str, what: str,
+                       secrets: set[str]) -> None:
+    _counted(left, "secret_in_name")
     print(f"{PROG}: archive: warning: a {what} whose name holds a secret is left out: "
           f"{values.shown(redact.for_people(redact.redact(name, secrets)))}", file=sys.stderr)
 
@@ -111,16 +132,14 @@ def find_runs(workloads: Path) -> list[Path]:
     return sorted(d for d in found if d.is_dir() and files.link_under(d, workloads) is None)
 
 
-def linked(cfg: ClusterConfig, path: Path, what: str, left: dict[str, dict[str, Any]]
-           ) -> bool:
+def linked(cfg: ClusterConfig, path: Path, what: str, left: dict[str, LeftOut]) -> bool:
     """Whether `path` of the install is a link or lies under one: then it is left out (the
     archive follows no link), counted with the links and said in one line."""
     link = files.link_under(path, cfg.install) if path.is_relative_to(cfg.install) else \
         (str(path) if path.is_symlink() else None)
     if link is None:
         return False
-    info = left.setdefault("links", {"files": 0, "bytes": 0, "examples": []})
-    info["files"] += 1
+    info = _counted(left, "links")
     if len(info["examples"]) < EXAMPLES:
         info["examples"].append(values.shown(path))
     print(f"{PROG}: archive: warning: {what} is left out: {values.shown(link)} is a symbolic "
@@ -161,12 +180,12 @@ def _files_under(run_dir: Path) -> list[Path]:
 
 def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Progress,
                only: set[Path] | None = None
-               ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+               ) -> tuple[list[RunEntry], dict[str, LeftOut]]:
     """Copy each run's allow-listed files (redacted) under root/runs; the runs for the index
     and what was left out, by category. `only`: these run directories (resolved), no other."""
     workloads = cfg.workloads_dir
-    runs: list[dict[str, Any]] = []
-    left: dict[str, dict[str, Any]] = {}
+    runs: list[RunEntry] = []
+    left: dict[str, LeftOut] = {}
     found = find_runs(workloads) if workloads.is_dir() else []
     if only is not None:
         found = [d for d in found if d.resolve() in only]
@@ -176,9 +195,8 @@ def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Prog
             _left_for_its_name(left, rel.as_posix(), "run", secrets)
             continue
         progress.update(f"run {number}/{len(found)}: {rel.parts[0]} {run_dir.name}")
-        entry: dict[str, Any] = {"run": f"runs/{rel.as_posix()}",
-                                 "manifest": manifest.path_in(run_dir).is_file(), "logs": [],
-                                 "job_script": None}
+        entry = RunEntry(run=f"runs/{rel.as_posix()}",
+                         manifest=manifest.path_in(run_dir).is_file(), logs=[], job_script=None)
         for path in _files_under(run_dir):
             if named_with_secret(path.relative_to(run_dir).as_posix(), secrets):
                 _left_for_its_name(left, path.relative_to(workloads).as_posix(), "file",
@@ -186,8 +204,7 @@ def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Prog
                 continue
             kind = classify(run_dir, path)
             if kind is not None:
-                info = left.setdefault(kind, {"files": 0, "bytes": 0, "examples": []})
-                info["files"] += 1
+                info = _counted(left, kind)
                 with contextlib.suppress(OSError):
                     info["bytes"] += path.lstat().st_size
                 if kind == "other" and len(info["examples"]) < EXAMPLES:
@@ -197,8 +214,7 @@ def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Prog
             try:
                 copy_redacted(path, target, secrets)
             except files.FileRefused:  # turned into a FIFO or a device since it was listed
-                info = left.setdefault("other", {"files": 0, "bytes": 0, "examples": []})
-                info["files"] += 1
+                _counted(left, "other")
                 continue
             name = target.relative_to(root).as_posix()
             if path.name.startswith("log-") and path.suffix == ".out":
@@ -210,11 +226,17 @@ def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Prog
     return runs, left
 
 
-def stage_analysis(root: Path, chosen: analyzer.ReportPython) -> dict[str, Any]:
+class Analysis(TypedDict):
+    """The index's notes on analysis.json and on the report."""
+
+    analysis_error: str | None
+    report: ReportNote
+
+
+def stage_analysis(root: Path, chosen: analyzer.ReportPython) -> Analysis:
     """analysis.json and report/ from the analyzer over the staged runs (one call, by a
     Python with matplotlib, when one can write the report); the index's note on each."""
-    state: dict[str, Any] = {"analysis_error": None,
-                             "report": {"status": "written", "detail": None}}
+    state = Analysis(analysis_error=None, report={"status": "written", "detail": None})
     if chosen.python is None:
         state["report"] = {"status": "unavailable", "detail": chosen.missing()}
         try:
@@ -274,7 +296,7 @@ def copy_history(cfg: ClusterConfig, target: Path, secrets: set[str],
 
 
 def stage(cfg: ClusterConfig, root: Path, progress: Progress,
-          scope: SuiteScope | None = None) -> dict[str, Any]:
+          scope: SuiteScope | None = None) -> Staged:
     """Lay the archive out under root; return the index (without its file list)."""
     secrets = known_secrets(cfg)
     runs, left = stage_runs(cfg, root, secrets, progress, scope.run_dirs if scope else None)
@@ -292,16 +314,18 @@ def stage(cfg: ClusterConfig, root: Path, progress: Progress,
         json.dumps(facts.system_facts(cfg, latest), indent=2) + "\n", secrets))
     progress.update("analyzing the logs and writing the report")
     state = stage_analysis(root, analyzer.report_python(cfg))
-    state["screen"] = stage_screen(cfg, root, secrets, state["report"]["status"] == "written",
-                                   left)
-    return {"format": FORMAT, "created": clock.iso(),
-            "made_by": f"{PROG} archive", "install": str(cfg.install),
-            **({"suite": scope.suite_id} if scope else {}), "runs": runs, **state,
-            "left_out": {k: {**v, "why": LEFT_OUT[k]} for k, v in left.items()}}
+    noted = stage_screen(cfg, root, secrets, state["report"]["status"] == "written", left)
+    index = Staged(format=FORMAT, created=clock.iso(), made_by=f"{PROG} archive",
+                   install=str(cfg.install))
+    if scope:
+        index["suite"] = scope.suite_id
+    index.update({"runs": runs, **state, "screen": noted,
+                  "left_out": {k: {**v, "why": LEFT_OUT[k]} for k, v in left.items()}})
+    return index
 
 
 def stage_preflight(cfg: ClusterConfig, root: Path, secrets: set[str],
-                    left: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+                    left: dict[str, LeftOut]) -> PreflightReport | None:
     """preflight.json: the newest preflight report (redacted), unless it is a link or not a
     report (then left out, said in one line); the report, for the system facts."""
     from llmb.llmbrun import preflight
@@ -317,11 +341,11 @@ def stage_preflight(cfg: ClusterConfig, root: Path, secrets: set[str],
     if latest is not None:
         files.atomic_write(root / "preflight.json", redact.redact_text(
             json.dumps(latest, indent=2) + "\n", secrets))
-    return dict(latest) if latest is not None else None
+    return latest
 
 
 def stage_screen(cfg: ClusterConfig, root: Path, secrets: set[str], in_report: bool,
-                 left: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+                 left: dict[str, LeftOut]) -> ScreenNote | None:
     """The newest screen: screen/screen.json and its job's output (redacted), and its section
     in the report; the index's note on it (None: the install has no screen, or its results
     are a link, left out)."""
@@ -338,16 +362,16 @@ def stage_screen(cfg: ClusterConfig, root: Path, secrets: set[str], in_report: b
     if output.name and output.parent == path.parent and output.is_file() and \
             not linked(cfg, output, "the newest screen's job output", left):
         copy_redacted(output, root / "screen" / output.name, secrets)
-    held_to = Path(str((doc.get("baseline") or {}).get("path") or ""))
+    held_to = Path(doc["baseline"]["path"] if "baseline" in doc else "")
     if held_to.name and held_to.is_file():  # the baseline it was compared with
         copy_redacted(held_to, root / "screen" / "baseline.json", secrets)
     if in_report:
         screen.add_to_report(root / "report", cfg.tree)
-    return {"stamp": doc.get("stamp") or path.parent.name, "suspects": doc.get("suspects"),
-            "in_report": in_report}
+    return ScreenNote(stamp=doc.get("stamp") or path.parent.name, suspects=doc["suspects"],
+                      in_report=in_report)
 
 
-def _newest_screen_linked(cfg: ClusterConfig, left: dict[str, dict[str, Any]]) -> bool:
+def _newest_screen_linked(cfg: ClusterConfig, left: dict[str, LeftOut]) -> bool:
     """Whether the newest screen's results (the newest stamp folder with a screen.json) are
     a link or lie under one; checked before they are read."""
     screens = cfg.tree.screens
@@ -402,12 +426,11 @@ def cmd_archive(cfg: ClusterConfig, output: str | None, suite_id: str | None = N
 
 
 def _build(cfg: ClusterConfig, tmp: Path, out: Path, progress: Progress,
-           scope: SuiteScope | None) -> dict[str, Any]:
+           scope: SuiteScope | None) -> ArchiveIndex:
     """Stage, index and compress under tmp; rename into out only when whole."""
     root = tmp / ROOT
     root.mkdir()
-    index = stage(cfg, root, progress, scope)
-    index["files"] = list_files(root)
+    index: ArchiveIndex = {**stage(cfg, root, progress, scope), "files": list_files(root)}
     files.atomic_write(root / INDEX, json.dumps(index, indent=2) + "\n")
     progress.update(f"compressing {len(index['files'])} file(s) "
                     f"({sum(f['bytes'] for f in index['files'].values()) / 1e6:.1f} MB)")
@@ -419,7 +442,7 @@ def _build(cfg: ClusterConfig, tmp: Path, out: Path, progress: Progress,
     return index
 
 
-def summarize(out: Path, index: dict[str, Any]) -> None:
+def summarize(out: Path, index: ArchiveIndex) -> None:
     runs = index["runs"]
     logs = sum(len(r["logs"]) for r in runs)
     missing = " and ".join(what for what, gone in (
@@ -437,9 +460,9 @@ def summarize(out: Path, index: dict[str, Any]) -> None:
         if not run["manifest"]:
             print(f"  note: {values.shown(run['run'])} has no {manifest.NAME} (a run made "
                   "without llmb's launch)")
-    if index.get("screen"):
-        named = ",".join(index["screen"]["suspects"] or []) or "none"
-        print(f"  screen {index['screen']['stamp']}: suspects {named}")
+    if noted := index.get("screen"):
+        named = ",".join(noted["suspects"] or []) or "none"
+        print(f"  screen {noted['stamp']}: suspects {named}")
     if index["analysis_error"]:
         print(f"  no analysis.json: {index['analysis_error']}")
     if index["report"]["status"] != "written":

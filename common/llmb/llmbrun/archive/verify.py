@@ -32,11 +32,21 @@ import tempfile
 import zlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any, TextIO
+from typing import TextIO
 
 from llmb import manifest
 from llmb.llmbrun import analyzer
-from llmb.llmbrun.archive.format import INDEX, ROOT, ArchiveIndex, pieces, sha256
+from llmb.llmbrun.archive.format import (
+    INDEX,
+    ROOT,
+    ArchiveIndex,
+    FileEntry,
+    ReportNote,
+    RunEntry,
+    ScreenNote,
+    pieces,
+    sha256,
+)
 from llmb.llmbrun.archive.unpack import UnsafeArchive, extract, safe_members
 from llmb.llmbrun.errors import PROG, RunError
 from llmb.shared import files, records, redact, values
@@ -50,7 +60,7 @@ ANALYZER_OUTPUT = ("analysis.json", "report/")
 NO_INDEX = f"no readable {INDEX}: not an llmb archive, or its index was removed"
 
 
-def compare_analysis(stored: Mapping[str, Any], fresh: Mapping[str, Any],
+def compare_analysis(stored: analyzer.AnalyzerJson, fresh: analyzer.AnalyzerJson,
                      withheld: Iterable[str] = ()) -> list[str]:
     """Differences between the archived analysis and one computed from the archived logs
     (`withheld`: logs not unpacked, already named as changed: not missing logs too)."""
@@ -84,7 +94,7 @@ def compare_analysis(stored: Mapping[str, Any], fresh: Mapping[str, Any],
     return problems
 
 
-def check_files(root: Path, listed: dict[str, Any], held: Mapping[str, str] | None = None
+def check_files(root: Path, listed: Mapping[str, FileEntry], held: Mapping[str, str] | None = None
                 ) -> tuple[list[str], set[str]]:
     """Every listed file present at its size and sha256, nothing else; `held`: the members not
     unpacked (llmb.llmbrun.archive.unpack.extract), with why."""
@@ -97,11 +107,11 @@ def check_files(root: Path, listed: dict[str, Any], held: Mapping[str, str] | No
                for n in names if Path(d, n).is_file()}
     present.discard(INDEX)
     for name in sorted(set(listed) - set(held)):
-        info = listed[name] if isinstance(listed[name], dict) else {}
+        info = listed[name]
         path = root / name
         if name not in present:
             problems.append(f"{name} is listed in {INDEX} but missing")
-        elif path.stat().st_size != info.get("bytes") or sha256(path) != info.get("sha256"):
+        elif path.stat().st_size != info["bytes"] or sha256(path) != info["sha256"]:
             problems.append(f"{name} was changed after the archive was made (its size or "
                             f"sha256 differs from {INDEX})")
     problems += [f"{name} is in the archive but not in {INDEX}"
@@ -126,7 +136,7 @@ MAX_JSON_CONTAINERS = 1_000_000
 MAX_JSON_VALUES = 10_000_000
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Path) -> object:
     """A JSON file of the unpacked archive; ValueError when it is not one (too large, too
     deep, too many values, not JSON)."""
     try:
@@ -143,7 +153,7 @@ def read_json(path: Path) -> Any:
         raise ValueError("nested too deep") from None
 
 
-def check_runs(root: Path, index: dict[str, Any], present: set[str]) -> list[str]:
+def check_runs(root: Path, index: ArchiveIndex, present: set[str]) -> list[str]:
     problems = []
     if not isinstance(index.get("runs"), list):
         problems.append(f"{INDEX}: runs is {values.shown(type(index.get('runs')).__name__)}, "
@@ -194,7 +204,7 @@ def read_analysis(root: Path) -> analyzer.AnalyzerJson:
         raise ValueError(str(exc)) from None
 
 
-def check_analysis(root: Path, index: dict[str, Any], held: Iterable[str] = ()) -> list[str]:
+def check_analysis(root: Path, index: ArchiveIndex, held: Iterable[str] = ()) -> list[str]:
     if index.get("analysis_error") is not None:
         if (root / "analysis.json").exists():
             return [f"{INDEX} says the archive has no analysis, but analysis.json is there: "
@@ -208,6 +218,8 @@ def check_analysis(root: Path, index: dict[str, Any], held: Iterable[str] = ()) 
         fresh = analyzer.analyze([root / "runs"])
     except analyzer.AnalyzerError as exc:
         return [f"the archived logs cannot be analyzed: {exc}"]
+    except records.BadRecord as exc:
+        return [f"the archived logs cannot be analyzed: the analyzer's JSON {exc.problem}"]
     return compare_analysis(stored, fresh, held)
 
 
@@ -226,19 +238,19 @@ def check_secrets(root: Path, names: set[str]) -> list[str]:
 
 
 def verify_tree(root: Path, held: Mapping[str, str] | None = None
-                ) -> tuple[list[str], dict[str, Any]]:
+                ) -> tuple[list[str], ArchiveIndex | None]:
     """Problems of an unpacked archive (root = .../llmb-archive), and its index; `held`: the
     members extract did not write, with why."""
     try:
-        index = read_json(root / INDEX)
-        if not isinstance(index, dict) or not isinstance(index.get("files"), dict):
+        data = read_json(root / INDEX)
+        if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
             raise ValueError
     except ValueError:
-        return [NO_INDEX], {}
+        return [NO_INDEX], None
     try:
-        records.check(ArchiveIndex, index)
+        index = records.check(ArchiveIndex, data)
     except records.BadRecord as exc:
-        return [f"{INDEX}: {exc.problem}; it is not the index llmb-run archive writes"], {}
+        return [f"{INDEX}: {exc.problem}; it is not the index llmb-run archive writes"], None
     problems, present = check_files(root, index["files"], held)
     if "system.json" not in present:
         problems.append("system.json (the system description) is missing")
@@ -249,13 +261,19 @@ def verify_tree(root: Path, held: Mapping[str, str] | None = None
     return problems, index
 
 
-def section(index: dict[str, Any], key: str) -> dict[str, Any]:
-    """A mapping of the index, or {} when a crafted index holds something else there."""
-    value = index.get(key)
+def report_note(index: ArchiveIndex) -> ReportNote:
+    """The index's note on the report, or {} when a crafted index holds something else."""
+    value = index.get("report")
     return value if isinstance(value, dict) else {}
 
 
-def runs_of(index: dict[str, Any]) -> list[Any]:
+def screen_note(index: ArchiveIndex) -> ScreenNote:
+    """The index's note on the screen, or {} when it has none (or a crafted one)."""
+    value = index.get("screen")
+    return value if isinstance(value, dict) else {}
+
+
+def runs_of(index: ArchiveIndex) -> list[RunEntry]:
     value = index.get("runs")
     return value if isinstance(value, list) else []
 
@@ -263,11 +281,11 @@ def runs_of(index: dict[str, Any]) -> list[Any]:
 _GENERATED = re.compile(r"<br>Generated [^<]*</p>")
 
 
-def check_report(root: Path, index: dict[str, Any]) -> list[str]:
+def check_report(root: Path, index: ArchiveIndex) -> list[str]:
     """report/report.md and report/index.html are what analysis.json renders to (with the
     archived plots; only the time it was generated may differ), and report/plots holds the
     plots they show and nothing else."""
-    if section(index, "report").get("status") != "written":
+    if report_note(index).get("status") != "written":
         return []
     html_file, md_file = root / "report" / "index.html", root / "report" / "report.md"
     if not html_file.is_file():
@@ -314,21 +332,20 @@ def _analysis_part_matches(text: str, alone: str) -> bool:
         len(text) >= len(alone)
 
 
-def _screen_section(root: Path, index: dict[str, Any], markdown: str, html: str
+def _screen_section(root: Path, index: ArchiveIndex, markdown: str, html: str
                     ) -> tuple[str, str, set[str]] | str | None:
     """The report as the archive's screen section adds to it: (markdown, html, its plot's
     name); None when the index puts no screen in the report; a problem when it does but the
     archive's screen/screen.json cannot be read."""
     from llmb.llmbrun import screen
 
-    noted = section(index, "screen")
-    if not noted.get("in_report"):
+    if not screen_note(index).get("in_report"):
         return None
     try:
         doc = screen.checked_document(read_json(root / "screen" / "screen.json"))
         png_path = root / "report" / "plots" / screen.PLOT_FILE
         png = files.read_bounded(png_path, analyzer.MAX_PLOT_BYTES) if png_path.is_file() else None
-        md, page = screen.with_section(markdown, html, dict(doc), png)
+        md, page = screen.with_section(markdown, html, doc, png)
     except (ValueError, files.FileRefused):
         return "the report's screen section cannot be checked: screen/screen.json is unreadable"
     except records.BadRecord as exc:
@@ -337,14 +354,14 @@ def _screen_section(root: Path, index: dict[str, Any], markdown: str, html: str
     return md or markdown, page, {screen.PLOT_FILE} if png is not None else set()
 
 
-def _unpack_and_verify(path: Path) -> tuple[list[str], dict[str, Any]]:
+def _unpack_and_verify(path: Path) -> tuple[list[str], ArchiveIndex | None]:
     """Unpack under a private temporary directory (only when the first file is a readable
     index: nothing else is unpacked) and check the tree."""
     with tarfile.open(path, "r:*") as tar, \
             tempfile.TemporaryDirectory(prefix="llmb-verify-") as tmp:
         members, listed = safe_members(tar)
         if listed is None:
-            return [NO_INDEX], {}
+            return [NO_INDEX], None
         held = extract(tar, members, Path(tmp), listed)
         return verify_tree(Path(tmp) / ROOT, held)
 
@@ -373,15 +390,15 @@ def cmd_verify(path: Path, out: TextIO | None = None) -> int:
         raise RunError(f"verify-archive {shown}: not a readable archive (damaged or "
                        f"truncated): {values.shown(getattr(exc, 'strerror', None) or exc)}"
                        ) from None
-    if problems:
+    if problems or index is None:
         print(f"{PROG}: verify-archive: {shown}: {len(problems)} problem(s):", file=out)
         for p in problems:
             print(f"  {redact.for_people(values.shown(p))}", file=out)
         return 1
     runs = runs_of(index)
     note = ""
-    if section(index, "report").get("status") != "written":
-        note += f"; no HTML report ({values.shown(section(index, 'report').get('detail'))})"
+    if report_note(index).get("status") != "written":
+        note += f"; no HTML report ({values.shown(report_note(index).get('detail'))})"
     if index.get("analysis_error"):
         note += f"; no analysis ({values.shown(index['analysis_error'])})"
     foreign = sum(1 for r in runs if isinstance(r, dict) and not r.get("manifest"))

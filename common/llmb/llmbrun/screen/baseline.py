@@ -29,11 +29,22 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from llmb import layout
 from llmb.llmbrun.screen import judge, precision
-from llmb.shared import clock, files, values
+from llmb.llmbrun.screen.document import (
+    Allreduce,
+    BaselineFigure,
+    Below,
+    Comparison,
+    FigureComparison,
+    Named,
+    Params,
+    ScreenDocument,
+    checked,
+)
+from llmb.shared import clock, files, records, values
 from llmb.shared.errors import UsageError
 
 FILE = "baseline.json"
@@ -45,6 +56,7 @@ CHANGED = ("image", "driver", "nccl", "torch")  # compared, and said
 NETWORK = "network busbw_gbps"
 OWN = "all-reduce busbw_gbps"
 ALL_NODES = "all-nodes busbw_gbps"
+Versions = dict[str, str | int | None]  # SAME and CHANGED: what measured the figures
 
 
 class Baseline(TypedDict):
@@ -54,9 +66,9 @@ class Baseline(TypedDict):
     schema: int
     saved: str
     screen: str | None  # the stamp of the screen it was made of
-    versions: dict[str, Any]
-    params: dict[str, Any] | None
-    figures: dict[str, dict[str, Any]]  # figure -> noise, repeats, values {element: [v, se]}
+    versions: Versions
+    params: Params | None
+    figures: dict[str, BaselineFigure]
 
 
 def default_path(tree: layout.Install) -> Path:
@@ -65,7 +77,7 @@ def default_path(tree: layout.Install) -> Path:
 
 # --- what a screen measured, per element ------------------------------------------------------
 
-def _figure(series: Mapping[str, tuple[float, Sequence[float] | None]]) -> dict[str, Any]:
+def _figure(series: Mapping[str, tuple[float, Sequence[float] | None]]) -> BaselineFigure:
     """One figure's elements: value and relative standard error (from the noise pooled over
     their repeats; None without repeats)."""
     noise = precision.pooled_noise([r for _, r in series.values()])
@@ -78,7 +90,7 @@ def _figure(series: Mapping[str, tuple[float, Sequence[float] | None]]) -> dict[
     return {"noise": noise, "repeats": max(counts, default=0), "values": out}
 
 
-def figures_of(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def figures_of(doc: ScreenDocument) -> dict[str, BaselineFigure]:
     """The figures of a screen document, per element, as a baseline keeps them."""
     gpu: dict[str, dict[str, tuple[float, Sequence[float] | None]]] = {}
     own: dict[str, tuple[float, Sequence[float] | None]] = {}
@@ -90,35 +102,34 @@ def figures_of(doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
                 gpu.setdefault(figure, {})[f"{node['node']} GPU {g.get('local_rank')}"] = (
                     float(value), (g.get("repeats") or {}).get(figure))
         mine = node.get("allreduce") or {}
-        if mine.get("busbw_gbps") is not None and not mine.get("error"):
-            own[node["node"]] = (float(mine["busbw_gbps"]), mine.get("repeats"))
+        if (busbw := mine.get("busbw_gbps")) is not None and not mine.get("error"):
+            own[node["node"]] = (float(busbw), mine.get("repeats"))
     out = {figure: _figure(series) for figure, series in sorted(gpu.items())}
     if own:
         out[OWN] = _figure(own)
     if network := _network(doc):
         out[NETWORK] = network
-    everyone = doc.get("all_nodes") or {}
-    if everyone.get("busbw_gbps") is not None and not everyone.get("error"):
-        out[ALL_NODES] = _figure({"all": (float(everyone["busbw_gbps"]),
-                                          everyone.get("repeats"))})
+    everyone: Allreduce = doc.get("all_nodes") or {}
+    if (busbw := everyone.get("busbw_gbps")) is not None and not everyone.get("error"):
+        out[ALL_NODES] = _figure({"all": (float(busbw), everyone.get("repeats"))})
     return out
 
 
-def _network(doc: Mapping[str, Any]) -> dict[str, Any] | None:
+def _network(doc: ScreenDocument) -> BaselineFigure | None:
     """Each node's network: the mean of its pairs' figures, its error the pairs' over the
     square root of their number."""
     pairs = [p for p in doc.get("pairs") or [] if p.get("busbw_gbps") is not None
              and not p.get("error")]
     if not pairs:
         return None
-    pooled = _figure({str(i): (float(p["busbw_gbps"]), p.get("repeats"))
+    pooled = _figure({str(i): (float(p.get("busbw_gbps") or 0.0), p.get("repeats"))
                       for i, p in enumerate(pairs)})
     per_node: dict[str, list[tuple[float, float | None]]] = {}
     for i, pair in enumerate(pairs):
-        value, error = pooled["values"][str(i)]
+        value, error = _pair(pooled["values"][str(i)])
         for node in pair["nodes"]:
             per_node.setdefault(node, []).append((value, error))
-    out = {}
+    out: dict[str, list[float | None]] = {}
     for node, got in sorted(per_node.items()):
         errors = [e for _, e in got if e is not None]
         out[node] = [statistics.fmean(v for v, _ in got),
@@ -127,28 +138,36 @@ def _network(doc: Mapping[str, Any]) -> dict[str, Any] | None:
     return {"noise": pooled["noise"], "repeats": pooled["repeats"], "values": out}
 
 
-def versions_of(doc: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: doc.get(k) for k in (*SAME, *CHANGED)}
+def _pair(kept: Sequence[float | None]) -> tuple[float, float | None]:
+    """An element's [value, relative standard error] as kept (a value is never null)."""
+    return float(kept[0] or 0.0), kept[1]
 
 
-def of_screen(doc: Mapping[str, Any]) -> Baseline:
+def versions_of(doc: ScreenDocument) -> Versions:
+    return {"gpu_type": doc.get("gpu_type"), "mode": doc["mode"],
+            "measured_by": doc["measured_by"], "gpus_per_node": doc["gpus_per_node"],
+            "image": doc.get("image"), "driver": doc.get("driver"), "nccl": doc.get("nccl"),
+            "torch": doc.get("torch")}
+
+
+def of_screen(doc: ScreenDocument) -> Baseline:
     return Baseline(kind=KIND, schema=SCHEMA, saved=clock.iso(), screen=doc.get("stamp"),
                     versions=versions_of(doc), params=doc.get("params"),
                     figures=figures_of(doc))
 
 
-def save(path: Path, doc: Mapping[str, Any]) -> Baseline:
+def save(path: Path, doc: ScreenDocument) -> Baseline:
     base = of_screen(doc)
     files.write_private(path, json.dumps(base, indent=1) + "\n")
     return base
 
 
-def _number(value: Any) -> bool:
+def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and \
         math.isfinite(value)
 
 
-def _valid(figures: Any) -> bool:
+def _valid(figures: object) -> bool:
     """Figures as of_screen keeps them: each with values {element: [value, error or null]}."""
     return isinstance(figures, dict) and all(
         isinstance(f, dict) and isinstance(f.get("values"), dict) and all(
@@ -176,8 +195,8 @@ def load(path: Path) -> Baseline:
                         params=data.get("params"), figures=data["figures"])
     if isinstance(data, dict) and isinstance(data.get("nodes"), list):
         try:
-            return of_screen(data)
-        except (KeyError, TypeError, ValueError):
+            return of_screen(checked(data))
+        except (records.BadRecord, KeyError, TypeError, ValueError):
             pass
     raise UsageError(f"--baseline {shown} is neither a screen baseline nor a screen.json; "
                      "give a file that llmb-run screen --save-baseline wrote, or a screen's "
@@ -200,17 +219,19 @@ def _others(ratios: Sequence[float], i: int) -> float:
     return statistics.median(rest) if rest else ratios[i]
 
 
-def compare_figure(figure: str, then: Mapping[str, Any], now: Mapping[str, Any], margin: float
-                   ) -> dict[str, Any] | None:
+def compare_figure(figure: str, then: BaselineFigure, now: BaselineFigure, margin: float
+                   ) -> FigureComparison | None:
     """One figure now against its baseline: the cluster's ratio (the median of its elements'),
     the threshold it is held to, and the elements below their own baseline."""
-    common = [e for e in sorted(set(then["values"]) & set(now["values"]))
-              if then["values"][e][0] and now["values"][e][0] is not None]
+    both = sorted(set(then["values"]) & set(now["values"]))
+    was = {e: _pair(then["values"][e]) for e in both}
+    got = {e: _pair(now["values"][e]) for e in both}
+    common = [e for e in both if was[e][0]]
     if not common:
         return None
-    ratios = [now["values"][e][0] / then["values"][e][0] for e in common]
-    errors = [math.hypot(now["values"][e][1], then["values"][e][1]) for e in common
-              if now["values"][e][1] is not None and then["values"][e][1] is not None]
+    ratios = [got[e][0] / was[e][0] for e in common]
+    errors = [math.hypot(now_se, then_se) for e in common
+              if (now_se := got[e][1]) is not None and (then_se := was[e][1]) is not None]
     error = statistics.median(errors) if len(errors) == len(common) else 0.0
     cluster = statistics.median(ratios)
     threshold = max(margin, precision.MIN_K * error * _median_factor(len(ratios)))
@@ -222,29 +243,28 @@ def compare_figure(figure: str, then: Mapping[str, Any], now: Mapping[str, Any],
         others = _others(ratios, i)
         own = max(margin, k * precision.widened(error, len(ratios) - 1))
         if ratios[i] / others < 1 - own:
-            below.append({"element": element, "ratio": round(ratios[i], 5),
-                          "others": round(others, 5), "threshold": round(own, 5),
-                          "value": now["values"][element][0],
-                          "baseline": then["values"][element][0]})
-    return {"figure": figure, "elements": len(common), "ratio": round(cluster, 5),
-            "threshold": round(threshold, 5), "dropped": cluster < 1 - threshold,
-            "baseline_median": statistics.median(then["values"][e][0] for e in common),
-            "median": statistics.median(now["values"][e][0] for e in common),
-            "below": below, "new": sorted(set(now["values"]) - set(then["values"]))}
+            below.append(Below(element=element, ratio=round(ratios[i], 5),
+                               others=round(others, 5), threshold=round(own, 5),
+                               value=got[element][0], baseline=was[element][0]))
+    return FigureComparison(
+        figure=figure, elements=len(common), ratio=round(cluster, 5),
+        threshold=round(threshold, 5), dropped=cluster < 1 - threshold,
+        baseline_median=statistics.median(was[e][0] for e in common),
+        median=statistics.median(got[e][0] for e in common),
+        below=below, new=sorted(set(now["values"]) - set(then["values"])))
 
 
-def compare(doc: Mapping[str, Any], base: Baseline, where: str) -> dict[str, Any]:
+def compare(doc: ScreenDocument, base: Baseline, where: str) -> Comparison:
     """screen.json's `baseline`: what was compared with what, and how it came out."""
     then, now = base["versions"], versions_of(doc)
-    out: dict[str, Any] = {"path": where, "screen": base.get("screen"),
-                           "saved": base.get("saved"), "comparable": True, "why_not": None,
-                           "changed": [], "figures": []}
+    out = Comparison(path=where, screen=base.get("screen"), saved=base.get("saved"),
+                     comparable=True, why_not=None, changed=[], figures=[])
     differs = [f"{k} {then.get(k)} then, {now.get(k)} now" for k in SAME
                if then.get(k) != now.get(k)]
     if base.get("params") != doc.get("params"):
         differs.append("the screen's parameters differ (another version of llmb-run)")
     if differs:
-        out.update(comparable=False, why_not="; ".join(differs))
+        out["comparable"], out["why_not"] = False, "; ".join(differs)
         return out
     out["changed"] = [f"{k} {then.get(k)} -> {now.get(k)}" for k in CHANGED
                       if then.get(k) != now.get(k)]
@@ -256,7 +276,7 @@ def compare(doc: Mapping[str, Any], base: Baseline, where: str) -> dict[str, Any
     return out
 
 
-def named_of(comparison: Mapping[str, Any]) -> list[dict[str, Any]]:
+def named_of(comparison: Comparison) -> list[Named]:
     """What the comparison names: the cluster for each figure whose median dropped, and each
     element that dropped more than the rest (its GPU, or its node)."""
     out = []
@@ -264,24 +284,25 @@ def named_of(comparison: Mapping[str, Any]) -> list[dict[str, Any]]:
     changed = "; ".join(comparison.get("changed") or []) or "nothing the baseline records"
     for fig in comparison.get("figures") or []:
         if fig["dropped"]:
-            out.append({"kind": "cluster", "name": "cluster", "figure": fig["figure"],
-                        "value": fig["median"],
-                        "floor": fig["baseline_median"] * (1 - fig["threshold"]),
-                        "expected": fig["baseline_median"], "peers_median": None,
-                        "why": f"the cluster's {fig['figure']} is {1 - fig['ratio']:.0%} below "
-                               f"its baseline ({stamp}); changed since: {changed}"})
+            out.append(Named(kind="cluster", name="cluster", figure=fig["figure"],
+                             value=fig["median"],
+                             floor=fig["baseline_median"] * (1 - fig["threshold"]),
+                             expected=fig["baseline_median"], peers_median=None,
+                             why=f"the cluster's {fig['figure']} is {1 - fig['ratio']:.0%} "
+                                 f"below its baseline ({stamp}); changed since: {changed}"))
         for low in fig["below"]:
             gpu = " GPU " in low["element"]
-            out.append({"kind": "gpu" if gpu else "node", "name": low["element"],
-                        "figure": f"{fig['figure']} against its baseline", "value": low["value"],
-                        "floor": low["baseline"] * low["others"] * (1 - low["threshold"]),
-                        "expected": low["baseline"], "peers_median": None,
-                        "why": f"{1 - low['ratio']:.0%} below its own baseline ({stamp}) while "
-                               f"the rest of the cluster is {1 - low['others']:.0%} below theirs"})
+            out.append(Named(kind="gpu" if gpu else "node", name=low["element"],
+                             figure=f"{fig['figure']} against its baseline", value=low["value"],
+                             floor=low["baseline"] * low["others"] * (1 - low["threshold"]),
+                             expected=low["baseline"], peers_median=None,
+                             why=f"{1 - low['ratio']:.0%} below its own baseline ({stamp}) "
+                                 f"while the rest of the cluster is {1 - low['others']:.0%} "
+                                 "below theirs"))
     return out
 
 
-def apply(doc: dict[str, Any], base: Baseline, where: str) -> None:
+def apply(doc: ScreenDocument, base: Baseline, where: str) -> None:
     """Compare the screen with its baseline: doc["baseline"], what it names added to
     doc["named"], the nodes it names made slow, the suspects again."""
     comparison = compare(doc, base, where)

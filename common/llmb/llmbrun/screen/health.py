@@ -21,7 +21,8 @@ that figure's entry, and in its reason), never alone, since it may be the moment
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+
+from llmb.llmbrun.screen.document import GpuHealth, Named, ScreenNode
 
 THROTTLES = {0x4: "software power cap", 0x8: "hardware slowdown",
              0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
@@ -30,27 +31,28 @@ POWER_CAPPED = 0.95
 YES = {"yes", "1", "true", "active"}
 
 
-def _int(value: Any) -> int | None:
+def _int(value: object) -> int | None:
     try:
         return int(str(value), 0)
     except (TypeError, ValueError):
         return None
 
 
-def _float(value: Any) -> float | None:
+def _float(value: object) -> float | None:
     try:
         return float(str(value))
     except (TypeError, ValueError):
         return None
 
 
-def _yes(value: Any) -> bool | None:
+def _yes(value: object) -> bool | None:
     return None if value is None else str(value).strip().lower() in YES
 
 
-def facts(raw: Mapping[str, Any]) -> dict[str, Any]:
+def facts(raw: Mapping[str, object]) -> GpuHealth:
     """nvidia-smi's strings as facts (None where it did not say)."""
     mask = _int(raw.get("clocks_throttle_reasons.active"))
+    sampled, unknown = raw.get("sampled"), raw.get("unknown_fields")
     return {
         "ecc_uncorrected": _int(raw.get("ecc.errors.uncorrected.volatile.total")),
         "retired_pages_pending": _yes(raw.get("retired_pages.pending")),
@@ -65,11 +67,12 @@ def facts(raw: Mapping[str, Any]) -> dict[str, Any]:
         "pcie_width": [_int(raw.get("pcie.link.width.current")),
                        _int(raw.get("pcie.link.width.max"))],
         "temperature_c": _int(raw.get("temperature.gpu")),
-        "sampled": raw.get("sampled"), "unknown_fields": list(raw.get("unknown_fields") or []),
+        "sampled": sampled if isinstance(sampled, str) else None,
+        "unknown_fields": [str(u) for u in unknown] if isinstance(unknown, list) else [],
     }
 
 
-def errors(f: Mapping[str, Any]) -> list[str]:
+def errors(f: GpuHealth) -> list[str]:
     """What names a GPU whatever its speed."""
     out = []
     if (f.get("ecc_uncorrected") or 0) > 0:
@@ -83,7 +86,7 @@ def errors(f: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def slows_compute(f: Mapping[str, Any]) -> list[str]:
+def slows_compute(f: GpuHealth) -> list[str]:
     """What explains a slow matrix multiply or memory bandwidth."""
     out = [f"{w} active" for w in f.get("throttle") or []]
     limit, default = f.get("power_limit_w"), f.get("power_default_w")
@@ -92,7 +95,7 @@ def slows_compute(f: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def slows_network(f: Mapping[str, Any]) -> list[str]:
+def slows_network(f: GpuHealth) -> list[str]:
     """What explains a slow network from this GPU: its PCIe link below what it can be."""
     (gen, gen_max), (width, width_max) = f.get("pcie_gen") or [None, None], \
         f.get("pcie_width") or [None, None]
@@ -103,27 +106,27 @@ def slows_network(f: Mapping[str, Any]) -> list[str]:
         else []
 
 
-def named(nodes: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def named(nodes: Sequence[ScreenNode]) -> list[Named]:
     """Each GPU that a health fact names (its verdict `unhealthy`, the reason added)."""
     out = []
     for node in nodes:
         for gpu in node["gpus"]:
-            problems = errors(gpu.get("health") or {})
+            problems = errors(gpu.get("health", {}))
             if not problems:
                 continue
             gpu["verdict"] = "unhealthy"
             gpu.setdefault("reasons", []).append("; ".join(problems))
-            out.append({"kind": "gpu", "name": f"{node['node']} GPU {gpu.get('local_rank')}",
-                        "figure": "health", "value": None, "floor": None, "expected": None,
-                        "peers_median": None, "why": "; ".join(problems)})
+            out.append(Named(kind="gpu", name=f"{node['node']} GPU {gpu.get('local_rank')}",
+                             figure="health", value=None, floor=None, expected=None,
+                             peers_median=None, why="; ".join(problems)))
     return out
 
 
-def explain(entries: Sequence[dict[str, Any]], nodes: Sequence[Mapping[str, Any]]) -> None:
+def explain(entries: Sequence[Named], nodes: Sequence[ScreenNode]) -> None:
     """Add to each named figure what the health facts say explains it (`explained_by`)."""
-    gpus = {f"{n['node']} GPU {g.get('local_rank')}": g.get("health") or {}
+    gpus = {f"{n['node']} GPU {g.get('local_rank')}": g.get("health", GpuHealth())
             for n in nodes for g in n["gpus"]}
-    by_node = {n["node"]: [g.get("health") or {} for g in n["gpus"]] for n in nodes}
+    by_node = {n["node"]: [g.get("health", GpuHealth()) for g in n["gpus"]] for n in nodes}
     for entry in entries:
         name, figure = str(entry["name"]), str(entry.get("figure") or "")
         why: list[str] = []

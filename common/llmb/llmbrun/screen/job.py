@@ -26,7 +26,7 @@ import shlex
 import sys
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import TypedDict
 
 from llmb import layout
 from llmb.container import screenrun
@@ -36,6 +36,7 @@ from llmb.llmbrun import slurmjob
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import PROG, RunError
 from llmb.llmbrun.screen import baseline, render, results, transport
+from llmb.llmbrun.screen.document import Params
 from llmb.recipes import catalog
 from llmb.shared import clock, files, shellsafe, values
 from llmb.shared.errors import UsageError
@@ -52,11 +53,11 @@ SCRIPT = "screen.sbatch"
 # `allreduce_window_s`. CPU (--smoke, or no CUDA): small, quick sizes, and one task or one
 # group measuring at a time (`serial`): the processes of a CPU screen share cores, and
 # figures measured side by side would measure the sharing.
-GPU_PARAMS: dict[str, Any] = {
+GPU_PARAMS: Params = {
     "sizes": [1 << p for p in range(20, 31)], "iters": 20, "warmup": 5, "window_s": 1.0,
     "matmul_n": 8192, "memory_bytes": 1 << 30, "dtypes": ["bf16", "fp8"], "repeats": 5,
     "allreduce_repeats": 10, "allreduce_window_s": 0.5, "serial": False}
-CPU_PARAMS: dict[str, Any] = {
+CPU_PARAMS: Params = {
     "sizes": [1 << 18, 1 << 20], "iters": 10, "warmup": 2, "window_s": 0.2,
     "matmul_n": 128, "memory_bytes": 8 << 20, "dtypes": ["fp32"], "repeats": 5,
     "allreduce_repeats": 7, "allreduce_window_s": 0.4, "serial": True}
@@ -91,7 +92,19 @@ def image_of(cfg: ClusterConfig) -> str | None:
     return image
 
 
-def plan(smoke: bool, rounds: int | None, gpus_per_node: int) -> dict[str, Any]:
+class Plan(TypedDict):
+    """What the job's tasks are told (llmb.container.screenrun reads it)."""
+
+    schema: int
+    force_cpu: bool
+    rounds: int | None
+    gpus_per_node: int
+    timeout_s: int
+    gpu: Params
+    cpu: Params
+
+
+def plan(smoke: bool, rounds: int | None, gpus_per_node: int) -> Plan:
     return {"schema": 1, "force_cpu": smoke, "rounds": rounds, "gpus_per_node": gpus_per_node,
             "timeout_s": COLLECTIVE_TIMEOUT_S, "gpu": GPU_PARAMS, "cpu": CPU_PARAMS}
 
@@ -243,7 +256,7 @@ def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: b
     doc.update({"stamp": stamp, "created": clock.iso(), "job_id": job,
                 "job_state": info.state, "smoke": smoke, "image": image, "output": str(output)})
     if base is not None:
-        baseline.apply(dict_of(doc), base[1], str(base[0]))
+        baseline.apply(doc, base[1], str(base[0]))
     if save_baseline:
         keep(cfg, doc)
     files.write_private(folder / layout.SCREEN_FILE, json.dumps(doc, indent=1) + "\n")
@@ -258,11 +271,6 @@ def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: b
     return 0
 
 
-def dict_of(doc: results.ScreenDocument) -> dict[str, Any]:
-    """The document as the plain dict it is (baseline works on any screen.json)."""
-    return cast(dict[str, Any], doc)
-
-
 def keep(cfg: ClusterConfig, doc: results.ScreenDocument) -> None:
     """--save-baseline: this screen becomes the install's baseline, if it named nothing."""
     where = baseline.default_path(cfg.tree)
@@ -271,7 +279,7 @@ def keep(cfg: ClusterConfig, doc: results.ScreenDocument) -> None:
               f"{len(doc['named'])} figure(s); a baseline must be a healthy screen",
               file=sys.stderr)
         return
-    baseline.save(where, dict_of(doc))
+    baseline.save(where, doc)
     doc["saved_baseline"] = str(where)
     print(f"{PROG}: screen: saved as the cluster's baseline: {where}", file=sys.stderr)
 

@@ -34,16 +34,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Final
 
 from llmb.llmbrun.screen import precision
+from llmb.llmbrun.screen.document import (
+    Allreduce,
+    Named,
+    Pair,
+    Resolution,
+    ScreenGpu,
+    ScreenNode,
+    Verdicts,
+)
 from llmb.recipes.screenfacts import Expectation
 
 PEER_K = 3.5
 MAD_TO_SIGMA = 1.4826
 PEER_TOLERANCE = {"gpu": 0.10, "cpu": 0.65}
 LEAVE_ONE_OUT = 64
-NODE_FIGURE = "busbw_gbps"
+NODE_FIGURE: Final = "busbw_gbps"
 NODE_EXPECTATION = "nvlink_busbw_gbps"
 
 
@@ -122,20 +131,25 @@ def floor_of(value: float, peer: tuple[float, float] | None,
     return None
 
 
-def repeats_of(gpu: Mapping[str, Any], figure: str) -> Sequence[float] | None:
-    found = (gpu.get("repeats") or {}).get(figure)
-    return found if isinstance(found, list) else None
+def repeats_of(gpu: ScreenGpu, figure: str) -> Sequence[float] | None:
+    return gpu.get("repeats", {}).get(figure)
+
+
+def busbw(entry: Allreduce) -> float:
+    """An all-reduce's bus bandwidth (0 where it was not measured: the judge reads it only
+    where it was)."""
+    return float(entry.get(NODE_FIGURE) or 0.0)
 
 
 # --- the screen's verdicts --------------------------------------------------------------------
 
-def _named(kind: str, name: str, figure: str, value: float, floor: Floor) -> dict[str, Any]:
-    return {"kind": kind, "name": name, "figure": figure, "value": value, "floor": floor.value,
-            "expected": floor.expected, "peers_median": floor.peers_median, "why": floor.why}
+def _named(kind: str, name: str, figure: str, value: float, floor: Floor) -> Named:
+    return Named(kind=kind, name=name, figure=figure, value=value, floor=floor.value,
+                 expected=floor.expected, peers_median=floor.peers_median, why=floor.why)
 
 
-def judge_gpus(nodes: list[dict[str, Any]], mode: str,
-               expectations: Mapping[str, Expectation]) -> list[dict[str, Any]]:
+def judge_gpus(nodes: list[ScreenNode], mode: str,
+               expectations: Mapping[str, Expectation]) -> list[Named]:
     """Each GPU's figures against the expectations and the other GPUs; sets each GPU's
     verdict and reasons; returns what it named."""
     gpus = [(node["node"], gpu) for node in nodes for gpu in node["gpus"]]
@@ -160,29 +174,28 @@ def judge_gpus(nodes: list[dict[str, Any]], mode: str,
     return named
 
 
-def judge_nodes(nodes: list[dict[str, Any]], mode: str,
-                expectations: Mapping[str, Expectation]) -> list[dict[str, Any]]:
+def judge_nodes(nodes: list[ScreenNode], mode: str,
+                expectations: Mapping[str, Expectation]) -> list[Named]:
     """Each node's all-reduce across its GPUs against the NVLink expectation (GPU mode) and
     the other nodes; sets allreduce.verdict; returns what it named."""
-    having = [n for n in nodes if (n.get("allreduce") or {}).get(NODE_FIGURE) is not None]
-    values = [float(n["allreduce"][NODE_FIGURE]) for n in having]
+    own = [(n["node"], a) for n in nodes if (a := n.get("allreduce")) is not None]
+    for _, a in own:
+        a["verdict"] = "fail" if a.get("error") else "pass"
+    having = [(name, a) for name, a in own if a.get(NODE_FIGURE) is not None]
+    values = [busbw(a) for _, a in having]
     expectation = expectations.get(NODE_EXPECTATION) if mode == "gpu" else None
     named = []
-    for node in nodes:
-        if node.get("allreduce") is not None:
-            node["allreduce"]["verdict"] = "fail" if node["allreduce"].get("error") else "pass"
-    multi_gpu = [n["allreduce"].get("ranks", 0) > 1 for n in having]
-    floors = judged_floors(values, [n["allreduce"].get("repeats") for n in having], mode)
-    for node, value, peer, many in zip(having, values, floors, multi_gpu, strict=True):
+    floors = judged_floors(values, [a.get("repeats") for _, a in having], mode)
+    for (name, a), value, peer in zip(having, values, floors, strict=True):
+        many = (a.get("ranks") or 0) > 1
         floor = floor_of(value, peer, expectation if many else None)
         if floor is not None:
-            node["allreduce"]["verdict"] = "slow"
-            named.append(_named("node", node["node"], f"all-reduce {NODE_FIGURE}", value,
-                                floor))
+            a["verdict"] = "slow"
+            named.append(_named("node", name, f"all-reduce {NODE_FIGURE}", value, floor))
     return named
 
 
-def disjoint_peers(pairs: Sequence[Mapping[str, Any]]) -> list[list[int]]:
+def disjoint_peers(pairs: Sequence[Pair]) -> list[list[int]]:
     """For each pair, the pairs that share neither of its nodes; every other pair where
     there is none."""
     out = []
@@ -194,14 +207,14 @@ def disjoint_peers(pairs: Sequence[Mapping[str, Any]]) -> list[list[int]]:
     return out
 
 
-def judge_pairs(pairs: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
+def judge_pairs(pairs: list[Pair], mode: str) -> list[Pair]:
     """Each pair's all-reduce against the pairs that share none of its nodes; sets each pair's
     verdict; returns what it named (links are named by judge(), once the nodes are known)."""
     for pair in pairs:
         pair["verdict"] = "fail" if pair.get("error") or pair.get(NODE_FIGURE) is None \
             else "pass"
     measured = [p for p in pairs if p["verdict"] == "pass"]
-    values = [float(p[NODE_FIGURE]) for p in measured]
+    values = [busbw(p) for p in measured]
     # above LEAVE_ONE_OUT pairs the few that share a node cannot move the median of all
     peers = disjoint_peers(measured) if len(measured) <= LEAVE_ONE_OUT else None
     floors = judged_floors(values, [p.get("repeats") for p in measured], mode, peers)
@@ -214,11 +227,11 @@ def judge_pairs(pairs: list[dict[str, Any]], mode: str) -> list[dict[str, Any]]:
     return measured
 
 
-def node_verdict(node: dict[str, Any], pairs: Sequence[Mapping[str, Any]]) -> None:
+def node_verdict(node: ScreenNode, pairs: Sequence[Pair]) -> None:
     """A node's verdict from its GPUs, its all-reduce and its pairs; its reasons."""
     reasons = [str(node["error"])] if node.get("error") else []
-    gpu_verdicts = [g["verdict"] for g in node["gpus"]]
-    allreduce = node.get("allreduce") or {}
+    gpu_verdicts = [g.get("verdict") for g in node["gpus"]]
+    allreduce = node.get("allreduce") or Allreduce()
     mine = [p for p in pairs if node["node"] in p["nodes"]]
     all_pairs_slow = len(mine) >= 2 and all(p["verdict"] != "pass" for p in mine)
     if node.get("error") or "fail" in gpu_verdicts or allreduce.get("verdict") == "fail":
@@ -240,35 +253,38 @@ def node_verdict(node: dict[str, Any], pairs: Sequence[Mapping[str, Any]]) -> No
     node["verdict"], node["reasons"] = verdict, reasons
 
 
-def _partner(pair: Mapping[str, Any], node: Mapping[str, Any]) -> str:
+def _partner(pair: Pair, node: ScreenNode) -> str:
     return next(n for n in pair["nodes"] if n != node["node"])
 
 
-def named_nodes(nodes: Sequence[Mapping[str, Any]], pairs: Sequence[Mapping[str, Any]],
-                named: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _held(pair: Pair, why: str) -> Floor:
+    """The floor a slow pair was held to (judge_pairs set it)."""
+    return Floor(float(pair.get("floor") or 0.0), pair.get("peers_median"), None, why)
+
+
+def named_nodes(nodes: Sequence[ScreenNode], pairs: Sequence[Pair],
+                named: Sequence[Named]) -> list[Named]:
     """The nodes not measured, and those slow with every partner (its best pair against
     that pair's floor), unless one of their figures is named already."""
     out = []
     for node in nodes:
         mine = [p for p in pairs if node["node"] in p["nodes"] and p["verdict"] == "slow"]
         if node["verdict"] == "fail":
-            out.append({"kind": "node", "name": node["node"], "figure": None, "value": None,
-                        "floor": None, "expected": None, "peers_median": None,
-                        "why": "; ".join(node["reasons"]) or "not measured"})
+            out.append(Named(kind="node", name=node["node"], figure=None, value=None,
+                             floor=None, expected=None, peers_median=None,
+                             why="; ".join(node["reasons"]) or "not measured"))
         elif node["verdict"] == "slow" and mine and not any(
                 n["name"] == node["node"] or n["name"].startswith(f"{node['node']} GPU ")
                 for n in named):
-            best = max(mine, key=lambda p: float(p[NODE_FIGURE]))
-            out.append(_named("node", node["node"], f"pairs {NODE_FIGURE}",
-                              float(best[NODE_FIGURE]), Floor(
-                                  best["floor"], best["peers_median"], None,
-                                  "slow with every partner: its best pair is far below the "
-                                  "pairs that share neither node")))
+            best = max(mine, key=busbw)
+            out.append(_named("node", node["node"], f"pairs {NODE_FIGURE}", busbw(best), _held(
+                best, "slow with every partner: its best pair is far below the pairs that "
+                "share neither node")))
     return out
 
 
-def judge(nodes: list[dict[str, Any]], pairs: list[dict[str, Any]], mode: str,
-          expectations: Mapping[str, Expectation]) -> dict[str, Any]:
+def judge(nodes: list[ScreenNode], pairs: list[Pair], mode: str,
+          expectations: Mapping[str, Expectation]) -> Verdicts:
     """Verdicts for every GPU, node and pair (set in place); `named` (what is below a floor,
     with its figure, floor, expectation and the peers' median) and `suspects`."""
     named = judge_gpus(nodes, mode, expectations)
@@ -281,17 +297,16 @@ def judge(nodes: list[dict[str, Any]], pairs: list[dict[str, Any]], mode: str,
         pair["link"] = pair["verdict"] == "slow" and set(pair["nodes"]) <= fine
         if pair["link"]:
             named.append(_named("link", " - ".join(pair["nodes"]), f"all-reduce {NODE_FIGURE}",
-                                float(pair[NODE_FIGURE]), Floor(
-                                    pair["floor"], pair["peers_median"], None,
-                                    "far below the pairs that share neither node, while both "
-                                    "nodes are fine with their other partners")))
+                                busbw(pair), _held(
+                                    pair, "far below the pairs that share neither node, while "
+                                    "both nodes are fine with their other partners")))
     named += named_nodes(nodes, pairs, named)
     suspects = [n["node"] for n in nodes if n["verdict"] != "pass"]
     return {"named": named, "suspects": suspects}
 
 
-def mark(nodes: Sequence[dict[str, Any]], named: Sequence[Mapping[str, Any]],
-         verdict: str = "slow") -> list[str]:
+def mark(nodes: Sequence[ScreenNode], named: Sequence[Named], verdict: str = "slow"
+         ) -> list[str]:
     """What a later check named (a node, or a GPU "<node> GPU <i>") made that node's verdict
     (a passing node's) and one of its reasons; the suspects again."""
     by_name = {n["node"]: n for n in nodes}
@@ -300,14 +315,14 @@ def mark(nodes: Sequence[dict[str, Any]], named: Sequence[Mapping[str, Any]],
         if node is None:
             continue
         node["reasons"] = [*node.get("reasons", []),
-                           f"{entry['name']}: {entry['figure']}: {entry['why']}"]
+                           f"{entry['name']}: {entry.get('figure')}: {entry['why']}"]
         if node["verdict"] == "pass":
             node["verdict"] = verdict
     return [n["node"] for n in nodes if n["verdict"] != "pass"]
 
 
-def resolution(nodes: Sequence[Mapping[str, Any]], pairs: Sequence[Mapping[str, Any]],
-               mode: str) -> list[dict[str, Any]]:
+def resolution(nodes: Sequence[ScreenNode], pairs: Sequence[Pair], mode: str
+               ) -> list[Resolution]:
     """What this screen could have seen of each figure (llmb.llmbrun.screen.precision's
     Resolution), for the figures measured in repeats, against the peers the judge used."""
     out = []
@@ -317,14 +332,14 @@ def resolution(nodes: Sequence[Mapping[str, Any]], pairs: Sequence[Mapping[str, 
         out.append(precision.resolution(
             figure, "gpu", [float(g["figures"][figure]) for g in having],
             rule_of([repeats_of(g, figure) for g in having], mode), others(len(having))))
-    own = [n["allreduce"] for n in nodes
-           if (n.get("allreduce") or {}).get(NODE_FIGURE) is not None]
+    own = [a for n in nodes if (a := n.get("allreduce")) is not None
+           and a.get(NODE_FIGURE) is not None]
     out.append(precision.resolution(f"all-reduce {NODE_FIGURE}", "node",
-                                    [float(a[NODE_FIGURE]) for a in own],
+                                    [busbw(a) for a in own],
                                     rule_of([a.get("repeats") for a in own], mode),
                                     others(len(own))))
     measured = [p for p in pairs if p.get(NODE_FIGURE) is not None and not p.get("error")]
-    values = [float(p[NODE_FIGURE]) for p in measured]
+    values = [busbw(p) for p in measured]
     rule = rule_of([p.get("repeats") for p in measured], mode)
     peers = disjoint_peers(measured) if len(measured) <= LEAVE_ONE_OUT else \
         others(len(measured))

@@ -14,11 +14,12 @@ from __future__ import annotations
 import base64
 import html
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from llmb import layout
+from llmb.llmbrun.screen.document import ScreenDocument
 from llmb.llmbrun.screen.suspects import newest_screen
 from llmb.shared import values
 from llmb.shared.files import atomic_write
@@ -29,15 +30,15 @@ COLOURS = {"gpu": "#1f5fa8", "node": "#15803d", "pair": "#9aa5b1", "suspect": "#
            "band": "#fee2e2", "floor": "#c2410c", "median": "#6b7280"}
 
 
-def _num(value: Any) -> str:
+def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-def gpu_figures(doc: Mapping[str, Any]) -> list[str]:
+def gpu_figures(doc: ScreenDocument) -> list[str]:
     return sorted({f for n in doc["nodes"] for g in n["gpus"] for f in g["figures"]})
 
 
-def headline(doc: Mapping[str, Any]) -> str:
+def headline(doc: ScreenDocument) -> str:
     mode = ("on the CPU (gloo), judged against their peers only" if doc["mode"] == "cpu"
             else f"on {doc['gpu_type']} GPUs, judged against gpus.yaml and their peers")
     return (f"screen {doc.get('stamp', '?')} (job {doc.get('job_id', '?')}, "
@@ -46,7 +47,7 @@ def headline(doc: Mapping[str, Any]) -> str:
             f"{doc['measured_by']} ({doc['backend']})")
 
 
-def node_rows(doc: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
+def node_rows(doc: ScreenDocument) -> tuple[list[str], list[list[str]]]:
     figures = gpu_figures(doc)
     head = ["node", "verdict", "GPUs", *(f"{f} min/median" for f in figures),
             "all-reduce busbw GB/s", "pairs busbw GB/s"]
@@ -63,7 +64,7 @@ def node_rows(doc: Mapping[str, Any]) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
-def named_lines(doc: Mapping[str, Any]) -> list[str]:
+def named_lines(doc: ScreenDocument) -> list[str]:
     out = []
     for n in doc["named"]:
         if n.get("figure") is None:
@@ -83,7 +84,7 @@ KIND_WORDS = {"gpu": "GPU", "node": "node all-reduce", "link": "link",
               "network": "node network"}
 
 
-def resolution_line(doc: Mapping[str, Any]) -> str | None:
+def resolution_line(doc: ScreenDocument) -> str | None:
     """The smallest slowdown the screen would have named (95 %), per figure, from the noise
     its repeats showed; None for a screen without repeats."""
     found = [r for r in doc.get("resolution") or [] if isinstance(r, dict)]
@@ -98,7 +99,7 @@ def resolution_line(doc: Mapping[str, Any]) -> str | None:
     return "resolves: " + "; ".join(parts)
 
 
-def baseline_line(doc: Mapping[str, Any]) -> str | None:
+def baseline_line(doc: ScreenDocument) -> str | None:
     """The screen against the cluster's baseline, in one line; None without one."""
     base = doc.get("baseline")
     if not isinstance(base, dict):
@@ -113,7 +114,7 @@ def baseline_line(doc: Mapping[str, Any]) -> str | None:
     return f"{what}: now against then: {ratios or 'no figure in common'}; changed: {changed}"
 
 
-def transport_line(doc: Mapping[str, Any]) -> str | None:
+def transport_line(doc: ScreenDocument) -> str | None:
     """Which network NCCL used between the nodes, grouped: None on the CPU."""
     found = doc.get("transport")
     if not isinstance(found, dict) or not found:
@@ -127,20 +128,20 @@ def transport_line(doc: Mapping[str, Any]) -> str | None:
         for kind, nodes in sorted(by_kind.items(), key=lambda kv: -len(kv[1])))
 
 
-def _pct(value: Any) -> str:
+def _pct(value: object) -> str:
     return "-" if not isinstance(value, (int, float)) else f"{100 * value:.3g}%"
 
 
-def extra_lines(doc: Mapping[str, Any]) -> list[str]:
+def extra_lines(doc: ScreenDocument) -> list[str]:
     """What the screen says beyond its figures: resolution, transport, baseline."""
     return [ln for ln in (resolution_line(doc), transport_line(doc), baseline_line(doc)) if ln]
 
 
-def rounds_line(doc: Mapping[str, Any]) -> str:
+def rounds_line(doc: ScreenDocument) -> str:
     return "rounds: " + ", ".join(f"{r['name']} {r['wall_s']:.1f} s" for r in doc["rounds"])
 
 
-def table(doc: Mapping[str, Any]) -> str:
+def table(doc: ScreenDocument) -> str:
     head, rows = node_rows(doc)
     widths = [max(len(str(c)) for c in col) for col in zip(head, *rows, strict=True)]
     lines = [headline(doc),
@@ -150,10 +151,9 @@ def table(doc: Mapping[str, Any]) -> str:
     for node in doc["nodes"]:
         lines += [f"  {node['node']}: {values.shown(r)}" for r in node["reasons"]]
     lines.append(rounds_line(doc))
-    if doc.get("all_nodes"):
-        lines.append(f"all nodes: busbw {_num(doc['all_nodes'].get('busbw_gbps'))} GB/s"
-                     + (f" ({doc['all_nodes']['error']})" if doc["all_nodes"].get("error")
-                        else ""))
+    if everyone := doc.get("all_nodes"):
+        lines.append(f"all nodes: busbw {_num(everyone.get('busbw_gbps'))} GB/s"
+                     + (f" ({everyone['error']})" if everyone.get("error") else ""))
     links = [f"{' - '.join(p['nodes'])} (round {p['round']}): {p['verdict']}"
              for p in doc["pairs"] if p["verdict"] != "pass"]
     if links:
@@ -186,7 +186,7 @@ def _mark_suspects(ax: Any, names: Sequence[str], suspects: set[str]) -> None:
             label.set_fontweight("bold")
 
 
-def _floor_lines(ax: Any, doc: Mapping[str, Any], figure: str, points: Sequence[float]) -> None:
+def _floor_lines(ax: Any, doc: ScreenDocument, figure: str, points: Sequence[float]) -> None:
     import numpy as np
 
     expected = (doc.get("expectations") or {}).get(figure)
@@ -198,7 +198,7 @@ def _floor_lines(ax: Any, doc: Mapping[str, Any], figure: str, points: Sequence[
                    label="median")
 
 
-def plot_png(doc: Mapping[str, Any]) -> bytes:
+def plot_png(doc: ScreenDocument) -> bytes:
     """The per-node figure as PNG bytes. Text from the record (a node's name, the stamp, a
     figure's name) is drawn as written: never read as matplotlib's $...$ math."""
     import matplotlib
@@ -207,7 +207,7 @@ def plot_png(doc: Mapping[str, Any]) -> bytes:
         return _plot_png(doc)
 
 
-def _plot_png(doc: Mapping[str, Any]) -> bytes:
+def _plot_png(doc: ScreenDocument) -> bytes:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -239,8 +239,8 @@ def _plot_png(doc: Mapping[str, Any]) -> bytes:
     if pairs:
         ax.scatter(*zip(*pairs, strict=True), s=14, color=COLOURS["pair"], zorder=3,
                    label="its pairs")
-    own = [(i, n["allreduce"]["busbw_gbps"]) for i, n in enumerate(doc["nodes"])
-           if (n.get("allreduce") or {}).get("busbw_gbps") is not None]
+    own = [(i, busbw) for i, n in enumerate(doc["nodes"])
+           if (busbw := (n.get("allreduce") or {}).get("busbw_gbps")) is not None]
     if own:
         ax.scatter(*zip(*own, strict=True), s=30, marker="s", color=COLOURS["node"],
                    zorder=4, label="the node's own")
@@ -258,13 +258,13 @@ def _plot_png(doc: Mapping[str, Any]) -> bytes:
 
 # --- in the report ----------------------------------------------------------------------------
 
-def load_newest(tree: layout.Install) -> tuple[Path, dict[str, Any]] | None:
+def load_newest(tree: layout.Install) -> tuple[Path, ScreenDocument] | None:
     """The newest complete screen of the install and its results (checked), or None."""
     screen = newest_screen(tree)
-    return None if screen is None else (screen.path, dict(screen.doc))
+    return None if screen is None else (screen.path, screen.doc)
 
 
-def html_section(doc: Mapping[str, Any], png: bytes | None) -> str:
+def html_section(doc: ScreenDocument, png: bytes | None) -> str:
     head, rows = node_rows(doc)
     notes = [rounds_line(doc), *extra_lines(doc)]
     parts = [f"<h2>{SECTION_TITLE}</h2>", f'<p class="meta">{html.escape(headline(doc))}<br>'
@@ -286,7 +286,7 @@ def html_section(doc: Mapping[str, Any], png: bytes | None) -> str:
     return "\n".join(parts) + "\n"
 
 
-def markdown_section(doc: Mapping[str, Any], plot: bool) -> str:
+def markdown_section(doc: ScreenDocument, plot: bool) -> str:
     head, rows = node_rows(doc)
     lines = ["", f"## {SECTION_TITLE}", "", f"- {headline(doc)}", f"- {rounds_line(doc)}",
              *(f"- {n}" for n in extra_lines(doc)),
@@ -332,7 +332,7 @@ def report_section(directory: Path, tree: layout.Install) -> str | None:
     return f"includes the newest screen ({stamp}, {tree.screens / stamp})"
 
 
-def with_section(markdown: str | None, page: str, doc: Mapping[str, Any], png: bytes | None
+def with_section(markdown: str | None, page: str, doc: ScreenDocument, png: bytes | None
                  ) -> tuple[str | None, str]:
     """The report's markdown and HTML with the screen's section added (what add_to_report
     writes, and what verify-archive expects of an archive's report)."""

@@ -26,9 +26,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from llmb.container import screenrun
+from llmb.llmbrun.screen.document import Named, NodeTransport
 from llmb.shared import files
 
 LOGS_DIR = screenrun.NCCL_LOGS_DIR
@@ -41,11 +42,20 @@ _CHANNEL = re.compile(r"Channel \d+/\d+ : .* via NET/(.+?)/\d+")
 _PLUGIN = re.compile(r"NET/Plugin\s*:?\s*(.*)")
 
 
-def read(folder: Path, hosts: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+class Seen(TypedDict):
+    """What a node's NCCL said: the networks its communicators were given, those its
+    network channels used, what it said of a plugin."""
+
+    networks: set[str]
+    channels: set[str]
+    plugin: str | None
+
+
+def read(folder: Path, hosts: Mapping[str, str]) -> dict[str, Seen]:
     """Per node (hosts: host name -> node name; an unknown host stands for itself): the
     networks its communicators were given, those its network channels used, what it said of
     a plugin."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Seen] = {}
     where = folder / LOGS_DIR
     for path in sorted(where.glob("*.log")) if where.is_dir() else []:
         try:
@@ -56,7 +66,7 @@ def read(folder: Path, hosts: Mapping[str, str]) -> dict[str, dict[str, Any]]:
             if (m := _LINE.search(line)) is None:
                 continue
             node = out.setdefault(hosts.get(m.group(1), m.group(1)),
-                                  {"networks": set(), "channels": set(), "plugin": None})
+                                  Seen(networks=set(), channels=set(), plugin=None))
             message = m.group(2)
             if found := _USING.fullmatch(message):
                 node["networks"].add(found.group(1))
@@ -67,30 +77,29 @@ def read(folder: Path, hosts: Mapping[str, str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def transport_of(seen: Mapping[str, Any]) -> str:
+def transport_of(seen: Seen) -> str:
     """A node's inter-node transport: its network channels', else its communicators'."""
     used = sorted(seen["channels"]) or sorted(seen["networks"])
     return "+".join(used) if used else "unknown"
 
 
-def summary(read_out: Mapping[str, Mapping[str, Any]], nodes: Sequence[str]
-            ) -> dict[str, dict[str, Any]]:
+def summary(read_out: Mapping[str, Seen], nodes: Sequence[str]) -> dict[str, NodeTransport]:
     """screen.json's `transport`: per node screened, its transport and what says so."""
     out = {}
     for node in nodes:
         seen = read_out.get(node)
-        out[node] = {"transport": transport_of(seen) if seen else "unknown",
-                     "networks": sorted(seen["networks"]) if seen else [],
-                     "channels": sorted(seen["channels"]) if seen else [],
-                     "plugin": seen["plugin"] if seen else None}
+        out[node] = NodeTransport(transport=transport_of(seen) if seen else "unknown",
+                                  networks=sorted(seen["networks"]) if seen else [],
+                                  channels=sorted(seen["channels"]) if seen else [],
+                                  plugin=seen["plugin"] if seen else None)
     return out
 
 
-def _socket_only(entry: Mapping[str, Any]) -> bool:
+def _socket_only(entry: NodeTransport) -> bool:
     return entry["transport"] == SOCKET
 
 
-def named(transport: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+def named(transport: Mapping[str, NodeTransport]) -> list[Named]:
     """The nodes that fell back to sockets while others use a fabric, or the cluster."""
     known = {n: e for n, e in transport.items() if e["transport"] != "unknown"}
     sockets = sorted(n for n, e in known.items() if _socket_only(e))
@@ -108,11 +117,11 @@ def named(transport: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
             for node in sockets]
 
 
-def _plugin_note(entries: Mapping[str, Mapping[str, Any]]) -> str:
+def _plugin_note(entries: Mapping[str, NodeTransport]) -> str:
     said = sorted({str(e["plugin"]) for e in entries.values() if e.get("plugin")})
     return f"; NCCL said of its network plugin: {said[0]}" if said else ""
 
 
-def _entry(kind: str, name: str, why: str) -> dict[str, Any]:
-    return {"kind": kind, "name": name, "figure": "transport", "value": None, "floor": None,
-            "expected": None, "peers_median": None, "why": why}
+def _entry(kind: str, name: str, why: str) -> Named:
+    return Named(kind=kind, name=name, figure="transport", value=None, floor=None,
+                 expected=None, peers_median=None, why=why)

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from llmb.launch.placement import Placement
 from llmb.llmbrun import rerun, screen, submit
@@ -66,11 +66,11 @@ def cmd_submit(cfg: ClusterConfig, sel: Selection, repeats: int, max_jobs: int |
                smoke: bool, dry_run: bool, yes: bool, place: Placement,
                exclude_suspect: bool, ask: Callable[[str], str] = input) -> int:
     cfg.require_slurm("suite")
-    extra: dict[str, Any] = {}
+    extra = record.SuiteSettings(repeats=repeats)
     if exclude_suspect:
         nodes, screen_json = _suspect_nodes(cfg)
         place, new = rerun.excluding(place, nodes, "--exclude-suspect")
-        extra.update(excluded_suspects=list(new), screen=str(screen_json))
+        extra["excluded_suspects"], extra["screen"] = list(new), str(screen_json)
     origin = "--max-scale"
     plan.check_selection(cfg, sel)
     if sel.max_scale is None:
@@ -79,12 +79,13 @@ def cmd_submit(cfg: ClusterConfig, sel: Selection, repeats: int, max_jobs: int |
     configs = plan.published(cfg, sel)
     runs = plan.order_runs(configs, repeats)
     steps = plan.steps_per_run(cfg, os.environ)
-    extra.update(repeats=repeats, max_jobs=max_jobs, smoke=smoke, steps=steps,
-                 gpu_type=cfg.gpu_type, partition=cfg.slurm.partition if cfg.slurm else None,
-                 placement=place.record(),
-                 selection={"workloads": list(sel.workloads), "dtypes": list(sel.dtypes),
-                            "min_scale": sel.min_scale, "max_scale": sel.max_scale,
-                            "max_scale_from": origin})
+    extra.update({"max_jobs": max_jobs, "smoke": smoke, "steps": steps,
+                  "gpu_type": cfg.gpu_type,
+                  "partition": cfg.slurm.partition if cfg.slurm else None,
+                  "placement": place.record(),
+                  "selection": {"workloads": list(sel.workloads), "dtypes": list(sel.dtypes),
+                                "min_scale": sel.min_scale, "max_scale": sel.max_scale,
+                                "max_scale_from": origin}})
     draft = record.parse("00000000-000000", Path("-"),
                          record.plan_data("00000000-000000", configs, runs, extra))
     _, errors = submit.prepare(cfg, record.tasks_of(draft, [Slot(r) for r in runs]), False,
@@ -155,29 +156,59 @@ TABLE = ("WORKLOAD", "SIZE", "DTYPE", "SCALING", "GPUS", "DONE", "RUNNING", "PEN
          "FAILED", "JOBS")
 
 
-def config_rows(suite: Suite, view: list[Slot]) -> list[dict[str, Any]]:
+class RunRow(TypedDict):
+    """One run in `suite status --format=json`."""
+
+    run: int
+    repeat: int
+    state: str
+    job_id: str | None
+    nodes: str | None
+    detail: str | None
+    jobs: list[str]
+
+
+class ConfigRow(TypedDict):
+    """One configuration in `suite status --format=json`: its runs by state (record.STATES),
+    and each run."""
+
+    key: str
+    workload: str
+    size: str
+    dtype: str
+    scaling: str
+    scale: int
+    done: int
+    running: int
+    pending: int
+    held: int
+    failed: int
+    unknown: int
+    runs: list[RunRow]
+
+
+def config_rows(suite: Suite, view: list[Slot]) -> list[ConfigRow]:
     """Per configuration: its runs by state, and each run."""
     rows = []
     for index, c in enumerate(suite.configs):
         mine = [s for s in view if s.run.config == index]
         found = record.counts(mine)
-        rows.append({
-            "key": c.key, "workload": c.workload, "size": c.size, "dtype": c.dtype,
-            "scaling": c.scaling, "scale": c.scale,
-            **{state: found[state] for state in record.STATES},
-            "runs": [{"run": s.run.number, "repeat": s.run.repeat, "state": s.state,
-                      "job_id": s.job_id, "nodes": s.info.nodes if s.info else None,
-                      "detail": s.why,
-                      "jobs": [str(a["job_id"]) for a in s.attempts]} for s in mine],
-        })
+        rows.append(ConfigRow(
+            key=c.key, workload=c.workload, size=c.size, dtype=c.dtype, scaling=c.scaling,
+            scale=c.scale, done=found["done"], running=found["running"],
+            pending=found["pending"], held=found["held"], failed=found["failed"],
+            unknown=found["unknown"],
+            runs=[RunRow(run=s.run.number, repeat=s.run.repeat, state=s.state, job_id=s.job_id,
+                         nodes=s.info.nodes if s.info else None, detail=s.why,
+                         jobs=[str(a["job_id"]) for a in s.attempts]) for s in mine]))
     return rows
 
 
 def render_status(suite: Suite, view: list[Slot]) -> str:
     rows = config_rows(suite, view)
     table = [TABLE] + [(r["workload"], r["size"], r["dtype"], r["scaling"], str(r["scale"]),
-                        *(str(r[k] + (r["unknown"] if k == "running" else 0))
-                          for k in ("done", "running", "pending", "held", "failed")),
+                        str(r["done"]), str(r["running"] + r["unknown"]), str(r["pending"]),
+                        str(r["held"]), str(r["failed"]),
                         ",".join(j for run in r["runs"] for j in ([run["job_id"]]
                                                                  if run["job_id"] else []))
                         or "-") for r in rows]

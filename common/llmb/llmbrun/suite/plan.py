@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Annotated, Literal, TypedDict, cast
 
 from llmb.launch import request
 from llmb.llmbrun.clusterconfig import ClusterConfig
@@ -35,9 +35,23 @@ from llmb.llmbrun.errors import RunError
 from llmb.recipes import catalog
 from llmb.shared import shellsafe, slurmquery, values
 from llmb.shared.errors import UsageError
+from llmb.shared.records import Bound
 
 STARTUP_S = 600
 SECONDS_PER_HOUR = 3600
+NAME_LEN = 256  # characters of a name, an id or a time in a suite's record
+
+
+class ConfigRecord(TypedDict):
+    """One configuration of suite.json: SuiteConfig.to_json()."""
+
+    workload: Annotated[str, Bound(text=NAME_LEN)]
+    size: Annotated[str, Bound(text=NAME_LEN)]
+    dtype: Annotated[str, Bound(text=NAME_LEN)]
+    scaling: Literal["weak", "strong"]
+    scale: int  # GPUs
+    reference: float | None
+    time_limit_s: int
 
 
 @dataclass(frozen=True)
@@ -70,8 +84,9 @@ class SuiteConfig:
         """GPU-hours of one run."""
         return self.scale * self.run_seconds(steps) / SECONDS_PER_HOUR
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> ConfigRecord:
+        """Its entry in suite.json (held to ConfigRecord when the record is read: parse)."""
+        return cast(ConfigRecord, asdict(self))
 
 
 @dataclass(frozen=True)

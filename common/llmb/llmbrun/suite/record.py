@@ -38,10 +38,10 @@ import fcntl
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Any, Literal, TypedDict, cast
+from typing import Annotated, Any, TypedDict
 
 from llmb import layout
 from llmb.launch import placement
@@ -50,11 +50,11 @@ from llmb.llmbrun import analyzer, rerun, status, submit
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import RunError
 from llmb.llmbrun.history import SubmitRecord
-from llmb.llmbrun.suite.plan import Run, SuiteConfig
+from llmb.llmbrun.suite.plan import NAME_LEN, ConfigRecord, Run, SuiteConfig
 from llmb.llmbrun.tasks import Task
 from llmb.shared import clock, files, records, slurmquery, values
 from llmb.shared.errors import UsageError
-from llmb.shared.records import Bound, Shape
+from llmb.shared.records import Bound
 
 SCHEMA = 1
 ID_RE = re.compile(r"[0-9]{8}-[0-9]{6}(?:-([1-9][0-9]{0,3}))?")
@@ -64,22 +64,12 @@ LOCK_FILE = ".lock"
 PENDING_STATES = {"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED"}
 STATES = ("done", "running", "pending", "held", "failed", "unknown")
 QUEUED = ("pending", "running", "unknown")  # what counts against --max-jobs
-NAME_LEN = 256  # characters of a name, an id or a time in the record
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]*")  # a workload, size or dtype
 MAX_CONFIGS = 10_000  # every published configuration of every recipe is some hundreds
 MAX_RUNS = 100_000
 
 
-class ConfigRecord(TypedDict):
-    """One configuration of suite.json: llmb.llmbrun.suite.plan.SuiteConfig.to_json()."""
-
-    workload: Annotated[str, Bound(text=NAME_LEN)]
-    size: Annotated[str, Bound(text=NAME_LEN)]
-    dtype: Annotated[str, Bound(text=NAME_LEN)]
-    scaling: Literal["weak", "strong"]
-    scale: int  # GPUs
-    reference: float | None
-    time_limit_s: int
+Name = Annotated[str, Bound(text=NAME_LEN)]
 
 
 class RunRecord(TypedDict):
@@ -90,30 +80,47 @@ class RunRecord(TypedDict):
     repeat: int
 
 
-class _SuiteKeys(TypedDict):
-    schema: int
-    id: Annotated[str, Bound(text=NAME_LEN)]  # llmb.shared.clock.stamp(), `-2`, `-3` ...
+class SelectionRecord(TypedDict):
+    """What `suite submit` was asked for (plan.Selection), and where the largest scale came
+    from (--max-scale, or the partition's GPUs)."""
+
+    workloads: list[Name]
+    dtypes: list[Name]
+    min_scale: int
+    max_scale: int | None
+    max_scale_from: Name
+
+
+class _SettingsKeys(TypedDict):
     repeats: int
-    configurations: Annotated[list[dict[str, Any]], Shape(ConfigRecord),
-                              Bound(items=MAX_CONFIGS)]
-    runs: Annotated[list[dict[str, int]], Shape(RunRecord), Bound(items=MAX_RUNS)]
 
 
-class SuiteRecord(_SuiteKeys, total=False):
-    """suite.json, written once by `suite submit` (and by `suite resume --exclude-suspect`);
-    every command that reads it back holds it to this type first (`parse`)."""
+class SuiteSettings(_SettingsKeys, total=False):
+    """What `suite submit` records beside the plan (plan_data's `extra`)."""
 
-    created: Annotated[str, Bound(text=NAME_LEN)]  # llmb.shared.clock.iso()
     max_jobs: int | None
     smoke: bool
     steps: int  # MAX_STEPS of each run, for the GPU-hours
-    gpu_type: Annotated[str, Bound(text=NAME_LEN)]
-    partition: Annotated[str, Bound(text=NAME_LEN)] | None
-    placement: Annotated[dict[str, Any], Shape(PlacementRecord)]  # Placement.record()
-    selection: dict[str, Any]  # workloads, dtypes, min_scale, max_scale, max_scale_from
-    excluded_suspects: Annotated[list[Annotated[str, Bound(text=NAME_LEN)]],
-                                 Bound(items=placement.MAX_HOSTS)]
+    gpu_type: Name
+    partition: Name | None
+    placement: PlacementRecord  # Placement.record()
+    selection: SelectionRecord
+    excluded_suspects: Annotated[list[Name], Bound(items=placement.MAX_HOSTS)]
     screen: str  # the screen.json the suspects came from
+
+
+class _SuiteKeys(_SettingsKeys):
+    schema: int
+    id: Name  # llmb.shared.clock.stamp(), `-2`, `-3` ...
+    configurations: Annotated[list[ConfigRecord], Bound(items=MAX_CONFIGS)]
+    runs: Annotated[list[RunRecord], Bound(items=MAX_RUNS)]
+
+
+class SuiteRecord(_SuiteKeys, SuiteSettings, total=False):
+    """suite.json, written once by `suite submit` (and by `suite resume --exclude-suspect`);
+    every command that reads it back holds it to this type first (`parse`)."""
+
+    created: Name  # llmb.shared.clock.iso()
 
 
 @dataclass(frozen=True)
@@ -149,12 +156,11 @@ class Suite:
 
 
 def plan_data(suite_id: str, configs: list[SuiteConfig], runs: list[Run],
-              extra: Mapping[str, Any]) -> SuiteRecord:
+              extra: SuiteSettings) -> SuiteRecord:
     """suite.json's content (`extra`: repeats, max_jobs, smoke, placement, selection, ...)."""
-    content = {"schema": SCHEMA, "id": suite_id, "created": clock.iso(), **extra,
-               "configurations": [c.to_json() for c in configs],
-               "runs": [{"run": r.number, "config": r.config, "repeat": r.repeat} for r in runs]}
-    return cast(SuiteRecord, content)
+    return {"schema": SCHEMA, "id": suite_id, "created": clock.iso(), **extra,
+            "configurations": [c.to_json() for c in configs],
+            "runs": [{"run": r.number, "config": r.config, "repeat": r.repeat} for r in runs]}
 
 
 # --- ids and the record -----------------------------------------------------------------------
@@ -214,7 +220,7 @@ def load(cfg: ClusterConfig, suite_id: str | None) -> Suite:
             from None
 
 
-def parse(suite_id: str, path: Path, data: Any) -> Suite:
+def parse(suite_id: str, path: Path, data: object) -> Suite:
     """A suite.json's content, held to SuiteRecord; ValueError (one line naming the field)
     or PlacementError when it is not one."""
     if not isinstance(data, dict):
@@ -243,18 +249,20 @@ def parse(suite_id: str, path: Path, data: Any) -> Suite:
     _whole("repeats", record["repeats"])
     if record.get("max_jobs") is not None:
         _whole("max_jobs", record.get("max_jobs"))
-    place = placement.build(**{k: v for k, v in record.get("placement", {}).items()
-                               if k in PlacementRecord.__annotations__})
+    given = record.get("placement", {})
+    place = placement.build(nodelist=given.get("nodelist"), exclude=given.get("exclude"),
+                            reservation=given.get("reservation"), qos=given.get("qos"),
+                            segment=given.get("segment"), slurm_args=given.get("slurm_args", ()))
     return Suite(suite_id, path, record, configs, runs, place)
 
 
-def _whole(field: str, value: Any) -> int:
+def _whole(field: str, value: object) -> int:
     if not isinstance(value, int) or value < 1:
         raise ValueError(f"{field} is {values.brief(value)}, not a whole number from 1")
     return value
 
 
-def create(cfg: ClusterConfig, content: Mapping[str, Any]) -> Suite:
+def create(cfg: ClusterConfig, content: SuiteRecord) -> Suite:
     """A new suite folder under a fresh id, with its suite.json (0600)."""
     stamp = clock.stamp()
     cfg.tree.suites.mkdir(parents=True, exist_ok=True)
@@ -265,7 +273,7 @@ def create(cfg: ClusterConfig, content: Mapping[str, Any]) -> Suite:
             folder.mkdir(mode=0o700)
         except FileExistsError:
             continue
-        data = {**content, "id": suite_id}
+        data: SuiteRecord = {**content, "id": suite_id}
         path = folder / layout.SUITE_FILE
         files.write_private(path, json.dumps(data, indent=2) + "\n")
         return parse(suite_id, path, data)
@@ -273,10 +281,10 @@ def create(cfg: ClusterConfig, content: Mapping[str, Any]) -> Suite:
                    "is taken")
 
 
-def save(suite: Suite, data: Mapping[str, Any]) -> Suite:
+def save(suite: Suite, data: SuiteRecord) -> Suite:
     """Replace the suite's record (resume --exclude-suspect changes its placement)."""
-    files.write_private(suite.path, json.dumps(dict(data), indent=2) + "\n")
-    return parse(suite.id, suite.path, dict(data))
+    files.write_private(suite.path, json.dumps(data, indent=2) + "\n")
+    return parse(suite.id, suite.path, data)
 
 
 @contextlib.contextmanager

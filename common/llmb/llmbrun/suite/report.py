@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from llmb.llmbrun import analyzer, report
 from llmb.llmbrun.clusterconfig import ClusterConfig
@@ -32,6 +32,29 @@ EXIT_CHECK = 3
 TOLERANCE_PCT = 5.0  # the analyzer's default: `pass` at 95 % of the reference or better
 TABLE = ("WORKLOAD", "SIZE", "DTYPE", "SCALING", "GPUS", "DONE", "MEDIAN_S", "REF_S", "PCT",
          "VERDICT")
+
+
+class ReportRow(TypedDict):
+    """One configuration of `suite report`: its runs and the analyzer's verdict."""
+
+    key: str
+    workload: str
+    size: str
+    dtype: str
+    scaling: str
+    scale: int
+    repeats: int
+    successful_runs: int
+    failed_runs: int
+    queued_runs: int
+    held_runs: int
+    complete: bool
+    config_key: str | None
+    time_median: float | None
+    reference_step_time: float | None
+    pct_of_reference: float | None
+    verdict: str | None  # the analyzer's, or no_successful_run
+    jobs: list[str]
 
 
 def analyze(suite: Suite, view: list[Slot], out: Path
@@ -49,7 +72,7 @@ def analyze(suite: Suite, view: list[Slot], out: Path
 
 
 def configurations(suite: Suite, view: list[Slot], analysis: analyzer.RunAnalysis
-                   ) -> list[dict[str, Any]]:
+                   ) -> list[ReportRow]:
     """One entry per configuration of the suite: its runs and the analyzer's verdict."""
     rows = []
     for index, c in enumerate(suite.configs):
@@ -61,24 +84,24 @@ def configurations(suite: Suite, view: list[Slot], analysis: analyzer.RunAnalysi
         done = found["done"]
         figures = entry if done and entry else None  # the analyzer's, once a run is done
         verdict = figures.get("verdict") if figures else "no_successful_run"
-        rows.append({
-            "key": c.key, "workload": c.workload, "size": c.size, "dtype": c.dtype,
-            "scaling": c.scaling, "scale": c.scale, "repeats": suite.repeats,
-            "successful_runs": done, "failed_runs": found["failed"],
-            "queued_runs": found["pending"] + found["running"] + found["unknown"],
-            "held_runs": found["held"], "complete": done >= suite.repeats,
-            "config_key": keys[0] if keys else None,
-            "time_median": figures.get("time_median") if figures else None,
-            "reference_step_time": entry.get("reference_step_time", c.reference) if entry
+        rows.append(ReportRow(
+            key=c.key, workload=c.workload, size=c.size, dtype=c.dtype,
+            scaling=c.scaling, scale=c.scale, repeats=suite.repeats,
+            successful_runs=done, failed_runs=found["failed"],
+            queued_runs=found["pending"] + found["running"] + found["unknown"],
+            held_runs=found["held"], complete=done >= suite.repeats,
+            config_key=keys[0] if keys else None,
+            time_median=figures.get("time_median") if figures else None,
+            reference_step_time=entry.get("reference_step_time", c.reference) if entry
             else c.reference,
-            "pct_of_reference": figures.get("pct_of_reference") if figures else None,
-            "verdict": verdict,
-            "jobs": [str(a["job_id"]) for s in mine for a in s.attempts],
-        })
+            pct_of_reference=figures.get("pct_of_reference") if figures else None,
+            verdict=verdict,
+            jobs=[str(a["job_id"]) for s in mine for a in s.attempts],
+        ))
     return rows
 
 
-def problems(rows: list[dict[str, Any]]) -> list[str]:
+def problems(rows: list[ReportRow]) -> list[str]:
     """Why the suite's check fails; empty when it passes."""
     out = []
     below = [r for r in rows if r["verdict"] == "below"]
@@ -102,14 +125,14 @@ def problems(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def render(suite: Suite, rows: list[dict[str, Any]]) -> str:
-    def num(value: Any, fmt: str) -> str:
+def render(suite: Suite, rows: list[ReportRow]) -> str:
+    def num(value: float | None, fmt: str) -> str:
         return "-" if value is None else format(value, fmt)
 
     table = [TABLE] + [(r["workload"], r["size"], r["dtype"], r["scaling"], str(r["scale"]),
                         f"{r['successful_runs']}/{r['repeats']}", num(r["time_median"], ".3f"),
                         num(r["reference_step_time"], "g"), num(r["pct_of_reference"], ".1f"),
-                        r["verdict"]) for r in rows]
+                        str(r["verdict"])) for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(TABLE))]
     head = f"suite {suite.id}: {len(rows)} configuration(s), verdicts over its runs\n"
     return head + "".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True))
