@@ -29,7 +29,7 @@ import stat
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, BinaryIO, Literal, TypedDict, cast
+from typing import Annotated, BinaryIO, Literal, TypedDict, cast
 
 from llmb.launch.overrides import MAX_VALUE
 from llmb.launch.placement import PlacementRecord

@@ -41,7 +41,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, TypedDict
 
 from llmb import layout
 from llmb.launch import placement
