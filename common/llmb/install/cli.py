@@ -115,7 +115,7 @@ def _validate_slurm(plan: Plan) -> None:
             s[key] = shellsafe.slurm_name(f"slurm.{key}", check.string(f"slurm.{key}", s[key]),
                                           "partition", True)
     s.setdefault("cpu_partition", s["partition"])
-    s["gres"] = check.gres("slurm.gres", s.get("gres"))
+    s["gres"] = check.gres("slurm.gres", s.get("gres"), catalog.get_gpu_type(plan.gpu_type))
 
 
 def _validate_image(plan: Plan) -> None:

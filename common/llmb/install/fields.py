@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from llmb.launch import overrides
+from llmb.launch import overrides, slurmjob
+from llmb.recipes.catalog import GpuType
 from llmb.shared import redact, shellsafe, values
 from llmb.shared.errors import LlmbError
 from llmb.shared.files import MAX_TOKEN_BYTES, FileRefused, open_regular, read_bounded
@@ -25,7 +26,6 @@ from llmb.shared.values import BadValue, shown
 MAX_REQUIREMENTS_BYTES = 1 << 20  # a requirements file: a few lines
 MAX_FIELD = 4096  # characters of one field's text (a path at most PATH_MAX)
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-GRES_RE = re.compile(r"gpu(?::[A-Za-z0-9_.-]+)?:[1-9][0-9]{0,2}")
 
 
 class InstallError(LlmbError):
@@ -98,14 +98,17 @@ def requirements(name: str, value: object, repo: Path) -> list[str]:
     return files
 
 
-def gres(name: str, value: object) -> str | None:
+def gres(name: str, value: object, gpu: GpuType | None = None) -> str | None:
+    """A GPU GRES request by llmb.launch.slurmjob's rule (its count the GPU type's GPUs per
+    node, where `gpu` is given); None for none."""
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
         return None
     text = string(name, value, "gpu:8")
-    if not GRES_RE.fullmatch(text):
-        raise BadValue(f"{name}={shown(text)} is not a GPU GRES request; use gpu:N or "
-                       "gpu:TYPE:N (e.g. gpu:8), or null when the cluster needs none")
-    return text
+    try:
+        return str(slurmjob.parse_gres(text, gpu))
+    except slurmjob.GresError as exc:
+        raise BadValue(f"{name}={shown(text)} {exc}, or null when the cluster needs "
+                       "none") from None
 
 
 def install_path(name: str, value: str, cluster_type: str) -> str:

@@ -150,9 +150,8 @@ def choose(input_fn: Ask, question: str, choices: Sequence[Choice], default: str
 
 def gpu_choices() -> list[Choice]:
     out = []
-    for name in catalog.gpu_types():
-        g = catalog.get_gpu_type(name)
-        out.append(Choice(name, f"{g.gpus_per_node} GPUs per node, {g.arch}, "
+    for g in catalog.all_gpu_types():
+        out.append(Choice(g.name, f"{g.gpus_per_node} GPUs per node, {g.arch}, "
                                 f"{g.peak_tflops['bf16']:g}/{g.peak_tflops['fp8']:g} dense "
                                 "TFLOPS per GPU (BF16/FP8)"))
     return out
@@ -206,7 +205,7 @@ def token_file_check(answer: str) -> str | None:
 
 
 def _slurm(input_fn: Ask, environ: Mapping[str, str], found: Mapping[str, Any],
-           out: Any) -> tuple[dict[str, Any], str]:
+           out: Any, gpu: catalog.GpuType) -> tuple[dict[str, Any], str]:
     """The Slurm answers (account, partitions, GRES) and the image method."""
     cfg: dict[str, Any] = {}
     parts = found.get("partitions") or []
@@ -231,8 +230,8 @@ def _slurm(input_fn: Ask, environ: Mapping[str, str], found: Mapping[str, Any],
     chosen = next((p for p in parts if p.name == part), None)
     gres = ask(input_fn, "GPU GRES request per node (none: the cluster needs none)",
                f"gpu:{chosen.gpus}" if chosen and chosen.gpus else "none",
-               check=answer_check(fields.gres, "GRES"), out=out)
-    cfg["gres"] = fields.gres("GRES", gres)
+               check=answer_check(fields.gres, "GRES", gpu), out=out)
+    cfg["gres"] = fields.gres("GRES", gres, gpu)
     local_enroot = shutil.which("enroot") is not None
     method = choose(input_fn, "Where to import the image", import_choices(local_enroot),
                     "local" if local_enroot else "srun", out=out)[0]
@@ -282,7 +281,7 @@ def questions(input_fn: Ask, secret_fn: Ask, environ: Mapping[str, str],
     slurm_cfg: dict[str, Any] = {}
     method = "skip"
     if ctype == "slurm":
-        slurm_cfg, method = _slurm(input_fn, environ, found, out)
+        slurm_cfg, method = _slurm(input_fn, environ, found, out, catalog.get_gpu_type(gpu_type))
     kinds = ["venv", "conda"] if shutil.which("conda") else ["venv"]
     kind = choose(input_fn, "Python environment kind", [Choice(k, VENV_KINDS[k])
                                                         for k in kinds], "venv", out=out)[0]
