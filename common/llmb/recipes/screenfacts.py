@@ -22,6 +22,11 @@ FIGURES = {"matmul": {"tolerance", "source"},
            "nvlink_busbw_gbps": {"expected", "tolerance", "source"}}
 
 
+# The dtypes the screen multiplies matrices in (llmb.container.screenrun): a peak of another
+# (nvfp4) is no screen figure.
+MATMUL_DTYPES = ("bf16", "fp8")
+
+
 class GpuFacts(Protocol):
     """What of a GPU type (llmb.recipes.catalog.GpuType) the expectations need."""
 
@@ -52,6 +57,8 @@ def expectations(gpu: GpuFacts) -> dict[str, Expectation]:
     for name, entry in (gpu.screen or {}).items():
         if name == "matmul":
             for dtype, peak in gpu.peak_tflops.items():
+                if dtype not in MATMUL_DTYPES:
+                    continue
                 out[f"matmul_{dtype}_tflops"] = Expectation(
                     float(peak), float(entry["tolerance"]), str(entry["source"]))
         else:
