@@ -196,7 +196,7 @@ def secret_values(environ: Mapping[str, str], token: str | None) -> set[str]:
     return redact.secret_values(environ, [token])
 
 
-def _size(data: Any) -> str:
+def _size(data: object) -> str:
     if isinstance(data, str):
         return f"text of {len(data)} characters"
     if isinstance(data, (list, dict)):
@@ -219,7 +219,7 @@ def check_map(name: str, data: Any) -> dict[str, Any]:
 KEY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 
 
-def unknown_keys(name: str, data: Mapping[str, Any], allowed: set[str]) -> None:
+def unknown_keys(name: str, data: Mapping[str, object], allowed: set[str]) -> None:
     """BadValue naming the keys that are not allowed: only those shaped like a setting's name
     are shown (a file that is not a config has lines for keys: they are counted, not shown)."""
     unknown = set(data) - allowed

@@ -49,10 +49,10 @@ class Plan:
     cluster_type: str
     gpu_type: str
     workloads: list[str]
-    slurm: dict[str, Any] = field(default_factory=dict)
+    slurm: dict[str, str | None] = field(default_factory=dict)
     venv: dict[str, Any] = field(default_factory=dict)
-    image: dict[str, Any] = field(default_factory=dict)
-    env: dict[str, Any] = field(default_factory=dict)
+    image: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
     hf_token: str | None = field(default=None, repr=False)
     token_source: str = "HF_TOKEN"  # where the token came from, for messages
 

@@ -93,7 +93,7 @@ class ClusterConfig:
         return self.slurm
 
 
-def from_data(path: Path, data: Any) -> ClusterConfig:
+def from_data(path: Path, data: object) -> ClusterConfig:
     """The typed configuration of a file's parsed content (checked here)."""
     checked = check_config(data, path)
     llmb, launcher = checked["llmb"], checked["launcher"]
@@ -302,7 +302,7 @@ def check_config(data: object, path: Path) -> dict[str, Any]:
                           for name, entry in checked["workloads"].items()}}
 
 
-def check_env_value(prefix: str, name: Any, value: Any) -> str:
+def check_env_value(prefix: str, name: object, value: object) -> str:
     """One entry of an env mapping (cluster config, bulk file, --env, a history record): the
     rule of llmb.launch.overrides, as this module's RunError. `prefix` says where it was given
     (e.g. `--env`, `sweep.yaml: task 2: env`)."""

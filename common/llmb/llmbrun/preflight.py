@@ -25,7 +25,7 @@ import shutil
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, TypedDict
 
 from llmb.launch.placement import Placement, PlacementRecord
 from llmb.llmbrun import slurmjob
@@ -33,7 +33,7 @@ from llmb.llmbrun.clusterconfig import ClusterConfig, SlurmSettings
 from llmb.llmbrun.errors import PROG, RunError
 from llmb.recipes import catalog
 from llmb.shared import clock, files, records, slurmquery, values
-from llmb.shared.records import Bound, Shape
+from llmb.shared.records import Bound
 
 JOB_NAME = "llmb-preflight"
 JOB_TIME = "00:10:00"
@@ -72,9 +72,9 @@ class PreflightReport(TypedDict, total=False):
 
     created: Name
     nodes: int
-    placement: Annotated[dict[str, Any], Shape(PlacementRecord)]
+    placement: PlacementRecord
     gpu_type: Name
-    checks: Annotated[list[dict[str, Any]], Shape(CheckRecord), Bound(items=1024)]
+    checks: Annotated[list[CheckRecord], Bound(items=1024)]
 
 
 # --- login-node checks ------------------------------------------------------------------------

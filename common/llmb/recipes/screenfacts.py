@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 FIGURES = {"matmul": {"tolerance", "source"},
            "memory_gbps": {"expected", "tolerance", "source"},
@@ -34,7 +34,7 @@ class GpuFacts(Protocol):
     def peak_tflops(self) -> Mapping[str, float]: ...
 
     @property
-    def screen(self) -> Mapping[str, Mapping[str, Any]] | None: ...
+    def screen(self) -> Mapping[str, Mapping[str, str | float]] | None: ...
 
 
 @dataclass(frozen=True)
