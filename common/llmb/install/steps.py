@@ -204,15 +204,17 @@ class InstallState(TypedDict, total=False):
     setup: dict[str, str]  # workload -> setup_fingerprint
 
 
-def load_state(root: Path) -> dict[str, Any]:
+def load_state(root: Path) -> InstallState:
     try:
         state = json.loads(files.read_bounded(layout.Install(root).install_state,
                                               MAX_OWN_FILE_BYTES))
     except (files.FileRefused, ValueError, RecursionError):
         return {}
-    if records.problem(InstallState, state) is not None:
+    try:
+        checked = records.check(InstallState, state)
+    except records.BadRecord:
         return {}  # hand-edited or damaged: every setup is checked again, as with none
-    return state if state.get("schema") == STATE_SCHEMA else {}
+    return checked if checked.get("schema") == STATE_SCHEMA else {}
 
 
 def record_setup(root: Path, workload: str, fingerprint: str) -> None:

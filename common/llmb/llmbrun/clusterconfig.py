@@ -286,7 +286,7 @@ def check_config(data: object, path: Path) -> dict[str, Any]:
     env = raw_launcher.get("env") or {}
     if not isinstance(env, dict):
         raise _bad(path, "launcher.env", env, "must be a mapping")
-    out_launcher: dict[str, Any] = {
+    out_launcher: dict[str, object] = {
         **raw_launcher, "cluster_type": ctype, "gpu_type": gpu,
         "hf_token_file": _text(path, "launcher.hf_token_file", launcher.get("hf_token_file")),
         "env": {name: check_env_value(f"{path}: launcher.env", name, value)
