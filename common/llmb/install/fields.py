@@ -204,7 +204,7 @@ def _size(data: object) -> str:
     return _type(data)
 
 
-def check_map(name: str, data: Any) -> dict[str, Any]:
+def check_map(name: str, data: object) -> dict[str, Any]:
     """A mapping, or BadValue that names what it is and never shows it: a token file or
     /etc/shadow given as --config by mistake is not printed back."""
     if data is None:

@@ -236,7 +236,8 @@ def setup_fingerprint(plan: Plan, workload: str) -> str:
 
 # --- the files the installer writes ------------------------------------------------------------
 
-def cluster_config(plan: Plan) -> dict[str, Any]:
+def cluster_config(plan: Plan) -> dict[str, object]:
+    """cluster_config.yaml (schema 1) for this plan, as llmb-run reads it."""
     return {
         "schema": 1,
         "llmb": {"repo": str(REPO), "install_path": plan.install_path},
