@@ -28,9 +28,12 @@ TOKEN = "hf_from_file_abcdefgh"
 
 
 def cluster_config(root: Path, gpu_type: str = "h100", image: str | None = None,
-                   env: dict[str, Any] | None = None, gres: str | None = "gpu:8",
+                   env: dict[str, Any] | None = None, gres: str | None = "gpu:N",
                    workloads: tuple[str, ...] = WORKLOADS, account: str = "acct"
                    ) -> dict[str, Any]:
+    """`gres` "gpu:N": every GPU of a node of the GPU type (gpu:8 on H100, gpu:4 on GB200)."""
+    if gres == "gpu:N":
+        gres = f"gpu:{catalog.get_gpu_type(gpu_type).gpus_per_node}"
     return {
         "schema": 1,
         "llmb": {"repo": str(REPO), "install_path": str(root)},

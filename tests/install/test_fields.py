@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from llmb.install import fields
+from llmb.recipes import catalog
 from llmb.shared.values import BadValue
 from paths import REPO
 
@@ -116,6 +117,15 @@ def test_not_a_gpu_gres(value: object) -> None:
     assert refused(fields.gres, "slurm.gres", value) == (
         f"slurm.gres={str(value).strip()} is not a GPU GRES request; use gpu:N or gpu:TYPE:N "
         "(e.g. gpu:8), or null when the cluster needs none")
+
+
+def test_a_gpu_gres_asks_for_every_gpu_of_a_node() -> None:
+    """The count is the GPU type's GPUs per node, as for every job (llmb.launch.slurmjob)."""
+    gb200 = catalog.get_gpu_type("gb200")
+    assert fields.gres("slurm.gres", "gpu:gb200:4", gb200) == "gpu:gb200:4"
+    assert refused(fields.gres, "slurm.gres", "gpu:8", gb200) == (
+        "slurm.gres=gpu:8 asks for 8 GPUs per node, but a gb200 job runs 4 tasks per node, "
+        "each on one GPU: use gpu:4, or null when the cluster needs none")
 
 
 def test_an_install_path_is_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -28,7 +28,10 @@ def install(tmp_path: Path) -> Path:
     ("llama3.1", {"SBATCH_ACCOUNT": None}, "SBATCH_ACCOUNT is not set"),
     ("llama3.1", {"SBATCH_PARTITION": None}, "SBATCH_PARTITION is not set"),
     ("llama3.1", {"SBATCH_GPUS_PER_NODE": "eight"},
-     "SBATCH_GPUS_PER_NODE=eight is not a positive integer"),
+     "SBATCH_GPUS_PER_NODE=eight is not a GPU GRES request; use gpu:N or gpu:TYPE:N"),
+    ("llama3.1", {"SBATCH_GPUS_PER_NODE": "gpu:h100:4"},
+     "SBATCH_GPUS_PER_NODE=gpu:h100:4 asks for 4 GPUs per node, but a h100 job runs 8 tasks "
+     "per node, each on one GPU: use gpu:h100:8 (GPUS_PER_NODE=8), or unset it"),
 ])
 def test_validation(install: Path, name: str, extra: dict[str, str | None],
                     message: str) -> None:
@@ -38,8 +41,8 @@ def test_validation(install: Path, name: str, extra: dict[str, str | None],
 HOSTILE = [
     ({"SBATCH_ACCOUNT": "a$(id)"}, "SBATCH_ACCOUNT=a$(id) contains $ ( ), which a Slurm account"),
     ({"SBATCH_PARTITION": "a b"}, "SBATCH_PARTITION=a b contains a space"),
-    ({"SBATCH_GPUS_PER_NODE": "3"}, "SBATCH_GPUS_PER_NODE=3 does not match the 8 tasks per node "
-     "(GPUS_PER_NODE=8 for h100); each task drives one GPU"),
+    ({"SBATCH_GPUS_PER_NODE": "3"}, "SBATCH_GPUS_PER_NODE=3 asks for 3 GPUs per node, but a h100 "
+     "job runs 8 tasks per node, each on one GPU: use gpu:8"),
 ]
 
 
@@ -47,6 +50,15 @@ HOSTILE = [
 def test_hostile_values_are_refused_in_one_line(install: Path, extra: dict[str, str],
                                                 message: str) -> None:
     assert_hostile_refused(install, extra, message)
+
+
+@pytest.mark.parametrize(("value", "gres"), [
+    ("8", "gpu:8"), ("gpu:8", "gpu:8"), ("gpu:h100:8", "gpu:h100:8"), (None, None)])
+def test_the_gres_request_takes_every_form_of_the_rule(install: Path, value: str | None,
+                                                      gres: str | None) -> None:
+    req = request.from_env(recipe("nemotron"), env_for(install, SBATCH_GPUS_PER_NODE=value))
+    assert req.slurm is not None
+    assert (str(req.slurm.gres) if req.slurm.gres else None) == gres
 
 
 def test_missing_image_is_an_error_and_a_dry_run_says_so(install: Path) -> None:

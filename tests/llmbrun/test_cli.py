@@ -109,7 +109,7 @@ def test_above_max_scale_is_a_warning_and_tells_launch(install):
     assert env["VIRTUAL_ENV"] == sys.prefix and env["PATH"].startswith(f"{sys.prefix}/bin:")
     assert env["LLMB_PYTHON"] == f"{sys.prefix}/bin/python"
     assert env["HF_TOKEN"] == "hf_from_file"
-    assert env["SBATCH_GPUS_PER_NODE"] == "8" and env["SBATCH_ACCOUNT"] == "acct"
+    assert env["SBATCH_GPUS_PER_NODE"] == "gpu:8" and env["SBATCH_ACCOUNT"] == "acct"
     assert (env["JOB_TOTAL_GPUS"], env["MODEL_SIZE"], env["DTYPE"]) == ("256", "8b", "fp8")
     assert env["NCCL_DEBUG"] == "WARN" and "DRY_RUN" not in env and "SMOKE_TEST" not in env
 

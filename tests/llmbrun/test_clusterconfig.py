@@ -53,14 +53,18 @@ BAD = [
                                    "runai" + FIX),
     (launcher(gpu_type="a100"), "launcher.gpu_type=a100 is not a GPU type; allowed: h100, b200, "
                                 "gb200, h200, b300, gb300" + FIX),
-    (launcher(gpu_type=True), "launcher.gpu_type=True must be a non-empty text value" + FIX),
+    (launcher(gpu_type=True), "launcher.gpu_type is true (true or false), not text or a whole "
+                              "number or a number" + FIX),
     (launcher(gpu_type="  "), "launcher.gpu_type=   must be a non-empty text value"),
     (launcher(slurm=None), "launcher.slurm is missing; rerun the installer"),
     (slurm(account=""), "launcher.slurm.account= must be a non-empty text value" + FIX),
     (slurm(partition="batch\n#SBATCH --exclusive"),
      "launcher.slurm.partition=batch\\n#SBATCH --exclusive contains control characters" + FIX),
-    (slurm(gres="8"), "launcher.slurm.gres=8 is not a GPU GRES; e.g. gpu:8, or null when the "
-                      "cluster needs none" + FIX),
+    (slurm(gres="8"), "launcher.slurm.gres=8 is not a GPU GRES request; use gpu:N or gpu:TYPE:N "
+                      "(e.g. gpu:8), or null when the cluster needs none" + FIX),
+    (slurm(gres="gpu:h100:4"), "launcher.slurm.gres=gpu:h100:4 asks for 4 GPUs per node, but a "
+                               "h100 job runs 8 tasks per node, each on one GPU: use gpu:h100:8, "
+                               "or null when the cluster needs none" + FIX),
     (launcher(env=["NCCL_DEBUG=WARN"]), "launcher.env=['NCCL_DEBUG=WARN'] must be a mapping"),
     (launcher(env={"NCCL_DEBUG": ["WARN"]}),
      "launcher.env NCCL_DEBUG=['WARN'] must be a text or number value"),
@@ -71,8 +75,8 @@ BAD = [
     (workload(venv=None), "workloads.pretrain_llama3.1.venv is missing; rerun the installer"),
     (workload(venv_kind="pipenv"), "workloads.pretrain_llama3.1.venv_kind=pipenv is not "
                                    "supported; allowed: venv, conda" + FIX),
-    (workload(image={"file": "x.sqsh"}), "workloads.pretrain_llama3.1.image={'file': 'x.sqsh'} "
-                                         "must be a non-empty text value"),
+    (workload(image={"file": "x.sqsh"}), "workloads.pretrain_llama3.1.image is a mapping of 1 "
+                                         "key(s), not text or a whole number or a number or null"),
 ]
 
 
@@ -105,7 +109,8 @@ def test_a_long_value_is_cut_short_in_the_message() -> None:
 @pytest.mark.parametrize(("change", "field", "value"), [
     (launcher(cluster_type=None), ("launcher", "cluster_type"), "slurm"),
     (launcher(cluster_type="SLURM"), ("launcher", "cluster_type"), "slurm"),
-    (launcher(gpu_type=" GB200 "), ("launcher", "gpu_type"), "gb200"),
+    (lambda d: (launcher(gpu_type=" GB200 ")(d), slurm(gres="gpu:4")(d)),
+     ("launcher", "gpu_type"), "gb200"),
     (slurm(account=12345), ("launcher", "slurm", "account"), "12345"),  # YAML read a number
     (slurm(gres=None), ("launcher", "slurm", "gres"), None),
     (slurm(gres="gpu:h100:8"), ("launcher", "slurm", "gres"), "gpu:h100:8"),
@@ -131,11 +136,14 @@ def test_a_runai_install_needs_no_slurm_section() -> None:
 
 
 def test_the_views_of_a_checked_config() -> None:
-    data = config(launcher(gpu_type="gb200"))
+    data = config(lambda d: (launcher(gpu_type="gb200")(d), slurm(gres="gpu:gb200:4")(d)))
     cfg = clusterconfig.from_data(PATH, data)
     assert (cfg.install, cfg.repo) == (ROOT, Path(data["llmb"]["repo"]))
     assert (cfg.gpu_type, cfg.gpus_per_node, cfg.cluster_type) == ("gb200", 4, "slurm")
     assert cfg.slurm is not None and cfg.slurm.account == "acct" and cfg.env == {}
+    assert cfg.gpu.name == "gb200" and str(cfg.slurm.gres) == "gpu:gb200:4"
+    assert cfg.slurm.gres is not None and (cfg.slurm.gres.type, cfg.slurm.gres.count) == (
+        "gb200", 4)
     assert list(cfg.workloads) == list(runinstall.WORKLOADS)
     assert cfg.history.path == ROOT / "llmb_run_history.jsonl"
     assert cfg.workloads_dir == ROOT / "workloads" and cfg.tree.root == ROOT

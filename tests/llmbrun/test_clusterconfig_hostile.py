@@ -26,7 +26,7 @@ def edited(root: Path, path: list[str], value: Any) -> None:
 EDITS = [
     (["workloads", "pretrain_llama3.1", "venv"], 5, "must be an absolute path"),
     (["workloads", "pretrain_llama3.1", "venv"], "venvs/x", "must be an absolute path"),
-    (["workloads", "pretrain_llama3.1", "venv"], ["a"], "must be a non-empty text value"),
+    (["workloads", "pretrain_llama3.1", "venv"], ["a"], "venv is a list of 1 item(s), not text"),
     (["workloads", "pretrain_llama3.1"], "x", "must be a mapping with venv"),
     (["schema"], "1", "schema"),
     (["launcher", "env"], {"BASH_ENV": "/tmp/x.sh"}, "BASH_ENV"),

@@ -39,7 +39,7 @@ def slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Slurm:
 
 def test_options_are_the_installs_then_the_spec_then_the_placement(cfg, tmp_path):
     spec = slurmjob.JobSpec("llmb-x", 3, 8, "00:05:00", tmp_path / "x-%j.out", exclusive=True)
-    assert slurmjob.sbatch_options(cfg, spec, placement.build(qos="high"), 3) == [
+    assert slurmjob.sbatch_options(cfg, spec, placement.build(qos="high", segment=3)) == [
         "--account=acct", "--partition=batch", "--nodes=3", "--ntasks-per-node=8",
         "--gres=gpu:8", "--exclusive", "--mem=0", "--time=00:05:00", "--job-name=llmb-x",
         f"--output={tmp_path}/x-%j.out", "--qos=high", "--segment=3"]

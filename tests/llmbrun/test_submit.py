@@ -51,7 +51,7 @@ def test_the_request_and_the_install_as_launch_sh_reads_them(
         "VIRTUAL_ENV": str(venv), "LLMB_PYTHON": str(venv / "bin" / "python"),
         "LLMB_INSTALL": str(cfg.install), "CLUSTER_TYPE": "slurm", "GPU_TYPE": "h100",
         "JOB_TOTAL_GPUS": "16", "MODEL_SIZE": "15b", "DTYPE": "fp8",
-        "SBATCH_ACCOUNT": "acct", "SBATCH_PARTITION": "batch", "SBATCH_GPUS_PER_NODE": "8",
+        "SBATCH_ACCOUNT": "acct", "SBATCH_PARTITION": "batch", "SBATCH_GPUS_PER_NODE": "gpu:8",
         "HF_TOKEN": runinstall.TOKEN, "NCCL_DEBUG": "WARN", "MAX_STEPS": "30"}
     assert env["PATH"] == f"{venv}/bin:{SHELL['PATH']}"
     assert (env["HOME"], env["LANG"]) == (SHELL["HOME"], SHELL["LANG"])
@@ -113,9 +113,10 @@ def test_a_token_file_that_cannot_be_read_is_one_line(
     # a cluster without GPU GRES: no --gres
     (lambda d: d["launcher"]["slurm"].update(gres=None), {"SBATCH_ACCOUNT": "acct"},
      ("SBATCH_GPUS_PER_NODE",)),
-    # the GPU type's own count per node
-    (lambda d: d["launcher"].update(gpu_type="gb200"), {"SBATCH_GPUS_PER_NODE": "4",
-                                                        "GPU_TYPE": "gb200"}, ()),
+    # the install's GRES as it is written, its type too (the GPU type's own count per node)
+    (lambda d: (d["launcher"].update(gpu_type="gb200"),
+                d["launcher"]["slurm"].update(gres="gpu:gb200:4")),
+     {"SBATCH_GPUS_PER_NODE": "gpu:gb200:4", "GPU_TYPE": "gb200"}, ()),
     # a conda venv is activated as conda does it
     (lambda d: d["workloads"]["pretrain_nemotron4"].update(venv_kind="conda", venv="/opt/c"),
      {"CONDA_PREFIX": "/opt/c", "LLMB_PYTHON": "/opt/c/bin/python"}, ("VIRTUAL_ENV",)),

@@ -63,11 +63,31 @@ def test_peak_table_is_004s():
         for gpu in ("h100", "b200", "gb200"):
             assert catalog.get_gpu_type(gpu).peak_tflops[dtype] == float(record[gpu.upper()])
     assert {g: dict(catalog.get_gpu_type(g).peak_tflops) for g in catalog.gpu_types()} == {
-        "h100": {"bf16": 989, "fp8": 1979}, "b200": {"bf16": 2250, "fp8": 4500},
-        "gb200": {"bf16": 2450, "fp8": 4900},
-        # not in seed 004: each with its public source in gpus.yaml
-        "h200": {"bf16": 989, "fp8": 1979}, "b300": {"bf16": 2250, "fp8": 4500},
-        "gb300": {"bf16": 2450, "fp8": 4900}}
+        "h100": {"bf16": 989, "fp8": 1979}, "b200": {"bf16": 2250, "fp8": 4500, "nvfp4": 9000},
+        "gb200": {"bf16": 2450, "fp8": 4900, "nvfp4": 10000},
+        # not in seed 004 (nor is any nvfp4 peak): each with its public source in gpus.yaml
+        "h200": {"bf16": 989, "fp8": 1979}, "b300": {"bf16": 2250, "fp8": 4500, "nvfp4": 13500},
+        "gb300": {"bf16": 2450, "fp8": 4900, "nvfp4": 15000}}
+
+
+@pytest.mark.parametrize(("dtype", "gpu", "peak"), [
+    ("bf16", "h100", 989), ("fp8", "h100", 1979), ("mxfp8", "b200", 4500),
+    ("fp8_cs", "gb200", 4900), ("fp8cs", "h100", 1979), ("FP8_MX", "b300", 4500),
+    ("nvfp4", "b200", 9000), ("nvfp4", "gb300", 15000),
+    ("nvfp4", "h100", None),  # Hopper has no FP4 tensor cores: no peak, no MFU
+    ("fp16", "h100", None),  # a dtype the rule does not know
+])
+def test_the_peak_a_dtype_is_held_to(dtype: str, gpu: str, peak: float | None):
+    assert perf.peak_tflops(catalog.get_gpu_type(gpu).peak_tflops, dtype) == peak
+
+
+def test_a_gpu_type_is_resolved_once_and_carries_its_facts():
+    gb200 = catalog.get_gpu_type("gb200")
+    assert (gb200.gpus_per_node, gb200.segment_max_nodes) == (4, 18)
+    assert (gb200.memory_gbps, gb200.nvlink_gbps) == (8000, 900)
+    assert gb200 == catalog.get_gpu_type("gb200") and gb200 != catalog.get_gpu_type("h100")
+    cfg = catalog.find_recipe("nemotron").rows(gpu_type="gb200")[0]
+    assert cfg.gpu == gb200 and cfg.gpu_type == "gb200"
 
 
 @pytest.mark.parametrize("seed", ["000", "001", "002", "003"])

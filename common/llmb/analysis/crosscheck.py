@@ -172,8 +172,8 @@ def tflops_above_peak(scan: timing.LogScan, ident: dict[str, Any] | None, identi
         return None
     value, at, text = scan.tflops_max
     if ident is None:
-        peak = max((float(p) for g in identifier.catalog.gpu_types()
-                    for p in identifier.catalog.get_gpu_type(g).peak_tflops.values()),
+        peak = max((float(p) for g in identifier.catalog.all_gpu_types()
+                    for p in g.peak_tflops.values()),
                    default=None)
         if peak is None or value <= peak:
             return None

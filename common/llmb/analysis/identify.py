@@ -31,9 +31,6 @@ if TYPE_CHECKING:
     from llmb.recipes.catalog import Config, Recipe, Reference
 
 DEFAULT_GPU = "h100"
-# Megatron-Bridge's FP8 recipes (current, delayed, MX, sub-channel scaling) run at the FP8 peak.
-_PEAK_DTYPES = {"fp8_cs": "fp8", "fp8cs": "fp8", "fp8_ds": "fp8", "fp8ds": "fp8",
-                "fp8_mx": "fp8", "fp8mx": "fp8", "fp8_sc": "fp8", "fp8sc": "fp8"}
 MANIFEST_LEVELS = 3  # the log's directory and up to two parents
 MANIFESTS_KEPT = 256  # manifests (and directories without one) remembered
 SCALINGS = ("weak", "strong")
@@ -447,9 +444,9 @@ class Identifier:
             peak = self.catalog.get_gpu_type(gpu_type or ident["gpu_type"]).peak_tflops
         except self.catalog.CatalogError:
             return None
-        dtype = ident["dtype"]
-        value = peak.get(dtype) or peak.get(_PEAK_DTYPES.get(dtype, ""))
-        return float(value) if value else None
+        from llmb.recipes import perf  # the dtype-to-peak rule lives beside MFU
+
+        return perf.peak_tflops(peak, ident["dtype"])
 
     def identify(self, manifest: Found | None, rel: str,
                  root: str) -> tuple[Identity | None, str | None]:

@@ -21,7 +21,7 @@ import shutil
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from llmb.install import fields, prompts, record
 from llmb.install import steps as installsteps
@@ -115,7 +115,7 @@ def _validate_slurm(plan: Plan) -> None:
             s[key] = shellsafe.slurm_name(f"slurm.{key}", check.string(f"slurm.{key}", s[key]),
                                           "partition", True)
     s.setdefault("cpu_partition", s["partition"])
-    s["gres"] = check.gres("slurm.gres", s.get("gres"))
+    s["gres"] = check.gres("slurm.gres", s.get("gres"), catalog.get_gpu_type(plan.gpu_type))
 
 
 def _validate_image(plan: Plan) -> None:
@@ -200,10 +200,10 @@ def plan_from_config(path: Path, environ: Mapping[str, str]) -> Plan:
 
 # --- interactive ------------------------------------------------------------------------------
 
-def discover(user: str, out=None) -> dict[str, Any]:
+def discover(user: str, out=None) -> prompts.Found:
     """What the cluster says about itself; missing facts are None (the user types them)."""
     out = out or sys.stdout
-    found: dict[str, Any] = {"partitions": None, "accounts": None}
+    found: prompts.Found = {"partitions": None, "accounts": None}
     try:
         found["partitions"] = slurmquery.partitions()
     except slurmquery.SlurmUnavailable as exc:
@@ -216,7 +216,7 @@ def discover(user: str, out=None) -> dict[str, Any]:
 
 
 def interactive_plan(input_fn: Ask, secret_fn: Ask, environ: Mapping[str, str],
-                     found: Mapping[str, Any], out=None) -> Plan:
+                     found: prompts.Found, out=None) -> Plan:
     """The questions (llmb.install.prompts), the answers checked as a config file's are, the
     plan shown, then `Install now?`."""
     out = out or sys.stdout
@@ -228,7 +228,7 @@ def interactive_plan(input_fn: Ask, secret_fn: Ask, environ: Mapping[str, str],
     return plan
 
 
-def recorded_answers(input_fn: Ask, environ: Mapping[str, str], found: Mapping[str, Any],
+def recorded_answers(input_fn: Ask, environ: Mapping[str, str], found: prompts.Found,
                      out=None) -> Answers:
     """--record: the questions (the token's file, not the token), the answers checked."""
     answers = prompts.questions(input_fn, input_fn, environ, found, True, out)

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from llmb.launch import overrides
+from llmb.launch import overrides, slurmjob
+from llmb.recipes.catalog import GpuType
 from llmb.shared import redact, shellsafe, values
 from llmb.shared.errors import LlmbError
 from llmb.shared.files import MAX_TOKEN_BYTES, FileRefused, open_regular, read_bounded
@@ -25,7 +26,6 @@ from llmb.shared.values import BadValue, shown
 MAX_REQUIREMENTS_BYTES = 1 << 20  # a requirements file: a few lines
 MAX_FIELD = 4096  # characters of one field's text (a path at most PATH_MAX)
 ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-GRES_RE = re.compile(r"gpu(?::[A-Za-z0-9_.-]+)?:[1-9][0-9]{0,2}")
 
 
 class InstallError(LlmbError):
@@ -98,14 +98,17 @@ def requirements(name: str, value: object, repo: Path) -> list[str]:
     return files
 
 
-def gres(name: str, value: object) -> str | None:
+def gres(name: str, value: object, gpu: GpuType | None = None) -> str | None:
+    """A GPU GRES request by llmb.launch.slurmjob's rule (its count the GPU type's GPUs per
+    node, where `gpu` is given); None for none."""
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
         return None
     text = string(name, value, "gpu:8")
-    if not GRES_RE.fullmatch(text):
-        raise BadValue(f"{name}={shown(text)} is not a GPU GRES request; use gpu:N or "
-                       "gpu:TYPE:N (e.g. gpu:8), or null when the cluster needs none")
-    return text
+    try:
+        return str(slurmjob.parse_gres(text, gpu))
+    except slurmjob.GresError as exc:
+        raise BadValue(f"{name}={shown(text)} {exc}, or null when the cluster needs "
+                       "none") from None
 
 
 def install_path(name: str, value: str, cluster_type: str) -> str:
@@ -193,7 +196,7 @@ def secret_values(environ: Mapping[str, str], token: str | None) -> set[str]:
     return redact.secret_values(environ, [token])
 
 
-def _size(data: Any) -> str:
+def _size(data: object) -> str:
     if isinstance(data, str):
         return f"text of {len(data)} characters"
     if isinstance(data, (list, dict)):
@@ -201,7 +204,7 @@ def _size(data: Any) -> str:
     return _type(data)
 
 
-def check_map(name: str, data: Any) -> dict[str, Any]:
+def check_map(name: str, data: object) -> dict[str, Any]:
     """A mapping, or BadValue that names what it is and never shows it: a token file or
     /etc/shadow given as --config by mistake is not printed back."""
     if data is None:
@@ -216,7 +219,7 @@ def check_map(name: str, data: Any) -> dict[str, Any]:
 KEY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
 
 
-def unknown_keys(name: str, data: Mapping[str, Any], allowed: set[str]) -> None:
+def unknown_keys(name: str, data: Mapping[str, object], allowed: set[str]) -> None:
     """BadValue naming the keys that are not allowed: only those shaped like a setting's name
     are shown (a file that is not a config has lines for keys: they are counted, not shown)."""
     unknown = set(data) - allowed

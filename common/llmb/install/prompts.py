@@ -23,13 +23,13 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TextIO, TypedDict
 
 from llmb.install import fields
 from llmb.install.fields import InstallError
 from llmb.install.steps import Plan
 from llmb.recipes import catalog
-from llmb.shared import redact, shellsafe, values
+from llmb.shared import redact, shellsafe, slurmquery, values
 from llmb.shared.values import shown
 
 Ask = Callable[[str], str]
@@ -148,11 +148,17 @@ def choose(input_fn: Ask, question: str, choices: Sequence[Choice], default: str
     return found
 
 
+class Found(TypedDict):
+    """What the cluster says about itself (llmb.install.cli.discover); None: not known."""
+
+    partitions: list[slurmquery.Partition] | None
+    accounts: list[str] | None
+
+
 def gpu_choices() -> list[Choice]:
     out = []
-    for name in catalog.gpu_types():
-        g = catalog.get_gpu_type(name)
-        out.append(Choice(name, f"{g.gpus_per_node} GPUs per node, {g.arch}, "
+    for g in catalog.all_gpu_types():
+        out.append(Choice(g.name, f"{g.gpus_per_node} GPUs per node, {g.arch}, "
                                 f"{g.peak_tflops['bf16']:g}/{g.peak_tflops['fp8']:g} dense "
                                 "TFLOPS per GPU (BF16/FP8)"))
     return out
@@ -170,7 +176,7 @@ def workload_choices(gpu_type: str, cluster_type: str) -> list[Choice]:
     return out
 
 
-def partition_choices(parts: Sequence[Any]) -> list[Choice]:
+def partition_choices(parts: Sequence[slurmquery.Partition]) -> list[Choice]:
     """sinfo's partitions (llmb.shared.slurmquery.Partition), described by what it says."""
     out = []
     for p in parts:
@@ -205,10 +211,10 @@ def token_file_check(answer: str) -> str | None:
     return None
 
 
-def _slurm(input_fn: Ask, environ: Mapping[str, str], found: Mapping[str, Any],
-           out: Any) -> tuple[dict[str, Any], str]:
+def _slurm(input_fn: Ask, environ: Mapping[str, str], found: Found,
+           out: TextIO | None, gpu: catalog.GpuType) -> tuple[dict[str, str | None], str]:
     """The Slurm answers (account, partitions, GRES) and the image method."""
-    cfg: dict[str, Any] = {}
+    cfg: dict[str, str | None] = {}
     parts = found.get("partitions") or []
     gpu_parts = [p for p in parts if p.gpus]
     accounts = found.get("accounts")
@@ -231,8 +237,8 @@ def _slurm(input_fn: Ask, environ: Mapping[str, str], found: Mapping[str, Any],
     chosen = next((p for p in parts if p.name == part), None)
     gres = ask(input_fn, "GPU GRES request per node (none: the cluster needs none)",
                f"gpu:{chosen.gpus}" if chosen and chosen.gpus else "none",
-               check=answer_check(fields.gres, "GRES"), out=out)
-    cfg["gres"] = fields.gres("GRES", gres)
+               check=answer_check(fields.gres, "GRES", gpu), out=out)
+    cfg["gres"] = fields.gres("GRES", gres, gpu)
     local_enroot = shutil.which("enroot") is not None
     method = choose(input_fn, "Where to import the image", import_choices(local_enroot),
                     "local" if local_enroot else "srun", out=out)[0]
@@ -244,7 +250,7 @@ def _slurm(input_fn: Ask, environ: Mapping[str, str], found: Mapping[str, Any],
 
 
 def _token(secret_fn: Ask, input_fn: Ask, environ: Mapping[str, str], record: bool,
-           out: Any) -> tuple[str | None, str | None]:
+           out: TextIO | None) -> tuple[str | None, str | None]:
     """(the token, the file it is read from on replay) for a workload that needs one."""
     if environ.get("HF_TOKEN"):
         return environ["HF_TOKEN"], None
@@ -260,7 +266,7 @@ def _token(secret_fn: Ask, input_fn: Ask, environ: Mapping[str, str], record: bo
 
 
 def questions(input_fn: Ask, secret_fn: Ask, environ: Mapping[str, str],
-              found: Mapping[str, Any], record: bool = False, out=None) -> Answers:
+              found: Found, record: bool = False, out=None) -> Answers:
     """Every question of an interactive install; the answers, not yet checked as a whole."""
     out = out or sys.stdout
     print("llmb installer: answer each question; Enter takes the default.", file=out)
@@ -279,10 +285,10 @@ def questions(input_fn: Ask, secret_fn: Ask, environ: Mapping[str, str],
     if not offered:
         raise InstallError(f"no workload is published for gpu_type={gpu_type} on {ctype}")
     workloads = choose(input_fn, "Workloads to install", offered, "all", many=True, out=out)
-    slurm_cfg: dict[str, Any] = {}
+    slurm_cfg: dict[str, str | None] = {}
     method = "skip"
     if ctype == "slurm":
-        slurm_cfg, method = _slurm(input_fn, environ, found, out)
+        slurm_cfg, method = _slurm(input_fn, environ, found, out, catalog.get_gpu_type(gpu_type))
     kinds = ["venv", "conda"] if shutil.which("conda") else ["venv"]
     kind = choose(input_fn, "Python environment kind", [Choice(k, VENV_KINDS[k])
                                                         for k in kinds], "venv", out=out)[0]

@@ -16,7 +16,6 @@ import os
 import platform
 import time
 from pathlib import Path
-from typing import Any
 
 from llmb.install.fields import InstallError, creatable_problem
 from llmb.install.prompts import Answers
@@ -51,7 +50,7 @@ def check_path(value: str) -> Path:
     return path
 
 
-def _line(key: str, value: Any, comment: str, indent: str = "") -> str:
+def _line(key: str, value: object, comment: str, indent: str = "") -> str:
     text = f"{indent}{key}: {json.dumps(value)}"
     return f"{text.ljust(COMMENT_COLUMN)} # {comment}" if comment else text
 

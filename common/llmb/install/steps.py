@@ -49,10 +49,10 @@ class Plan:
     cluster_type: str
     gpu_type: str
     workloads: list[str]
-    slurm: dict[str, Any] = field(default_factory=dict)
+    slurm: dict[str, str | None] = field(default_factory=dict)
     venv: dict[str, Any] = field(default_factory=dict)
-    image: dict[str, Any] = field(default_factory=dict)
-    env: dict[str, Any] = field(default_factory=dict)
+    image: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
     hf_token: str | None = field(default=None, repr=False)
     token_source: str = "HF_TOKEN"  # where the token came from, for messages
 
@@ -204,15 +204,17 @@ class InstallState(TypedDict, total=False):
     setup: dict[str, str]  # workload -> setup_fingerprint
 
 
-def load_state(root: Path) -> dict[str, Any]:
+def load_state(root: Path) -> InstallState:
     try:
         state = json.loads(files.read_bounded(layout.Install(root).install_state,
                                               MAX_OWN_FILE_BYTES))
     except (files.FileRefused, ValueError, RecursionError):
         return {}
-    if records.problem(InstallState, state) is not None:
+    try:
+        checked = records.check(InstallState, state)
+    except records.BadRecord:
         return {}  # hand-edited or damaged: every setup is checked again, as with none
-    return state if state.get("schema") == STATE_SCHEMA else {}
+    return checked if checked.get("schema") == STATE_SCHEMA else {}
 
 
 def record_setup(root: Path, workload: str, fingerprint: str) -> None:
@@ -234,7 +236,8 @@ def setup_fingerprint(plan: Plan, workload: str) -> str:
 
 # --- the files the installer writes ------------------------------------------------------------
 
-def cluster_config(plan: Plan) -> dict[str, Any]:
+def cluster_config(plan: Plan) -> dict[str, object]:
+    """cluster_config.yaml (schema 1) for this plan, as llmb-run reads it."""
     return {
         "schema": 1,
         "llmb": {"repo": str(REPO), "install_path": plan.install_path},

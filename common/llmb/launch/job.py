@@ -17,7 +17,6 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from llmb import manifest as run_manifest
 from llmb.launch.request import Request
@@ -83,7 +82,7 @@ def nemo_run_version() -> str:
 
 
 def build_manifest(req: Request, paths: JobPaths, created: str | None = None,
-                   commit: str | None = None) -> dict[str, Any]:
+                   commit: str | None = None) -> dict[str, object]:
     """The run manifest (schema 1): what the in-container half needs; never a secret."""
     cfg = req.config
     size = req.recipe.size(cfg.model_size)

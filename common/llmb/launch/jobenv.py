@@ -47,7 +47,7 @@ def job_env(recipe: catalog.Recipe, config: catalog.Config, nccl_trace: bool = F
     workload: the job's $LLMB_WORKLOAD as the container sees it; it holds the shared Hugging
     Face cache (without it, HF_HOME is left to the image).
     """
-    gpu = catalog.get_gpu_type(config.gpu_type)
+    gpu = config.gpu
     env = dict(BASE_ENV)
     tokenizer = recipe.nemo_settings(config)["tokenizer"]
     if tokenizer["library"] == "huggingface":

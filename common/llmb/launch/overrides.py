@@ -22,7 +22,6 @@ with `where` and names the variable and why.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from llmb.launch import placement
 from llmb.shared import startvars, values
@@ -65,19 +64,19 @@ class Refused(UsageError):
     """An env entry a run cannot take; str() is one line starting with where it was given."""
 
 
-def brief(value: Any) -> str:
+def brief(value: object) -> str:
     """A value for a message: a short prefix of it and its length (llmb.shared.values.brief)."""
     return values.brief(value if isinstance(value, str) else _text_repr(value), 80)
 
 
-def _text_repr(value: Any) -> str:
+def _text_repr(value: object) -> str:
     try:
         return repr(value)
     except ValueError:  # an integer of more digits than Python converts to text
         return f"<{type(value).__name__}>"
 
 
-def text_of(where: str, name: str, value: Any) -> str:
+def text_of(where: str, name: str, value: object) -> str:
     """A single value as the environment holds it (booleans as true/false), or Refused."""
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -91,7 +90,7 @@ def text_of(where: str, name: str, value: Any) -> str:
                       "hold") from None
 
 
-def check(where: str, name: Any, value: Any) -> str:
+def check(where: str, name: object, value: object) -> str:
     """One entry of an env mapping; its value as text. `where` says where it was given
     (`--env`, `sweep.yaml: task 2: env`, `cluster_config.yaml: launcher.env`, `env`)."""
     if not isinstance(name, str) or not NAME_RE.fullmatch(name):

@@ -171,13 +171,13 @@ class Placement:
                 env[var] = str(value)
         return env
 
-    def sbatch_options(self) -> dict[str, Any]:
+    def sbatch_options(self) -> dict[str, str | bool]:
         """sbatch long option (snake case, as nemo-run's SlurmExecutor names them) -> value;
         True for an option without a value. `segment` is left to the caller (it has its own
         executor field and a default on GB200)."""
-        opts: dict[str, Any] = {}
+        opts: dict[str, str | bool] = {}
         for name in ("nodelist", "exclude", "reservation", "qos"):
-            value = getattr(self, name)
+            value: str | None = getattr(self, name)
             if value is not None:
                 opts[name] = value
         for arg in self.slurm_args:

@@ -41,6 +41,7 @@ from llmb import layout
 from llmb.launch import runaivars, slurmvars
 from llmb.launch.placement import Placement, PlacementError, for_launch
 from llmb.launch.runaivars import RUNAI_VARS, RunaiSettings
+from llmb.launch.slurmjob import SlurmSettings
 from llmb.launch.slurmvars import SLURM_VARS
 from llmb.launch.variables import (
     MAX_GPUS_PER_NODE,
@@ -100,9 +101,7 @@ class Request:
     checkpoint_load_path: Path | None = None
     smoke_test: bool = False
     dry_run: bool = False
-    account: str | None = None
-    partition: str | None = None
-    gres_gpus: int | None = None  # SBATCH_GPUS_PER_NODE: request GPUs as --gres=gpu:N
+    slurm: SlurmSettings | None = None  # SBATCH_ACCOUNT, SBATCH_PARTITION, SBATCH_GPUS_PER_NODE
     runai: RunaiSettings | None = None
     warnings: tuple[str, ...] = ()
     placement: Placement = field(default_factory=Placement)  # LLMB_NODELIST, ... (Slurm)
@@ -229,9 +228,8 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
     slurm = None
     runai = None
     if cluster_type == "slurm":
-        slurm = slurmvars.settings(recipe, env, config, llmb_install, image_override, dry_run,
-                                   warnings)
-        image = slurm.image
+        slurm, image = slurmvars.settings(recipe, env, config, llmb_install, image_override,
+                                          dry_run, warnings)
     elif cluster_type == "runai":
         runai = runaivars.settings(env)
         image = image_override or recipe.image
@@ -249,8 +247,7 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
         gpu_metrics=steps.gpu_metrics, nccl_trace=steps.nccl_trace,
         checkpoint_save=steps.checkpoint_save, checkpoint_load_path=steps.load_path,
         smoke_test=smoke_test, dry_run=dry_run,
-        account=slurm.account if slurm else None, partition=slurm.partition if slurm else None,
-        gres_gpus=slurm.gres if slurm else None, runai=runai, warnings=tuple(warnings),
+        slurm=slurm, runai=runai, warnings=tuple(warnings),
         placement=place,
     )
 

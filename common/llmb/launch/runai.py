@@ -4,7 +4,6 @@ would POST (built here without any network, for DRY_RUN)."""
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
 from llmb import manifest as run_manifest
 from llmb.launch import job, jobenv
@@ -36,7 +35,7 @@ def executor(req: Request):
     )
 
 
-def payload(req: Request, paths: JobPaths) -> dict[str, Any]:
+def payload(req: Request, paths: JobPaths) -> dict[str, object]:
     """The workload spec nemo-run 0.11.1 POSTs for this job, built here without any network.
 
     DGXCloudExecutor.create_training_job builds and POSTs its payload in one step (it needs a
@@ -48,7 +47,7 @@ def payload(req: Request, paths: JobPaths) -> dict[str, Any]:
     name = paths.experiment.replace("_", "-").replace(".", "-").lower()[:34]
     pvc_job_dir = f"{req.runai.pvc_dir.rstrip('/')}/experiments/{paths.experiment}/" \
                   f"{paths.run_id}/{paths.experiment}"
-    spec: dict[str, Any] = {
+    spec: dict[str, object] = {
         "command": f"/bin/bash {pvc_job_dir}/launch_script.sh",
         "image": req.image,
         "compute": {"gpuDevicesRequest": cfg.gpus_per_node, "largeShmRequest": True},

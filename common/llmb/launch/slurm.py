@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import shlex
 
-from llmb.launch import job, jobenv
+from llmb.launch import job, jobenv, slurmjob
 from llmb.launch.job import JobPaths
 from llmb.launch.request import Request
-from llmb.recipes import catalog
+from llmb.launch.slurmjob import segment_size as segment_size  # where tests find it
 from llmb.shared import shellsafe
 
 NSYS_FOLDER = "nsys_profile"
@@ -55,13 +55,6 @@ def task_command(req: Request, paths: JobPaths) -> str:
     return prefix + " ".join(parts)
 
 
-def segment_size(nodes: int, max_nodes: int | None) -> int | None:
-    """GB200: above max_nodes nodes, the largest divisor of the node count that is <= max."""
-    if not max_nodes or nodes <= max_nodes:
-        return None
-    return max(d for d in range(1, max_nodes + 1) if nodes % d == 0)
-
-
 def container_mounts(req: Request) -> list[str]:
     mounts = [f"{req.llmb_workload}:{req.llmb_workload}", f"{job.repo_root()}:{job.repo_root()}"]
     load = req.checkpoint_load_path
@@ -81,21 +74,23 @@ def executor(req: Request):
     import nemo_run as run
 
     cfg = req.config
-    gpu = catalog.get_gpu_type(cfg.gpu_type)
-    segment = req.placement.segment or segment_size(cfg.nodes, gpu.segment_max_nodes)
+    if req.slurm is None:
+        raise ValueError("a Slurm job needs the request's Slurm settings")  # request's rule
+    ask = slurmjob.directives(cfg.gpu, req.slurm, cfg.nodes, cfg.gpus_per_node, True,
+                              req.placement, cfg.gpus_per_node)
     env = jobenv.job_env(req.recipe, cfg, req.nccl_trace, req.llmb_workload)
     return run.SlurmExecutor(
-        account=str(req.account),
-        partition=req.partition,
-        nodes=cfg.nodes,
-        ntasks_per_node=cfg.gpus_per_node,
-        gpus_per_node=None if req.gres_gpus else cfg.gpus_per_node,
-        gres=f"gpu:{req.gres_gpus}" if req.gres_gpus else None,
+        account=req.slurm.account,
+        partition=req.slurm.partition,
+        nodes=ask.nodes,
+        ntasks_per_node=ask.tasks_per_node,
+        gpus_per_node=ask.gpus_per_node,
+        gres=ask.gres,
         time=req.time_limit,
-        mem="0",
-        exclusive=True,
-        segment=segment,
-        additional_parameters=req.placement.sbatch_options() or None,
+        mem="0" if ask.exclusive else None,
+        exclusive=ask.exclusive,
+        segment=ask.segment,
+        additional_parameters=ask.placement or None,
         container_image=shlex.quote(req.image),
         container_mounts=[shlex.quote(m) for m in container_mounts(req)],
         env_vars=shellsafe.shell_env(env),

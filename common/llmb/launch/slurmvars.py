@@ -3,7 +3,8 @@ in, the GPUs requested as GRES, the container image pyxis reads.
 
 `settings` checks them for llmb.launch.request: SBATCH_ACCOUNT and SBATCH_PARTITION are
 required and hold only what a Slurm name may (llmb.shared.shellsafe); SBATCH_GPUS_PER_NODE
-(request the GPUs as --gres=gpu:N) must match the tasks per node, one task per GPU; the
+requests the GPUs as GRES, by llmb.launch.slurmjob's rule (gpu:N or gpu:TYPE:N, N the tasks
+per node, one task per GPU; a bare N stands for gpu:N); the
 repository is mounted into the container, so its path must be one pyxis can mount; the image is
 RUN_CONF_IMAGE or the one setup.sh imports under the install, and must be a regular file (a
 dry run before setup.sh shows the job and says the real run refuses it). Node placement
@@ -13,17 +14,11 @@ dry run before setup.sh shows the job and says the real run refuses it). Node pl
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from llmb import layout
-from llmb.launch.variables import (
-    MAX_GPUS_PER_NODE,
-    RequestError,
-    checked,
-    parse_positive_int,
-    setting,
-)
+from llmb.launch.slurmjob import Gres, GresError, SlurmSettings, parse_gres
+from llmb.launch.variables import RequestError, checked, setting
 from llmb.recipes import catalog, images
 from llmb.shared import files, shellsafe
 from llmb.shared.values import shown
@@ -32,19 +27,11 @@ from llmb.shared.values import shown
 SLURM_VARS = ("SBATCH_ACCOUNT", "SBATCH_PARTITION", "SBATCH_GPUS_PER_NODE")
 
 
-@dataclass(frozen=True)
-class SlurmSettings:
-    account: str
-    partition: str
-    gres: int | None
-    image: str
-
-
 def settings(recipe: catalog.Recipe, env: Mapping[str, str], config: catalog.Config,
            llmb_install: Path, image_override: str | None, dry_run: bool,
-           warnings: list[str]) -> SlurmSettings:
-    """Slurm's variables for `config`, checked; the image is RUN_CONF_IMAGE as pyxis takes it
-    (`image_override`) or the install's. A dry run's note about a missing image goes to
+           warnings: list[str]) -> tuple[SlurmSettings, str]:
+    """Slurm's variables for `config`, checked, and the image: RUN_CONF_IMAGE as pyxis takes
+    it (`image_override`) or the install's. A dry run's note about a missing image goes to
     `warnings`."""
     account = setting(env, "SBATCH_ACCOUNT")
     partition = setting(env, "SBATCH_PARTITION")
@@ -56,15 +43,7 @@ def settings(recipe: catalog.Recipe, env: Mapping[str, str], config: catalog.Con
                            "to run in (sinfo -s lists them)")
     checked(shellsafe.slurm_name, "SBATCH_ACCOUNT", account, "account")
     checked(shellsafe.slurm_name, "SBATCH_PARTITION", partition, "partition", True)
-    gres = None
-    if setting(env, "SBATCH_GPUS_PER_NODE") is not None:
-        gres = parse_positive_int(env, "SBATCH_GPUS_PER_NODE", maximum=MAX_GPUS_PER_NODE)
-        if gres != config.gpus_per_node:
-            raise RequestError(
-                f"SBATCH_GPUS_PER_NODE={gres} does not match the {config.gpus_per_node} "
-                f"tasks per node (GPUS_PER_NODE={config.gpus_per_node} for {config.gpu_type}); "
-                f"each task drives one GPU: set SBATCH_GPUS_PER_NODE="
-                f"{config.gpus_per_node} or unset it")
+    gres = _gres(setting(env, "SBATCH_GPUS_PER_NODE"), config)
     checked(shellsafe.mount_path, "the llmb repository", str(catalog.REPO_ROOT), True)
     default_image = layout.Install(llmb_install).image(images.Image(recipe.image).file_name)
     image = image_override or str(default_image)
@@ -78,4 +57,16 @@ def settings(recipe: catalog.Recipe, env: Mapping[str, str], config: catalog.Con
         # the default image before setup.sh imported it: a dry run shows the job, and says
         # that the real run refuses it until then
         warnings.append(f"{text} (the real run refuses it)")
-    return SlurmSettings(account, partition, gres, image)
+    return SlurmSettings(account, partition, gres), image
+
+
+def _gres(value: str | None, config: catalog.Config) -> Gres | None:
+    """SBATCH_GPUS_PER_NODE by the GRES rule, its count the tasks per node (GPUS_PER_NODE)."""
+    if value is None:
+        return None
+    text = f"gpu:{value}" if value.isdecimal() else value  # a bare N: gpu:N
+    try:
+        return parse_gres(text, config.gpu, config.gpus_per_node)
+    except GresError as exc:
+        raise RequestError(f"SBATCH_GPUS_PER_NODE={shown(value)} {exc} "
+                           f"(GPUS_PER_NODE={config.gpus_per_node}), or unset it") from None

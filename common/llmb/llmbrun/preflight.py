@@ -196,7 +196,7 @@ def check_image(cfg: ClusterConfig) -> Check:
 
 
 def check_segment(cfg: ClusterConfig, place: Placement) -> Check:
-    gpu = catalog.get_gpu_type(cfg.gpu_type)
+    gpu = cfg.gpu
     if place.segment is None and not gpu.segment_max_nodes:
         return Check("segment", "skip", f"not used on {cfg.gpu_type} without --segment")
     try:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmb.launch import placement
+from llmb.launch import slurmjob as directives
 from llmb.launch.placement import Placement
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import PROG, RunError
@@ -74,7 +75,7 @@ class Ended:
 def gpu_request(cfg: ClusterConfig) -> str:
     """The GPU request every job of the install makes: its GRES, else --gpus-per-node."""
     slurm = cfg.require_slurm("a job of llmb-run's")
-    return f"--gres={slurm.gres}" if slurm.gres else f"--gpus-per-node={cfg.gpus_per_node}"
+    return directives.directives(cfg.gpu, slurm, 1, 1, False, Placement()).request_argv()[2]
 
 
 def check_placement(place: Placement, nodes: int) -> None:
@@ -86,18 +87,16 @@ def check_placement(place: Placement, nodes: int) -> None:
         raise UsageError(str(exc)) from None
 
 
-def sbatch_options(cfg: ClusterConfig, spec: JobSpec, place: Placement,
-                   default_segment: int | None = None) -> list[str]:
-    """sbatch's options for the job: the install's account, partition and GPU request, the
-    spec, then the placement flags."""
+def sbatch_options(cfg: ClusterConfig, spec: JobSpec, place: Placement) -> list[str]:
+    """sbatch's options for the job: the install's account and partition, the job's nodes,
+    tasks and GPUs as a benchmark asks for them (llmb.launch.slurmjob, which decides the
+    default segment), the spec's time, name and output, then the placement flags."""
     slurm = cfg.require_slurm("a job of llmb-run's")
-    options = [f"--account={slurm.account}", f"--partition={slurm.partition}",
-               f"--nodes={spec.nodes}", f"--ntasks-per-node={spec.tasks_per_node}",
-               gpu_request(cfg)]
-    if spec.exclusive:
-        options += ["--exclusive", "--mem=0"]
-    options += [f"--time={spec.time}", f"--job-name={spec.name}", f"--output={spec.output}"]
-    return options + place.sbatch_argv(default_segment)
+    ask = directives.directives(cfg.gpu, slurm, spec.nodes, spec.tasks_per_node,
+                                spec.exclusive, place)
+    return [f"--account={slurm.account}", f"--partition={slurm.partition}",
+            *ask.request_argv(), f"--time={spec.time}", f"--job-name={spec.name}",
+            f"--output={spec.output}", *ask.placement_argv()]
 
 
 def sbatch_env(environ: Mapping[str, str]) -> dict[str, str]:

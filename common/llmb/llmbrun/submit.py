@@ -68,7 +68,7 @@ def launch_env(cfg: ClusterConfig, task: Task, above_max: bool, dry_run: bool, s
         env["SBATCH_ACCOUNT"] = cfg.slurm.account
         env["SBATCH_PARTITION"] = cfg.slurm.partition
         if cfg.slurm.gres:
-            env["SBATCH_GPUS_PER_NODE"] = str(cfg.gpus_per_node)
+            env["SBATCH_GPUS_PER_NODE"] = str(cfg.slurm.gres)
     token_file = cfg.hf_token_file
     if token_file and "HF_TOKEN" not in base:
         try:

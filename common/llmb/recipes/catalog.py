@@ -26,16 +26,40 @@ GPUS_FILE = REPO_ROOT / "common" / schema.GPUS_YAML
 INSTALL_CLUSTER_TYPES = ("slurm", "runai")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class GpuType:
+    """One GPU type of common/gpus.yaml, resolved once where a name enters (the cluster
+    config, launch.sh's GPU_TYPE, the analyzer's --gpu-type, the installer) and handed on.
+    Two are equal when they have the same name."""
+
     name: str
     gpus_per_node: int
     arch: str
-    peak_tflops: Mapping[str, float]
+    peak_tflops: Mapping[str, float]  # dense, per dtype: bf16, fp8, nvfp4 where published
     cuda_device_max_connections: int
     env: Mapping[str, str]
-    segment_max_nodes: int | None = None
-    screen: Mapping[str, Mapping[str, Any]] | None = None
+    segment_max_nodes: int | None = None  # GPUs of one NVLink domain, in nodes
+    screen: Mapping[str, Mapping[str, str | float]] | None = None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GpuType) and other.name == self.name
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    @property
+    def memory_gbps(self) -> float | None:
+        """Device memory bandwidth, GB/s (the screen's figure), or None."""
+        return self._screen_figure("memory_gbps")
+
+    @property
+    def nvlink_gbps(self) -> float | None:
+        """NVLink bandwidth per GPU in one direction, GB/s (the screen's figure), or None."""
+        return self._screen_figure("nvlink_busbw_gbps")
+
+    def _screen_figure(self, name: str) -> float | None:
+        entry = (self.screen or {}).get(name)
+        return float(entry["expected"]) if entry and "expected" in entry else None
 
 
 @dataclass(frozen=True)
@@ -46,7 +70,7 @@ class Config:
     workload: str
     model_size: str
     dtype: str
-    gpu_type: str
+    gpu: GpuType
     num_gpus: int
     gpus_per_node: int
     scaling: str
@@ -65,6 +89,10 @@ class Config:
     published: bool = True
     # Index of the metadata `configs` entry the row comes from (its per-row NeMo settings).
     entry: int = field(default=-1, compare=False, repr=False)
+
+    @property
+    def gpu_type(self) -> str:
+        return self.gpu.name
 
     @property
     def nodes(self) -> int:
@@ -209,7 +237,7 @@ class Recipe:
             what += f" {value}"
         entries = self._entries(model_size, dtype, gpu_type, scaling)
         published = sorted(n for e in entries for n in e["scales"])
-        per_node = (get_gpu_type(gpu_type).gpus_per_node if gpus_per_node is None
+        per_node = (_gpu_table()[gpu_type].gpus_per_node if gpus_per_node is None
                     else gpus_per_node)
         if per_node < 1:
             raise CatalogError(f"GPUs per node must be positive, not {per_node}",
@@ -281,10 +309,10 @@ class Recipe:
             raise CatalogError(
                 f"{where}: global batch size {gbs} is not divisible by MBS x DP = {mbs * dp}",
                 "num_gpus", num_gpus)
+        gpu = _gpu_table()[gpu_type]  # the recipe's GPU types are gpus.yaml's (schema)
         return Config(
             recipe=self.name, workload=self.workload, model_size=entry["size"], dtype=dtype,
-            gpu_type=gpu_type, num_gpus=num_gpus,
-            gpus_per_node=gpus_per_node or get_gpu_type(gpu_type).gpus_per_node,
+            gpu=gpu, num_gpus=num_gpus, gpus_per_node=gpus_per_node or gpu.gpus_per_node,
             scaling=entry["scaling"], tp=tp, pp=pp, cp=cp, vp=entry["vp"], ep=entry["ep"],
             mbs=mbs, gbs=gbs, dp=dp, ga=gbs // (mbs * dp),
             num_layers=entry.get("num_layers", self.size(entry["size"])["model"]["num_layers"]),
@@ -334,6 +362,11 @@ def loaded() -> tuple[dict[str, Any] | None, dict[Path, dict[str, Any]]]:
 
 def gpu_types() -> list[str]:
     return list(_gpu_table())
+
+
+def all_gpu_types() -> list[GpuType]:
+    """Every GPU type gpus.yaml describes, in its order."""
+    return list(_gpu_table().values())
 
 
 def get_gpu_type(name: str) -> GpuType:

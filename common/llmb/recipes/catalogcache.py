@@ -23,7 +23,6 @@ import stat
 import sys
 import zlib
 from pathlib import Path
-from typing import Any
 
 from llmb.recipes import catalog
 from llmb.shared import files, yamlfile
@@ -44,7 +43,7 @@ def _where() -> Path | None:
     return Path(base) / "llmb" / f"catalog-{tag:08x}.marshal"  # file; its stamp says the rest)
 
 
-def _stamp() -> list[Any] | None:
+def _stamp() -> list[object] | None:
     """What the kept catalog was made from: sizes and modification times; None when one of
     them cannot be looked at."""
     here = Path(__file__).resolve().parent

@@ -27,8 +27,8 @@ from. Keys (every one is applied by llmb.container.train to the NeMo recipe):
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeGuard
 
 from llmb.shared.errors import LlmbError
 
@@ -116,11 +116,14 @@ BY_DTYPE = {"precision_aware_optimizer", "comm_overlap.userbuffers"}
 MERGED = {"comm_overlap", *CONDITIONS}
 
 
-def _is_by_dtype(value: object) -> bool:
+Check = Callable[[str, object], None]  # one setting's check: its key and value
+
+
+def _is_by_dtype(value: object) -> TypeGuard[Mapping[str, object]]:
     return isinstance(value, Mapping) and bool(value) and set(value) <= set(DTYPES)
 
 
-def _mapping_of(where: str, block: object, checks: Mapping[str, Any], prefix: str = "") -> None:
+def _mapping_of(where: str, block: object, checks: Mapping[str, Check], prefix: str = "") -> None:
     if not isinstance(block, Mapping):
         raise SettingsError(f"{where or 'nemo'} must be a mapping")
     for key, value in block.items():
@@ -156,17 +159,18 @@ def check(block: object, complete: bool = False) -> None:
                 raise SettingsError(f"{path} is still given per dtype")
 
 
-def _merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+def _merge(base: Mapping[str, object], over: Mapping[str, object]) -> dict[str, object]:
     out = dict(base)
     for key, value in over.items():
-        if key in MERGED and isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = _merge(dict(out[key]), value)
+        here = out.get(key)
+        if key in MERGED and isinstance(value, Mapping) and isinstance(here, Mapping):
+            out[key] = _merge(here, value)
         else:
             out[key] = value
     return out
 
 
-def _pick(value: Any, dtype: str, path: str) -> Any:
+def _pick(value: object, dtype: str, path: str) -> object:
     if not _is_by_dtype(value):
         return value
     if dtype not in value:
@@ -174,21 +178,21 @@ def _pick(value: Any, dtype: str, path: str) -> Any:
     return value[dtype]
 
 
-def _for_dtype(block: Mapping[str, Any], dtype: str) -> dict[str, Any]:
-    out = dict(block)
+def _for_dtype(block: object, dtype: str) -> dict[str, object]:
+    out: dict[str, object] = dict(block) if isinstance(block, Mapping) else {}
     if "precision_aware_optimizer" in out:
         out["precision_aware_optimizer"] = _pick(out["precision_aware_optimizer"], dtype,
                                                  "precision_aware_optimizer")
-    if isinstance(out.get("comm_overlap"), Mapping) and "userbuffers" in out["comm_overlap"]:
-        comm = dict(out["comm_overlap"])
-        comm["userbuffers"] = _pick(comm["userbuffers"], dtype, "comm_overlap.userbuffers")
-        out["comm_overlap"] = comm
+    comm = out.get("comm_overlap")
+    if isinstance(comm, Mapping) and "userbuffers" in comm:
+        out["comm_overlap"] = {**comm, "userbuffers": _pick(comm["userbuffers"], dtype,
+                                                            "comm_overlap.userbuffers")}
     return out
 
 
 def resolve(layers: Sequence[Mapping[str, Any]], dtype: str) -> dict[str, Any]:
     """Merge the levels (recipe, size, configs entry) and pick the per-dtype values."""
-    merged: dict[str, Any] = {"comm_overlap": {}, **{c: {} for c in CONDITIONS}}
+    merged: dict[str, object] = {"comm_overlap": {}, **{c: {} for c in CONDITIONS}}
     for layer in layers:
         merged = _merge(merged, layer)
     merged = _for_dtype(merged, dtype)

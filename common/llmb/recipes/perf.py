@@ -123,6 +123,27 @@ def days_to_train(tokens_per_s: float, tokens: float = TOKENS_TO_TRAIN) -> float
     return tokens / tokens_per_s / SECONDS_PER_DAY
 
 
+# Which dense peak a run's dtype computes at: Megatron-Bridge's FP8 recipes (current, delayed,
+# MX, sub-channel scaling) at the FP8 peak, NVFP4 at the FP4 peak (Blackwell only; a GPU type
+# without one has no peak for it), BF16 at the BF16 peak.
+PEAK_DTYPES = {"bf16": "bf16", "fp8": "fp8", "mxfp8": "fp8", "nvfp4": "nvfp4",
+               **{f"fp8{sep}{kind}": "fp8" for sep in ("_", "")
+                  for kind in ("cs", "ds", "mx", "sc")}}
+
+
+def peak_dtype(dtype: str) -> str | None:
+    """The peak a run of this dtype is held to (bf16, fp8, nvfp4), or None when unknown."""
+    return PEAK_DTYPES.get(dtype.lower())
+
+
+def peak_tflops(peaks: Mapping[str, float], dtype: str) -> float | None:
+    """The dense peak TFLOPS per GPU a run of `dtype` is held to, from a GPU type's peaks
+    (GpuType.peak_tflops); None where the GPU type publishes none for it."""
+    key = peak_dtype(dtype)
+    value = peaks.get(key) if key else None
+    return float(value) if value else None
+
+
 def mfu(
     global_batch_size: int,
     flops_per_sample: float,

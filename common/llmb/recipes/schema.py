@@ -188,9 +188,10 @@ def _row_keys(size: str, dtypes: Iterable[str], gpus: Iterable[str], scaling: st
     return [(size, d, g, scaling, n) for d in dtypes for g in gpus for n in scales]
 
 
-def check_gpu(where: str, entry: Any) -> None:
+def check_gpu(where: str, entry: object) -> None:
     """One GPU type of gpus.yaml: its keys and its `screen:` block (llmb.recipes.screenfacts)."""
     _check_keys(where, entry, GPU_KEYS, GPU_OPTIONAL)
-    problem = screenfacts.problem(f"{where}.screen", entry.get("screen"))
+    problem = screenfacts.problem(f"{where}.screen", entry.get("screen")
+                                  if isinstance(entry, Mapping) else None)
     if problem:
         raise CatalogError(problem)

@@ -15,11 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 FIGURES = {"matmul": {"tolerance", "source"},
            "memory_gbps": {"expected", "tolerance", "source"},
            "nvlink_busbw_gbps": {"expected", "tolerance", "source"}}
+
+
+# The dtypes the screen multiplies matrices in (llmb.container.screenrun): a peak of another
+# (nvfp4) is no screen figure.
+MATMUL_DTYPES = ("bf16", "fp8")
 
 
 class GpuFacts(Protocol):
@@ -29,7 +34,7 @@ class GpuFacts(Protocol):
     def peak_tflops(self) -> Mapping[str, float]: ...
 
     @property
-    def screen(self) -> Mapping[str, Mapping[str, Any]] | None: ...
+    def screen(self) -> Mapping[str, Mapping[str, str | float]] | None: ...
 
 
 @dataclass(frozen=True)
@@ -52,6 +57,8 @@ def expectations(gpu: GpuFacts) -> dict[str, Expectation]:
     for name, entry in (gpu.screen or {}).items():
         if name == "matmul":
             for dtype, peak in gpu.peak_tflops.items():
+                if dtype not in MATMUL_DTYPES:
+                    continue
                 out[f"matmul_{dtype}_tflops"] = Expectation(
                     float(peak), float(entry["tolerance"]), str(entry["source"]))
         else:

@@ -5,7 +5,6 @@ newest preflight job saw on the compute nodes (a login node usually has none to 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import importlib.metadata
 import platform
@@ -70,7 +69,7 @@ def system_facts(cfg: ClusterConfig, preflight: PreflightReport | None = None
         "python": platform.python_version(),
         "llmb": {"version": job.llmb_version(), "git_commit": job.git_commit()},
         "gpu_type": cfg.gpu_type, "cluster_type": cfg.cluster_type,
-        "slurm": dataclasses.asdict(cfg.slurm) if cfg.slurm else None,
+        "slurm": dict(cfg.slurm.record()) if cfg.slurm else None,
         "workloads": {}, "cluster": {}, "gpus_on_this_node": None, "gpus_in_jobs": None,
     }
     for name, w in cfg.workloads.items():

@@ -30,7 +30,7 @@ from typing import TypedDict
 
 from llmb import layout
 from llmb.container import screenrun
-from llmb.launch import jobenv, placement, slurm
+from llmb.launch import jobenv, placement
 from llmb.launch.placement import Placement
 from llmb.llmbrun import slurmjob
 from llmb.llmbrun.clusterconfig import ClusterConfig
@@ -117,18 +117,16 @@ def job_spec(cfg: ClusterConfig, nodes: int, folder: Path) -> slurmjob.JobSpec:
 
 
 def sbatch_options(cfg: ClusterConfig, nodes: int, place: Placement, folder: Path) -> list[str]:
-    """The job's options, with GB200's default segment as a benchmark gets it."""
-    gpu = catalog.get_gpu_type(cfg.gpu_type)
-    return slurmjob.sbatch_options(cfg, job_spec(cfg, nodes, folder), place,
-                                   slurm.segment_size(nodes, gpu.segment_max_nodes))
+    """The job's options, as a benchmark's (GB200's default segment included)."""
+    return slurmjob.sbatch_options(cfg, job_spec(cfg, nodes, folder), place)
 
 
-def job_env(gpu_type: str) -> dict[str, str]:
+def job_env(gpu: catalog.GpuType) -> dict[str, str]:
     """The variables every benchmark job of this GPU type gets (llmb.launch.jobenv), and
     NCCL's INFO lines of INIT and NET, which say what network it used between the nodes
     (llmb.llmbrun.screen.transport; each task writes them to a file of its own)."""
-    return {**jobenv.BASE_ENV, **{str(k): str(v) for k, v in
-                                  catalog.get_gpu_type(gpu_type).env.items()}, **transport.ENV}
+    return {**jobenv.BASE_ENV, **{str(k): str(v) for k, v in gpu.env.items()},
+            **transport.ENV}
 
 
 def job_script(cfg: ClusterConfig, folder: Path, image: str | None, args: list[str]) -> str:
@@ -136,7 +134,7 @@ def job_script(cfg: ClusterConfig, folder: Path, image: str | None, args: list[s
     all_reduce_perf in the image, one all_reduce_perf step per group, a phase at a time."""
     q = shlex.quote
     repo = cfg.repo
-    env = job_env(cfg.gpu_type)
+    env = job_env(cfg.gpu)
     mounts = f"{repo}:{repo},{folder}:{folder}"
     container = (f"--container-image={q(image)} --container-mounts={q(mounts)} "
                  f"--container-name={JOB_NAME} "
