@@ -147,11 +147,11 @@ def names_in(keys: tuple[bytes, ...], text: bytes) -> bool:
 
 
 def nothing_read_in(keys: tuple[bytes, ...], between: list[tuple[bytes, ...]]) -> bool:
-    """Whether the fields between (their columns: b'' where a line has none) hold no name the
-    line-by-line read takes a value from."""
+    """Whether the fields between (their columns: b'', or None where their optional field is
+    not there, where a line has none) hold no name the line-by-line read takes a value from."""
     if not any(map(any, between)):  # (as a rule: none)
         return True
-    return not names_in(keys, b"\n".join(map(b"\n".join, between)))
+    return not names_in(keys, b"\n".join(b"\n".join(filter(None, c)) for c in between))
 
 
 def make_rows(first: int, last: int, after: int, finals: list[int], gbs: list[int],
