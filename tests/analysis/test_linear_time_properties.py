@@ -99,3 +99,37 @@ def test_a_line_of_any_content_is_read_in_linear_time(line: str) -> None:
     with deadline(SECONDS, SLOW):
         read_every_way(line)
 
+
+def test_a_step_line_is_read_wherever_the_chunks_end(tmp_path) -> None:
+    """A step line near MAX_LINE, or past it, gives the same scan at any offset around the
+    chunk size: read in full up to MAX_LINE, never read past it (not cut at a chunk's end)."""
+    chunk = 1 << 16
+    for size in (timing.MAX_LINE - 10, timing.MAX_LINE + 1, timing.MAX_LINE + chunk):
+        for make in (lambda i, s=size: long_nemo(i, s), lambda i, s=size: long_megatron(i, s)):
+            first = make(11)
+            expect = None
+            for offset in (0, 1, chunk - 100, chunk - 1, chunk, chunk + 1, 3 * chunk + 7):
+                log = tmp_path / f"log-{size}-{offset}.out"
+                log.write_bytes(b"x" * max(0, offset - 1) + b"\n"[:offset] + first + b"\n"
+                                + make(12) + b"\n")
+                scan = timing.scan_log(log, chunk_bytes=chunk)
+                got = (scan.steps, scan.step_lines, scan.final_index)
+                assert got == (expect if expect is not None else got), (size, offset)
+                expect = got
+            read = size <= timing.MAX_LINE
+            assert len(expect[0]) == (2 if read else 0), size  # both, or neither: too long
+
+
+def long_nemo(i: int, size: int) -> bytes:
+    """A NeMo step line of `size` bytes (fields between make it long)."""
+    line = nemo_step(i, 49, 1.5).encode()
+    fill = b" | tokens_per_sec_per_gpu: 1"
+    head, tail = line.split(b" | consumed_samples")
+    body = head + fill * ((size - len(line)) // len(fill))
+    return body + b" " * (size - len(body) - len(tail) - 19) + b" | consumed_samples" + tail
+
+
+def long_megatron(i: int, size: int) -> bytes:
+    """A Megatron iteration line of `size` bytes (a long prefix before its time stamp)."""
+    line = MegatronStep(i, 50, 1500.0).iteration_text().encode()
+    return b"-" * (size - len(line)) + line

@@ -66,9 +66,13 @@ class Rows:
 
 
 REACH = 4096  # a line's end is looked for this far first (a file may have no \\r at all)
+# A line longer than this is no log line (a step line is a few hundred bytes; 4 KB with many
+# fields between): it is not read, wherever it falls in the file's chunks (llmb.analysis.timing).
+MAX_LINE = 1 << 20
 # Up to this size a chunk is searched by one pass of the expression; a larger one, mostly
 # other lines, by bytes.find from needle to needle (the expression engine is slower at that).
-DENSE = 1 << 20
+# (No more than MAX_LINE: a chunk this small holds no line longer than that.)
+DENSE = MAX_LINE
 
 
 def stop(buf: bytes | bytearray, pos: int, end: int) -> int:
@@ -125,6 +129,8 @@ def columns(forms: tuple[Form, Form], order: tuple[int, int], keys: tuple[bytes,
         pos = buf.find(needle, 0, end)
         while pos >= 0:
             begin, finish = start(buf, pos), stop(buf, pos, end)
+            if finish - begin > MAX_LINE:  # not read: line by line, it is left out
+                return None
             m = form.pattern.search(buf, begin, finish)
             if m is None or m.end() != finish or not m.start() <= pos:
                 return None
