@@ -17,7 +17,11 @@ NUM = rb"-?\d{1,18}(?:\.\d{1,18})?(?:[eE][-+]?\d{1,2})?"  # plain and finite (< 
 # expression reads (so that an optional one, TFLOPS, is read where it is, not taken as a field
 # between). Each expression is written once with BETWEEN (a comment) where they may be, and
 # comes in two forms: without them (most logs have none: a tenth faster) and with them, tried in
-# the order the chunk's first step line calls for (llmb.analysis.bulk.order).
+# the order the chunk's first step line calls for (llmb.analysis.bulk.order). A field between is
+# at most 120 characters and begins at its separator, so a line's fields split one way only, and
+# no two BETWEEN may meet (not across an optional field either: put the one after it inside its
+# group), or a line of many fields splits between them in as many ways (time quadratic in its
+# length; llmb.analysis.family says the rule for every expression).
 BETWEEN = rb"(?#between)"
 
 

@@ -76,7 +76,7 @@ _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout|watchdog (
 # capitals is not tried from each of them to its end)
 _USERBUFFERS = re.compile(r"[A-Z]BAR:SM \d{1,9} \[\d{1,9}\]:expecting -?\d{1,20} got -?\d")
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception)(?::|$)")
-_EXIT_CODE = re.compile(r"Exited with exit code (\d+)")
+_EXIT_CODE = re.compile(r"Exited with exit code (\d{1,10})")  # (a code: 0-255)
 
 
 @dataclass(frozen=True)
