@@ -13,6 +13,11 @@
 - `many`: MANY_LOGS complete 50-step Megatron-Bridge logs in ONE directory (an install that has
   run for months; a cost per log, or per log and directory, shows here).
 - `empty`: EMPTY_LOGS empty logs in one directory (jobs that printed nothing).
+- `hostile`: HOSTILE_LOGS complete NeMo 2 runs whose logs also hold corrupted lines of
+  HOSTILE_CHARS characters each, one of each shape that once cost the analyzer time quadratic in
+  its length (minutes a line): a step line whose time is digits then `_`, one with that many
+  fields between and no TFLOPS, a Megatron iteration line of that shape, a checkpoint line whose
+  duration is digits then `_`, an error line of capitals.
 
 Each tree's step lines are written from the format (tests/helpers/logformats.py). The trees
 are regenerated when missing or made by a different version of this file.
@@ -41,6 +46,7 @@ MEGATRON_RUNS, MEGATRON_MB = 100, 2
 NOISE_LOGS, NOISE_MB = 120, 2
 MANY_LOGS = 20_000
 EMPTY_LOGS = 100_000
+HOSTILE_LOGS, HOSTILE_CHARS = 10, 100_000
 STEPS = 50
 # (experiment, GPUs, GBS, step ms, MODEL_TFLOP/s/GPU): the current recipes' names, with `ep`
 MEGATRON_ROWS = [
@@ -142,8 +148,32 @@ def write_empty(tree: Path) -> None:
         (tree / f"log-{exp}_{7000000 + n}_0.out").touch()
 
 
+def hostile_lines() -> list[str]:
+    """One corrupted line of each shape (HOSTILE_CHARS characters each)."""
+    run, fields = "1" * HOSTILE_CHARS + "_", " | a: 1" * (HOSTILE_CHARS // 7)
+    step = MegatronStep(12, STEPS, 4189.6).iteration_text()
+    return [nemo_step(11, STEPS - 1, 9.33).replace("9.33", run),
+            nemo_step(12, STEPS - 1, 9.33, None).replace(" | consumed", fields + " | consumed"),
+            step.replace("4189.6", run),
+            "Global Checkpoint Save : Rank: 0 : Iteration: 50 : Save duration: " + run + "s",
+            "[rank0]: error: " + "A" * HOSTILE_CHARS]
+
+
+def write_hostile(tree: Path) -> None:
+    rng = random.Random(7)
+    exp = "pretrain_llama3.1_8b_fp8_gpus8_tp1_pp1_cp2_vpNone_mbs1_gbs128"
+    for n in range(HOSTILE_LOGS):
+        run = tree / exp / f"{exp}_{1744500000 + n}" / exp
+        run.mkdir(parents=True)
+        lines = [nemo_step(i, STEPS - 1, round(9.33 * rng.gauss(1, 0.003), 3), 813.0)
+                 for i in range(STEPS)]
+        lines[20:20] = hostile_lines()
+        (run / f"log-{exp}_{3200000 + n}_0.out").write_text("\n".join(lines) + "\n")
+
+
 SHAPES: dict[str, Callable[[Path], None]] = {
     "megatron": write_megatron, "noise": write_noise, "many": write_many, "empty": write_empty,
+    "hostile": write_hostile,
 }
 
 

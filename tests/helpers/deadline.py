@@ -1,5 +1,7 @@
 """`with deadline(seconds):` fails the test (AssertionError) when the block has not finished in
-time: for reads that must never wait on a FIFO or a device. SIGALRM, so main thread only."""
+time: for reads that must never wait on a FIFO or a device, and for readers that must run in
+time linear in their input (`what`: what a block still running says). SIGALRM (which also
+stops a regular expression at work), so main thread only."""
 
 from __future__ import annotations
 
@@ -9,9 +11,9 @@ from collections.abc import Iterator
 
 
 @contextlib.contextmanager
-def deadline(seconds: int = 10) -> Iterator[None]:
+def deadline(seconds: int = 10, what: str = "it waits (a FIFO, a device)") -> Iterator[None]:
     def expired(_signum: int, _frame: object) -> None:
-        raise AssertionError(f"still running after {seconds} s: it waits (a FIFO, a device)")
+        raise AssertionError(f"still running after {seconds} s: {what}")
 
     previous = signal.signal(signal.SIGALRM, expired)
     signal.alarm(seconds)

@@ -17,7 +17,11 @@ NUM = rb"-?\d{1,18}(?:\.\d{1,18})?(?:[eE][-+]?\d{1,2})?"  # plain and finite (< 
 # expression reads (so that an optional one, TFLOPS, is read where it is, not taken as a field
 # between). Each expression is written once with BETWEEN (a comment) where they may be, and
 # comes in two forms: without them (most logs have none: a tenth faster) and with them, tried in
-# the order the chunk's first step line calls for (llmb.analysis.bulk.order).
+# the order the chunk's first step line calls for (llmb.analysis.bulk.order). A field between is
+# at most 120 characters and begins at its separator, so a line's fields split one way only, and
+# no two BETWEEN may meet (not across an optional field either: put the one after it inside its
+# group), or a line of many fields splits between them in as many ways (time quadratic in its
+# length; llmb.analysis.family says the rule for every expression).
 BETWEEN = rb"(?#between)"
 
 
@@ -66,9 +70,13 @@ class Rows:
 
 
 REACH = 4096  # a line's end is looked for this far first (a file may have no \\r at all)
+# A line longer than this is no log line (a step line is a few hundred bytes; 4 KB with many
+# fields between): it is not read, wherever it falls in the file's chunks (llmb.analysis.timing).
+MAX_LINE = 1 << 20
 # Up to this size a chunk is searched by one pass of the expression; a larger one, mostly
 # other lines, by bytes.find from needle to needle (the expression engine is slower at that).
-DENSE = 1 << 20
+# (No more than MAX_LINE: a chunk this small holds no line longer than that.)
+DENSE = MAX_LINE
 
 
 def stop(buf: bytes | bytearray, pos: int, end: int) -> int:
@@ -125,6 +133,8 @@ def columns(forms: tuple[Form, Form], order: tuple[int, int], keys: tuple[bytes,
         pos = buf.find(needle, 0, end)
         while pos >= 0:
             begin, finish = start(buf, pos), stop(buf, pos, end)
+            if finish - begin > MAX_LINE:  # not read: line by line, it is left out
+                return None
             m = form.pattern.search(buf, begin, finish)
             if m is None or m.end() != finish or not m.start() <= pos:
                 return None
@@ -147,11 +157,11 @@ def names_in(keys: tuple[bytes, ...], text: bytes) -> bool:
 
 
 def nothing_read_in(keys: tuple[bytes, ...], between: list[tuple[bytes, ...]]) -> bool:
-    """Whether the fields between (their columns: b'' where a line has none) hold no name the
-    line-by-line read takes a value from."""
+    """Whether the fields between (their columns: b'', or None where their optional field is
+    not there, where a line has none) hold no name the line-by-line read takes a value from."""
     if not any(map(any, between)):  # (as a rule: none)
         return True
-    return not names_in(keys, b"\n".join(map(b"\n".join, between)))
+    return not names_in(keys, b"\n".join(b"\n".join(filter(None, c)) for c in between))
 
 
 def make_rows(first: int, last: int, after: int, finals: list[int], gbs: list[int],

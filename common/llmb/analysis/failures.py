@@ -56,9 +56,12 @@ TEXT_MAX = 200  # characters of one evidence line kept for the reason
 NODES_MAX = 32
 
 # srun --label's `12: `, PyTorch's `[rank12]:`, then a glog header `[E411 15:31:12.1234 f.cpp:616]`
-_PREFIX = re.compile(r"^(?:\s*\d+:\s)?(?:\[rank\d+\]:\s?)?(?:\[[EWIF]\d{4} [\d:.]+ [^\]]*\]\s*)?")
+_PREFIX = re.compile(r"^(?:\s*\d{1,9}:\s)?(?:\[rank\d{1,9}\]:\s?)?"
+                     r"(?:\[[EWIF]\d{4} [\d:.]{1,40} [^\]]*\]\s*)?")
 _NODE = r"([A-Za-z0-9][A-Za-z0-9._-]*)"
-_SLURM = re.compile(r"\*\*\* (?:JOB|STEP) \S+ (?:ON " + _NODE + r" )?CANCELLED AT \S+"
+# (the time stamp holds no `,`: one that could would let the `,` after it start anywhere in it,
+# each start reading to the line's next `*`: time quadratic in the line's length)
+_SLURM = re.compile(r"\*\*\* (?:JOB|STEP) \S+ (?:ON " + _NODE + r" )?CANCELLED AT [^\s,]+"
                     r"(?: DUE TO ([A-Z ]+?))?(?:,[^*]*)? \*\*\*")
 _STEPD_STUCK = re.compile(r"\*\*\* (?:JOB|STEP) \S+ STEPD TERMINATED ON " + _NODE)
 _NODE_FAILURE = re.compile(r"srun: error: Node failure on " + _NODE)
@@ -69,9 +72,11 @@ _GRAD = re.compile(r"found (?:NaN|Inf) in local grad norm|Unexpected result \S*(
 _MEGATRON_NODE = re.compile(r"\bnode:? " + _NODE)
 _WATCHDOG = re.compile(r"Watchdog caught collective operation timeout|watchdog (?:got stuck|"
                        r"thread terminated)|Heartbeat monitor timed out", re.I)
-_USERBUFFERS = re.compile(r"[A-Z]+BAR:SM \d+ \[\d+\]:expecting -?\d+ got -?\d+")
+# (one capital before BAR, not a run of them: found where a run would be, and a line of
+# capitals is not tried from each of them to its end)
+_USERBUFFERS = re.compile(r"[A-Z]BAR:SM \d{1,9} \[\d{1,9}\]:expecting -?\d{1,20} got -?\d")
 _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception)(?::|$)")
-_EXIT_CODE = re.compile(r"Exited with exit code (\d+)")
+_EXIT_CODE = re.compile(r"Exited with exit code (\d{1,10})")  # (a code: 0-255)
 
 
 @dataclass(frozen=True)

@@ -22,13 +22,15 @@ _BETWEEN_FIELDS = (rb"(?: \| (?!lr:|global_batch_size:|global_step:|reduced_trai
                    rb"train_step_timing in s:|TFLOPS_per_GPU:|consumed_samples:)[^|\r\n]{1,120})*?")
 # Its literal start lets the expression engine skip to it at memory speed; what comes before it
 # on its line is the line's prefix. Fields between: anywhere after `lr` (Lightning prints the
-# metrics in the order they were first logged).
+# metrics in the order they were first logged); those after TFLOPS inside its optional group,
+# so that no two runs of fields between meet (two that met could share a line's fields in as
+# many ways as it has: time quadratic in its length).
 FORMS = bulkform.two_forms(
     rb"Training epoch \d{1,9}, iteration (\d{1,18})/(\d{1,18}) \| lr: [0-9.eE+-]{1,30}"
     + BETWEEN + rb" \| global_batch_size: (\d{1,18})" + BETWEEN +
     rb" \| global_step: (\d{1,18})" + BETWEEN + rb" \| reduced_train_loss: " + NUM + BETWEEN
     + rb" \| train_step_timing in s: (" + NUM + rb")" + BETWEEN +
-    rb"(?: \| TFLOPS_per_GPU: (" + NUM + rb"))?" + BETWEEN +
+    rb"(?: \| TFLOPS_per_GPU: (" + NUM + rb")" + BETWEEN + rb")?"
     rb" \| consumed_samples: \d{1,18}" + BETWEEN + rb"(?:\x1b\[[0-9;]{0,9}m){0,4}(?=[\r\n]|\Z)",
     _BETWEEN_FIELDS)
 # The names a prefix or a field between may not hold (in any case: the line-by-line read takes

@@ -30,9 +30,11 @@ from llmb.analysis.family_nemo import NEMO
 if TYPE_CHECKING:
     from llmb.analysis.bulkform import Rows
 
-_NUM = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)(?![\d.,_])"
+# A checkpoint's duration in s: at most 18 digits before the point, 30 after it and 3 in the
+# exponent (no checkpoint takes 1e18 s), so that a line of digits costs no more than its length.
+_NUM = r"([-+]?(?:\d{1,18}(?:\.\d{0,30})?|\.\d{1,30})(?:[eE][-+]?\d{1,3})?)(?![\d.,_])"
 # srun --label's `12: ` and a NeMo logger prefix, left out of a line a reason quotes
-_PREFIX = re.compile(r"^\s*(?:\d+:\s)?(?:\[NeMo [A-Z] [^\]]*\]\s*)?")
+_PREFIX = re.compile(r"^\s*(?:\d{1,9}:\s)?(?:\[NeMo [A-Z] [^\]]*\]\s*)?")
 # The start-up lines that state the world size: Lightning's two, torchrun's, Megatron-LM's.
 WORLD_NEEDLES = (b"MEMBER:", b"Starting with", b"global_world_sizes=", b"using world size:")
 _WORLD = (re.compile(r"MEMBER:\s*\d{1,9}\s*/\s*(\d{1,9})(?!\d)", re.A),

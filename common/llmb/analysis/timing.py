@@ -16,9 +16,10 @@ with errors replaced, stripped of ANSI colour codes and parsed:
   glued into one line or not.
 
 Lines end at `\\n` or `\\r` (progress bars redraw with carriage returns, and CRLF files end in
-both), and a line is read whole however long it is. A log written as UTF-16 or UTF-32 (a
-Windows redirect: a byte-order mark, or a NUL beside every ASCII character) is decoded to UTF-8
-first and read the same way.
+both), and a line is read whole up to MAX_LINE (1 MiB; a step line is a few hundred bytes); a
+longer one is no log line and is not read, wherever it falls in the chunks. A log written as
+UTF-16 or UTF-32 (a Windows redirect: a byte-order mark, or a NUL beside every ASCII character)
+is decoded to UTF-8 first and read the same way.
 
 Every reader gives 0-based step indices and the index of the final step. NeMo's pipe form prints
 `iteration {i}/{max_steps - 1}` (`49/49` is the last step of a 50-step run) and `global_step`,
@@ -107,8 +108,9 @@ FOREIGN = {
 CHUNK_BYTES = 1 << 22
 # A line is looked for this far around a match first, then as far as it goes.
 LINE_REACH = 4096
-# An unterminated run of bytes longer than this is not a log line; keep only its tail.
-MAX_CARRY = 1 << 20
+# A line longer than this is not a log line: not read, wherever it falls in the chunks (in one,
+# or across two: an unfinished line carried to the next chunk is at most this long).
+MAX_LINE = bulkform.MAX_LINE
 HEAD_BYTES = 4096  # what the encoding is told from
 # Lines classified per stretch after a step line: enough for any real ending (1024 ranks each
 # printing a traceback), and a bound on the work for a log that is nothing but error lines.
@@ -130,11 +132,12 @@ def _line_at(buf: Buffer, pos: int, end: int) -> tuple[int, int]:
 def _lines_with(buf: Buffer, needle: bytes, begin: int, end: int
                 ) -> Iterator[tuple[int, int, int]]:
     """(start, stop, needle position) of each line in buf[begin:end] that holds needle, each
-    once, in order."""
+    once, in order (none longer than MAX_LINE)."""
     pos = buf.find(needle, begin, end)
     while pos >= 0:
         start, stop = _line_at(buf, pos, end)
-        yield max(start, begin), stop, pos
+        if stop - start <= MAX_LINE:
+            yield max(start, begin), stop, pos
         pos = buf.find(needle, max(stop, pos + len(needle)), end)
 
 
@@ -311,15 +314,18 @@ def _scan_file(scan: LogScan, f: io.RawIOBase, head: bytes, chunk_bytes: int) ->
     last line of a chunk moves to the front, the next chunk follows it."""
     buf = _buffers.get(chunk_bytes)
     if buf is None:
-        buf = _buffers[chunk_bytes] = bytearray(max(chunk_bytes, HEAD_BYTES) + MAX_CARRY
+        buf = _buffers[chunk_bytes] = bytearray(max(chunk_bytes, HEAD_BYTES) + MAX_LINE
                                                 + LINE_REACH)
     view = memoryview(buf)
     try:
         view[:len(head)] = head
         got, held = len(head), 0  # held: bytes of an unfinished line at the front of buf
+        skip = False  # the chunk starts inside a line longer than MAX_LINE
         while got:
             end = held + got
-            held = _take(scan, buf, view, end, held)
+            if skip:
+                end, skip = _skip_line(buf, view, end)
+            held, skip = _take(scan, buf, view, end, held) if end else (0, skip)
             got = f.readinto(view[held:held + chunk_bytes])
         if held:
             _feed(scan, buf, held)
@@ -327,22 +333,37 @@ def _scan_file(scan: LogScan, f: io.RawIOBase, head: bytes, chunk_bytes: int) ->
         view.release()
 
 
-def _take(scan: LogScan, buf: bytearray, view: memoryview, end: int, held: int) -> int:
-    """Feed the complete lines of buf[:end]; move what is left to the front; its length."""
+def _take(scan: LogScan, buf: bytearray, view: memoryview, end: int, held: int
+          ) -> tuple[int, bool]:
+    """Feed the complete lines of buf[:end]; move what is left to the front: its length, and
+    whether it was a line longer than MAX_LINE (then left out, and the rest of it skipped)."""
     cut = buf.rfind(b"\n", held, end)
     cut = max(cut, buf.rfind(b"\r", max(cut, held), end))  # only past the last \n
-    if cut < 0:  # no line end at all yet: keep a bounded tail
-        if end > MAX_CARRY:
-            view[:LINE_REACH] = view[end - LINE_REACH:end]
-            return LINE_REACH
-        return end
+    if cut < 0:  # no line end at all yet
+        return (0, True) if end > MAX_LINE else (end, False)
     _feed(scan, buf, cut + 1)
     left = end - cut - 1
-    if left > MAX_CARRY:  # an unfinished line already too long to be one: keep its tail
-        view[:LINE_REACH] = view[end - LINE_REACH:end]
-        return LINE_REACH
+    if left > MAX_LINE:  # an unfinished line already too long to be one
+        return 0, True
     view[:left] = view[cut + 1:end]
-    return left
+    return left, False
+
+
+def _line_end(buf: Buffer, end: int) -> int:
+    """Where buf[:end]'s first line ends (its \\n or \\r), or -1."""
+    n = buf.find(b"\n", 0, end)
+    r = buf.find(b"\r", 0, n if n >= 0 else end)
+    return r if r >= 0 else n
+
+
+def _skip_line(buf: bytearray, view: memoryview, end: int) -> tuple[int, bool]:
+    """buf[:end] starts inside a line longer than MAX_LINE: what follows that line's end, moved
+    to the front (its length), and whether the line goes on past buf[:end]."""
+    cut = _line_end(buf, end)
+    if cut < 0:
+        return 0, True
+    view[:end - cut - 1] = view[cut + 1:end]
+    return end - cut - 1, False
 
 
 def _transcoded(f: BinaryIO, head: bytes, encoding: str, chunk_bytes: int) -> Iterator[bytes]:
@@ -356,16 +377,20 @@ def _transcoded(f: BinaryIO, head: bytes, encoding: str, chunk_bytes: int) -> It
 
 def _scan_chunks(scan: LogScan, chunks: Iterable[bytes]) -> None:
     """Chunks of UTF-8 text of whatever size (a decoded log): the same lines as _scan_file."""
-    buf = bytearray()
+    buf, skip = bytearray(), False  # skip: buf starts inside a line longer than MAX_LINE
     for chunk in chunks:
         buf += chunk
+        if skip:
+            cut = _line_end(buf, len(buf))
+            skip = cut < 0
+            del buf[:cut + 1 if cut >= 0 else len(buf)]
         cut = max(buf.rfind(b"\n"), buf.rfind(b"\r"))
-        if cut < 0:
-            if len(buf) > MAX_CARRY:
-                del buf[:len(buf) - LINE_REACH]
-            continue
-        _feed(scan, buf, cut + 1)
-        del buf[:cut + 1]
+        if cut >= 0:
+            _feed(scan, buf, cut + 1)
+            del buf[:cut + 1]
+        if len(buf) > MAX_LINE:  # an unfinished line already too long to be one
+            buf.clear()
+            skip = True
     if buf:
         _feed(scan, buf, len(buf))
 

@@ -36,10 +36,14 @@ LOGS_DIR = screenrun.NCCL_LOGS_DIR
 SOCKET = "Socket"
 MAX_LOG_BYTES = 16 << 20
 ENV = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
-_LINE = re.compile(r"(?:^|\s)([^\s:]+):\d+:\d+ \[\d+\] NCCL INFO (.*?)\s*$")
+# Each expression runs in time linear in its line: numbers and names bounded (a host name is at
+# most 255 characters, a pid, tid or device at most 10 digits), no two repetitions side by side
+# over the same characters (the message's trailing blanks are stripped after the match, not by
+# it), and a channel's `via NET/<name>/<dev>` read from the message's start.
+_LINE = re.compile(r"(?:^|\s)([^\s:]{1,255}):\d{1,10}:\d{1,10} \[\d{1,10}\] NCCL INFO (.*)")
 _USING = re.compile(r"Using network (.+)")
-_CHANNEL = re.compile(r"Channel \d+/\d+ : .* via NET/(.+?)/\d+")
-_PLUGIN = re.compile(r"NET/Plugin\s*:?\s*(.*)")
+_CHANNEL = re.compile(r"^Channel \d{1,10}/\d{1,10} : .* via NET/([^/]{1,255})/\d")
+_PLUGIN = re.compile(r"NET/Plugin\s*(?::\s*)?(.*)")
 
 
 class Seen(TypedDict):
@@ -67,7 +71,7 @@ def read(folder: Path, hosts: Mapping[str, str]) -> dict[str, Seen]:
                 continue
             node = out.setdefault(hosts.get(m.group(1), m.group(1)),
                                   Seen(networks=set(), channels=set(), plugin=None))
-            message = m.group(2)
+            message = m.group(2).rstrip()
             if found := _USING.fullmatch(message):
                 node["networks"].add(found.group(1))
             elif found := _CHANNEL.search(message):
