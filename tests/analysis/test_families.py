@@ -90,3 +90,12 @@ def test_step_time_lines_are_a_family_only_alone_and_twice(text: str, name: str 
     buf = (text + "\n").encode()
     found = families.recognised(buf, len(buf))
     assert (found.name if found is not None else None) == name
+
+
+@pytest.mark.parametrize(("config", "final"), [
+    (["train:", "  train_iters: 50"], 49), (["  max_train_iters: 9", "  train_iters: 20"], 19),
+    (["  train_iters: 0"], None), (["  train_iters: 5.5"], None), ([], None)])
+def test_rank_0s_final_iteration_is_its_configurations_train_iters(
+        tmp_path: Path, config: list[str], final: int | None) -> None:
+    scan = scanned(tmp_path, config + rank0_lines(3)[len(megatron_startup(8, 8)):])
+    assert scan.final_index == final and sorted(scan.steps) == [0, 1, 2]

@@ -45,7 +45,8 @@ if TYPE_CHECKING:
 NEEDLE = b"Step Time : "
 NAME = "bridge-step-time"
 _UNIT = "s GPU utilization: "
-_FINAL = re.compile(rb"\btrain_iters: (\d{1,18})(?![\d.])")
+_TRAIN_ITERS = b"train_iters: "
+_COUNT = re.compile(rb"(\d{1,18})(?![\d.])")
 # the line as Megatron-Bridge prints it, to its end (a prefix before it is not read)
 _PLAIN = re.compile(re.escape(NEEDLE) + rb"(\d{1,15}\.\d{1,15})" + _UNIT.encode()
                     + rb"(\d{1,15}\.\d{1,15})" + re.escape(megatron_steps.COMPANION)
@@ -62,7 +63,10 @@ class _Next:
 
 def _final(buf: Buffer, end: int) -> int | None:
     """The final index the start-up's `train_iters` says, within buf[:end], or None."""
-    m = _FINAL.search(buf, 0, end)
+    pos = buf.find(_TRAIN_ITERS, 0, end)
+    while pos > 0 and (buf[pos - 1:pos].isalnum() or buf[pos - 1:pos] == b"_"):
+        pos = buf.find(_TRAIN_ITERS, pos + 1, end)  # another key's end (max_train_iters)
+    m = _COUNT.match(buf, pos + len(_TRAIN_ITERS), end) if pos >= 0 else None
     return int(m.group(1)) - 1 if m is not None and int(m.group(1)) >= 1 else None
 
 
