@@ -4,6 +4,9 @@ FAMILIES lists them. A new family is one module that defines its Family (its nee
 reader, bulk reader and plain form, first iteration and field names: llmb.analysis.family_nemo
 is the smallest example) and one line here; the scan (llmb.analysis.timing,
 llmb.analysis.logscan) and the bulk read (llmb.analysis.bulk) ask the family and name none.
+A family whose step line is another family's companion (Megatron-Bridge's Step Time line,
+llmb.analysis.family_steptime) reads only alone: it is looked for after the others, in a chunk
+that holds none of theirs.
 Standard library only: it runs inside the log scan.
 """
 
