@@ -140,9 +140,34 @@ def bridge_log(draw: st.DrawFn) -> bytes:
     return ("\n".join(lines) + draw(st.sampled_from(["\n", "", "\r\n"]))).encode()
 
 
+@st.composite
+def rank0_log(draw: st.DrawFn) -> bytes:
+    """Megatron-Bridge's rank-0 log (Step Time lines alone, a start-up with or without its
+    train_iters), now and then with an odd value, a prefix, noise or an iteration line."""
+    lines = megatron_startup(8, 8) if draw(st.integers(0, 3)) else []
+    if lines and draw(st.booleans()):
+        lines = [x for x in lines if "train_iters" not in x]
+    for k in range(1, draw(st.integers(1, 60)) + 1):
+        line = MegatronStep(k, 50, draw(st.sampled_from([4189.6, 4201.3, 950.0])),
+                            1610.2).step_time_text()
+        odd = draw(st.sampled_from([""] * 40 + ["time", "tflops", "prefix", "noise", "cut"]))
+        if odd == "time":
+            line = line.replace("4.19s", draw(st.sampled_from(VALUES)) + "s")
+        elif odd == "tflops":
+            line = line.replace("1610.2", draw(st.sampled_from(["1.2.3", "12", ".", "nan"])))
+        elif odd == "prefix":
+            line = draw(st.sampled_from(PREFIXES)) + line
+        elif odd == "noise":
+            lines += draw(st.lists(st.sampled_from(NOISE), max_size=2))
+        elif odd == "cut":
+            line = line.partition(" GPU")[0]
+        lines.append(line)
+    return ("\n".join(lines) + draw(st.sampled_from(["\n", "", "\r\n"]))).encode()
+
+
 @settings(max_examples=300, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(st.one_of(nemo_log(), megatron_log(), bridge_log()),
+@given(st.one_of(nemo_log(), megatron_log(), bridge_log(), rank0_log()),
        st.sampled_from([64, 300, 4096, 1 << 22]))
 def test_bulk_and_line_by_line_give_the_same_scan(monkeypatch: pytest.MonkeyPatch, text: bytes,
                                                   chunk: int) -> None:
@@ -215,3 +240,19 @@ def test_a_field_between_is_read_in_bulk_unless_it_holds_a_name_the_reader_takes
     assert (bulk.read(buf, len(buf), family) is not None) is bulk_read
     fast, slow = scans(buf, 1 << 22, monkeypatch)
     assert fast == slow  # (in bulk regardless, a grad norm, TFLOPS or throughput would differ)
+
+
+def test_rank_0s_step_time_lines_are_read_in_bulk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One line per iteration, from the first; the final index from the start-up's
+    train_iters; prefixed lines too (a prefix is not read)."""
+    for prefix in ("", "0: "):
+        lines = megatron_startup(8, 8, train_iters=50) + [
+            prefix + MegatronStep(k, 50, 4189.6 + k * 10, 1610.2).step_time_text()
+            for k in range(1, 51)]
+        buf = ("\n".join(lines) + "\n").encode()
+        rows = bulk.read(buf, len(buf), "bridge-step-time")
+        assert rows is not None and rows.index == list(range(50)) and rows.final == 49
+        assert rows.time[:2] == [4.2, 4.21] and rows.tflops_text[0] == "1610.2"
+        fast, slow = scans(buf, 1 << 22, monkeypatch)
+        assert fast == slow and fast.complete() and fast.family == "bridge-step-time"
+        assert fast.gbs is None and fast.steps[49] == timing.Step(4.69, 1610.2)

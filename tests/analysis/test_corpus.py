@@ -51,7 +51,8 @@ def test_the_corpus_is_what_its_generator_writes() -> None:
 @pytest.mark.parametrize("name", [
     "bridge-b200-glued", "bridge-b300-glued", "bridge-timestamp-prefix", "bridge-skipped",
     "megatron-lm-inline-throughput", "bridge-unknown-model", "bridge-moe-fields",
-    "nemo-epoch-rollover",
+    "bridge-rank0-step-time", "bridge-rank0-moe", "bridge-fp8-cs", "bridge-fp8-mx",
+    "bridge-nvfp4", "nemo-epoch-rollover",
     "nemo-restart", "nemo-rank-prefix", "nemo-timestamp-prefix", "nemo-srun-label-scientific",
 ])
 def test_a_complete_run_is_success_with_its_printed_figures(name: str) -> None:
@@ -87,6 +88,26 @@ def test_mfu_uses_the_peak_of_the_gpu_type_given(name: str, gpu: str) -> None:
     # judged against the H100's peak instead, the same log is impossible (MFU far above 100%)
     h100 = cli.analyze(str(CORPUS / name))["results"][0]
     assert h100["status"] == "Invalid" and "above 100% of the h100 bf16 peak" in h100["reason"]
+
+
+@pytest.mark.parametrize("dtype", sorted(logcorpus.DTYPES))
+def test_mfu_holds_each_precision_to_its_own_peak(dtype: str) -> None:
+    name = f"bridge-{dtype.replace('_', '-')}"
+    r = result(name)
+    flops = catalog.find_recipe("llama3.1").model_flops("8b")
+    peak = catalog.get_gpu_type("b200").peak_tflops[logcorpus.DTYPES[dtype]]
+    assert (r["dtype"], r["gpu_type"]) == (dtype, "b200")
+    assert r["mfu"] == pytest.approx(128 * flops / window_mean(name) / 8 / (peak * 1e12),
+                                     rel=1e-6)
+
+
+def test_rank_0s_log_gives_the_figures_of_the_same_run_logged_by_every_rank() -> None:
+    """Rank 0's Step Time lines (seconds to two decimals) against the iteration lines' times
+    (a tenth of a millisecond) of the same steps: one run, one MFU to 0.1%."""
+    rank0, merged = result("bridge-rank0-step-time"), result("bridge-b200-glued")
+    assert rank0["mfu"] == pytest.approx(merged["mfu"], rel=1e-3)
+    assert rank0["tflops_per_gpu_mean"] == pytest.approx(merged["tflops_per_gpu_mean"],
+                                                         rel=1e-3)
 
 
 def test_a_model_the_catalog_does_not_know_gets_timing_and_tokens_not_a_reference() -> None:

@@ -1,10 +1,10 @@
 """Every reader of log text runs in time linear in its line (hypothesis): each line the analyzer
-reads, as its program prints it (NeMo's step line and progress bar, Megatron's iteration line
-and Step Time companion, a checkpoint, world-size, configuration and failure line), with a run of
-100,000 characters of one class its expressions use (digits, `_`, blanks, `|`, `:`, `=`,
-letters, fields between, ...) put anywhere in it, with or without a character after the run
-that no expression expects, read by every reader and by the whole scan, in bulk and line by
-line.
+reads, as its program prints it (NeMo's step line, progress bar and DLLogger record, Megatron's
+iteration line and Step Time line, with it or alone, a checkpoint, world-size, configuration and
+failure line), with a run of 100,000 characters of one class its expressions use (digits, `_`,
+blanks, `|`, `:`, `=`, letters, fields between, ...) put anywhere in it, with or without a
+character after the run that no expression expects, read by every reader and by the whole scan,
+in bulk and line by line.
 
 Not a speed test: the bound (SECONDS) is one that a linear reader meets many times over on any
 machine (a few hundredths of a second here), and that an expression which backtracks over the
@@ -19,7 +19,7 @@ from deadline import deadline
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from llmb.analysis import bulk, failures, megatron_steps, stepline, timing
-from logformats import OPTIONAL, MegatronStep, nemo_step, progress_bar
+from logformats import OPTIONAL, MegatronStep, dll_record, nemo_step, progress_bar
 
 SECONDS = 10  # for ~100,000 characters through every reader
 SLOW = "time more than linear in the line's length (an expression backtracking over it)"
@@ -31,6 +31,9 @@ LINES = [
     progress_bar(50, 100, 3.59),
     STEP.iteration_text(),
     STEP.step_time_text() + STEP.iteration_text(),
+    STEP.step_time_text(),  # rank 0's, alone (llmb.analysis.family_steptime)
+    progress_bar(50, 100, 3.59) + dll_record(49, 3.5901234),
+    "  train_iters: 50",
     "Global Checkpoint Save : Rank: 0 : Iteration: 50 : Save duration: 4.389s",
     "Global Checkpoint Load : Rank: 0 : load_checkpoint: 12.5s",
     "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/16",
@@ -72,17 +75,20 @@ def read_every_way(line: str) -> None:
     failures.classify(line)
     for word in line.split():
         stepline.number(word)
+        stepline.digits(word)
     data = line.encode("utf-8", "replace")
-    for family in ("nemo", "megatron"):
+    for family in ("nemo", "megatron", "bridge-step-time"):
         bulk.read(data + b"\n", len(data) + 1, family)
     for before in ([], [nemo_step(0, 49, 1.0)], [STEP.iteration_text()]):
         timing.scan_lines([*before, line])
-    with tempfile.NamedTemporaryFile("wb", suffix=".out", delete=False) as f:
-        f.write(data + b"\n" + nemo_step(12, 49, 1.0).encode() + b"\n")
-    try:
-        timing.scan_log(f.name, chunk_bytes=1 << 16)
-    finally:
-        os.unlink(f.name)
+    # a NeMo log, and rank 0's Step Time log (its family is picked on two of its lines)
+    for after in (nemo_step(12, 49, 1.0), STEP.step_time_text()):
+        with tempfile.NamedTemporaryFile("wb", suffix=".out", delete=False) as f:
+            f.write(data + b"\n" + after.encode() + b"\n" + after.encode() + b"\n")
+        try:
+            timing.scan_log(f.name, chunk_bytes=1 << 16)
+        finally:
+            os.unlink(f.name)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -93,6 +99,10 @@ def read_every_way(line: str) -> None:
 @example(STEP.iteration_text().replace("4189.6", "1" * LENGTH + "_"))
 @example(nemo_step(11, 49, 12.39, tflops=None).replace(" | consumed", " | a: 1" * (LENGTH // 7)))
 @example("Global Checkpoint Save : Rank: 0 : Save duration: " + "1" * LENGTH + "_s")
+@example(STEP.step_time_text().replace("4.19", "1" * LENGTH + "_"))
+@example("  train_iters: " + "1" * LENGTH)
+@example(progress_bar(50, 100, 3.59) + dll_record(49, 3.5901234).replace(
+    "3.5901234", "0" * LENGTH + "1"))
 @example("srun: error: " + "A" * LENGTH)
 @example("slurmstepd: error: *** JOB 1 CANCELLED AT " + "," * LENGTH)
 def test_a_line_of_any_content_is_read_in_linear_time(line: str) -> None:

@@ -10,6 +10,7 @@ import pytest
 from analyzercli import run_analyzer
 from llmb.analysis import stepline
 from llmb.container import nemolog
+from logformats import dll_record, progress_bar
 from paths import LOGS
 
 TRUST = LOGS / "trust"
@@ -28,6 +29,23 @@ def test_a_nemo_step_line_and_a_progress_bar() -> None:
     assert line.refused is None and line.nonfinite is None
     bar = stepline.parse(BAR)
     assert bar is not None and (bar.iteration, bar.final, bar.time, bar.gbs) == (99, 99, 3.59, None)
+
+
+@pytest.mark.parametrize("record_first", [False, True])
+def test_the_most_precise_step_time_on_a_line_is_read(record_first: bool) -> None:
+    """A progress bar and a DLLogger record on one line: the record's full value, not the
+    bar's three decimals (0.3% apart here), whichever comes first."""
+    bar, record = progress_bar(100, 100, 3.5901234), dll_record(99, 3.5901234)
+    line = stepline.parse(record + bar if record_first else bar + record)
+    assert line is not None and (line.iteration, line.final) == (99, 99)
+    assert (line.time, line.time_text) == (3.5901234, "3.5901234")
+    assert stepline.parse(bar + dll_record(99, 3.6)).time == 3.59  # (3 digits against 2)
+
+
+@pytest.mark.parametrize(("text", "count"), [("3.590", 4), ("3.5901234", 8), ("0.0042", 2),
+                                             ("1.5e-05", 2), ("-12", 2), ("nan", 0), ("9,31", 0)])
+def test_significant_digits(text: str, count: int) -> None:
+    assert stepline.digits(text) == count
 
 
 @pytest.mark.parametrize(("text", "value"), [

@@ -148,6 +148,44 @@ def bridge_run(case: Case, upto: int = 50, *, glued_from: int = 10, tflops_at: f
             case.tflops[k - 1] = f"{step.tflops:.1f}"
 
 
+def rank0_run(case: Case, upto: int = 50, *, tflops_at: float = 1810.0) -> None:
+    """What rank 0 prints of iterations 1..upto: the Step Time lines alone (the last rank prints
+    the iteration lines), the memory report after the first; each recorded as printed."""
+    case.family = "bridge-step-time"
+    for k in range(1, upto + 1):
+        step = MegatronStep(k, 50, bridge_ms(k), round(tflops_at * 4189.6 / bridge_ms(k), 1))
+        case.lines.append(step.step_time_text())
+        if k == 1:
+            case.lines.append("[Rank 0] (after 1 iterations) memory (GB) | "
+                              "mem-allocated-gigabytes: 51.072")
+        case.times[k - 1] = f"{step.ms / 1000:.2f}"
+        case.tflops[k - 1] = f"{step.tflops:.1f}"
+
+
+def bridge_rank0_cases() -> dict[str, Case]:
+    """Rank 0's own logs: a dense model's, a mixture of experts'."""
+    dense = Case(LLAMA_BRIDGE, megatron_startup(8, 8, gbs=128), "b200", job=4200020)
+    rank0_run(dense)
+    moe = Case(QWEN, megatron_startup(8, 8, seq_length=4096, gbs=512), "b300", job=4200021)
+    rank0_run(moe, tflops_at=900.0)
+    return {"bridge-rank0-step-time": dense, "bridge-rank0-moe": moe}
+
+
+# the precisions Megatron-Bridge's experiment names carry besides bf16 and fp8
+DTYPES = {"fp8_cs": "fp8", "fp8_mx": "fp8", "nvfp4": "nvfp4"}  # -> the peak they are held to
+
+
+def bridge_dtype_cases() -> dict[str, Case]:
+    """A complete B200 run in each of DTYPES."""
+    cases = {}
+    for n, dtype in enumerate(DTYPES):
+        case = Case(LLAMA_BRIDGE.replace("_bf16_", f"_{dtype}_"), megatron_startup(8, 8),
+                    "b200", job=4200030 + n)
+        bridge_run(case)
+        cases[f"bridge-{dtype.replace('_', '-')}"] = case
+    return cases
+
+
 def megatron_cases() -> dict[str, Case]:
     cases = {}
     for gpu, job in (("b200", 4200000), ("b300", 4200001)):
@@ -200,7 +238,8 @@ def other_tools() -> dict[str, Case]:
             "print-env": Case(LLAMA_NEMO, print_env_dump(), job=4300002)}
 
 
-CASES: dict[str, Case] = {**nemo_cases(), **megatron_cases(), **other_tools()}
+CASES: dict[str, Case] = {**nemo_cases(), **megatron_cases(), **bridge_rank0_cases(),
+                          **bridge_dtype_cases(), **other_tools()}
 
 
 def text(case: Case) -> str:

@@ -8,12 +8,15 @@ Each family's step line, as its program formats it:
   train_step_timing in s: .. | TFLOPS_per_GPU: .. | consumed_samples: ..` (llmb.container.nemolog
   writes it); from the second data epoch on `iteration` restarts at 0 while `global_step` goes on.
 - Lightning's progress bar: `Epoch 0: : 100%|###| {done}/{total} [mm:ss<mm:ss, key=value, ...,
-  train_step_timing in s=..]`, redrawn with carriage returns.
+  train_step_timing in s=..]`, redrawn with carriage returns; a DLLogger record (`DLL
+  {timestamp} - {step} train_step_timing in s : {value} ...`, the value in full) printed after
+  a draw continues the bar's line.
 - Megatron-LM / Megatron-Bridge `training_log`: ` [%Y-%m-%d %H:%M:%S] iteration {k:8d}/{N:8d} |
   consumed samples: {:12d} | elapsed time per iteration (ms): {:.1f} | learning rate: {:.6E} |
   global batch size: {:5d} | lm loss: {:.6E} | loss scale: {:.1f} | grad norm: {:.3f} |
   number of skipped iterations: {:3d} | number of nan iterations: {:3d} |`, iterations counted
-  from 1; Megatron-Bridge prints before it, from rank 0, `Step Time : {:.2f}s GPU utilization:
+  from 1, from the last rank; Megatron-Bridge prints before it, from rank 0 only (a rank-0 log
+  holds these and no iteration line), `Step Time : {:.2f}s GPU utilization:
   {:.1f}MODEL_TFLOP/s/GPU`, at times on the same line (the iteration line's own text starts with
   the blank before its time stamp). Megatron-Bridge's training_log adds, where its settings or
   the model call for them: `skipped samples: {:12d}` after the consumed ones, `throughput per
@@ -60,6 +63,14 @@ def progress_bar(done: int, total: int, seconds: float, *, global_step: float | 
     return (f"Epoch 0: : {pct:3d}%|#####     | {done}/{total} [00:{done % 60:02d}<00:00, "
             f"reduced_train_loss={12 - done * 0.05:.3f}, global_step={step:.2f}, "
             f"consumed_samples={float(128 * done)}, train_step_timing in s={seconds:.3f}]")
+
+
+def dll_record(step: int, seconds: float, *, micro: int = 123456) -> str:
+    """A DLLogger record as its StdOutBackend prints it by default (`DLL {timestamp} - {step}
+    {metric} : {value} {unit}`, each value as Python prints it: the step time in full)."""
+    return (f"DLL {T0}:{step % 60:02d}.{micro:06d} - {step} reduced_train_loss : "
+            f"{12 - step * 0.05!r}  train_step_timing in s : {seconds!r}  "
+            f"global_step : {float(step)!r} ")
 
 
 @dataclass(frozen=True)

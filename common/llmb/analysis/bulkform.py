@@ -62,7 +62,7 @@ class Rows:
     last: int
     after: int
     final: int
-    gbs: int
+    gbs: int | None  # None: the lines print none (llmb.analysis.family_steptime)
     index: list[int]
     time: list[float]
     tflops: list[float | None]

@@ -4,8 +4,9 @@ A Family says everything the scan (llmb.analysis.timing, llmb.analysis.logscan) 
 read (llmb.analysis.bulk) need of the program that printed a log: the needle that recognises
 its step lines (the first step line found picks the log's family), how one step line is read,
 how a chunk of them is read in bulk, where its iterations start and what it calls its fields.
-Each family is one module (llmb.analysis.family_nemo, llmb.analysis.family_megatron), listed
-in llmb.analysis.families. Standard library only: it runs inside the log scan.
+Each family is one module (llmb.analysis.family_nemo, llmb.analysis.family_megatron,
+llmb.analysis.family_steptime), listed in llmb.analysis.families. Standard library only: it
+runs inside the log scan.
 
 Every expression a family (or the scan) runs over a log's text takes time linear in the line it
 reads, so that a corrupted line costs its length, never minutes: each number and name bounded
@@ -55,6 +56,9 @@ class Family:
     first_iteration: int  # what the log calls step index 0
     field_names: Mapping[str, str]  # what the log calls a field: tflops, gbs
     tail: TailReader | None = None
+    # picked only where no other family's needle is in the chunk and its own is there twice
+    # (its step line is another family's companion: llmb.analysis.family_steptime)
+    alone: bool = False
 
     def __repr__(self) -> str:
         return f"Family({self.name!r})"

@@ -17,6 +17,11 @@ epoch 1, iteration 5/99 | ... | global_step: 45 | ...`: step 45, not a restart).
 bar keeps its own count (`{done}/{total}`: step done - 1): its `global_step=` is printed one
 apart between NeMo versions (99.00 at 100/100 in NeMo 2, 50.0 at 50/50 in NeMo 1).
 
+Where one line gives the step time twice (a progress bar redrawn and a DLLogger record printed
+after it without a line end: `..., train_step_timing in s=3.590]DLL 2026-03-27 23:17:24.123456 -
+99 train_step_timing in s : 3.5901234 ...`), the value with the most significant digits is read:
+the bar's three decimals are 0.3% off the record's full value.
+
 A value is read whole or refused: it runs from after `key: ` / `key=` to the next blank, `|`
 or `]` (a `,` ending it is the progress bar's separator), and must then be a plain decimal
 number (`610.2`, `1.5e-05`, `nan`, `inf`). `1_000`, `9,31`, `0x10` or `١٢` are refused, never
@@ -95,11 +100,24 @@ def health(fields: dict[str, str], names: tuple[str, ...]
     return nonfinite, refused
 
 
+def digits(text: str) -> int:
+    """How many significant digits a number as printed holds (`3.590`: 4, `3.5901234`: 8,
+    `0.0042`: 2); 0 for what is no number."""
+    if number(text) is None:
+        return 0
+    mantissa = text.lower().partition("e")[0].lstrip("+-").replace(".", "")
+    return len(mantissa.lstrip("0")) if mantissa.isdigit() else 0
+
+
 def _fields(line: str) -> dict[str, str]:
+    """The line's fields, the first occurrence of each; the step time's most precise one (a
+    progress bar's `=3.590` and a DLL record's ` : 3.5901234` on one line: the record's)."""
     found: dict[str, str] = {}
     for key, value in _FIELD.findall(line.lower()):
-        found.setdefault(key.replace(" ", "_") if key.startswith("grad") else key,
-                         value.removesuffix(","))
+        value = value.removesuffix(",")
+        if key == TIME and key in found and digits(value) > digits(found[key]):
+            found[key] = value
+        found.setdefault(key.replace(" ", "_") if key.startswith("grad") else key, value)
     return found
 
 

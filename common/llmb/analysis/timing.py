@@ -13,7 +13,9 @@ with errors replaced, stripped of ANSI colour codes and parsed:
 - Megatron-LM / Megatron-Bridge (`elapsed time per iteration`, llmb.analysis.megatron_steps):
   ` [2026-03-27 23:17:24] iteration 12/ 50 | ... | elapsed time per iteration (ms): 4189.6 |
   ...`, with its `Step Time : 4.19s GPU utilization: 1610.2MODEL_TFLOP/s/GPU` companion before it,
-  glued into one line or not.
+  glued into one line or not;
+- Megatron-Bridge's rank 0 alone (`Step Time : `, llmb.analysis.family_steptime): a log with
+  Step Time lines and no iteration line, one line an iteration.
 
 Lines end at `\\n` or `\\r` (progress bars redraw with carriage returns, and CRLF files end in
 both), and a line is read whole up to MAX_LINE (1 MiB; a step line is a few hundred bytes); a
