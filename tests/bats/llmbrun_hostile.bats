@@ -96,7 +96,7 @@ SINGLE=(single -w pretrain_nemotron4 -s 15b --dtype fp8 --scale 16)
     refused 2 "--exclude=node1;touch pwned is not a Slurm node list" \
         "${SINGLE[@]}" --exclude 'node1;touch pwned'
     refused 2 '--nodelist=n$(id) is not a Slurm node list' "${SINGLE[@]}" --nodelist 'n$(id)'
-    refused 2 "--nodelist=n[1-99999999] is not a Slurm node list (expands to more than 65536 nodes)" \
+    refused 2 "--nodelist=n[1-99999999] names 99999999 nodes; at most 65536 are allowed" \
         "${SINGLE[@]}" --nodelist 'n[1-99999999]'
     refused 1 "--nodelist=node[1-3] names 3 nodes but the job runs on 2" \
         "${SINGLE[@]}" --nodelist 'node[1-3]'

@@ -47,9 +47,12 @@ def test_a_wrong_answer_is_asked_again_with_the_reason(capsys):
         "   1) h100   8 GPUs per node, x86_64, 989/1979 dense TFLOPS per GPU (BF16/FP8)",
         "   2) b200   8 GPUs per node, x86_64, 2250/4500 dense TFLOPS per GPU (BF16/FP8)",
         "   3) gb200  4 GPUs per node, aarch64, 2450/4900 dense TFLOPS per GPU (BF16/FP8)",
-        "   4) h200   8 GPUs per node, x86_64, 989/1979 dense TFLOPS per GPU (BF16/FP8)",
-        "   5) b300   8 GPUs per node, x86_64, 2250/4500 dense TFLOPS per GPU (BF16/FP8)",
-        "   6) gb300  4 GPUs per node, aarch64, 2450/4900 dense TFLOPS per GPU (BF16/FP8)"]
+        ("   4) h200   8 GPUs per node, x86_64, 989/1979 dense TFLOPS per GPU (BF16/FP8)"
+         "; no recipe publishes it: llmb-run screen and the analyzer only"),
+        ("   5) b300   8 GPUs per node, x86_64, 2250/4500 dense TFLOPS per GPU (BF16/FP8)"
+         "; no recipe publishes it: llmb-run screen and the analyzer only"),
+        ("   6) gb300  4 GPUs per node, aarch64, 2450/4900 dense TFLOPS per GPU (BF16/FP8)"
+         "; no recipe publishes it: llmb-run screen and the analyzer only")]
     assert "  7 is not one of: h100, b200, gb200, h200, b300, gb300 (or their numbers 1-6)" in out
     assert "  b200 gb200: give one number or name" in out
     assert asked == ["GPU type (a number or a name) (default: h100): "] * 3

@@ -73,7 +73,8 @@ def _validate(plan: Plan, environ: Mapping[str, str]) -> Plan:
                                            plan.cluster_type)
     known = workload_keys()
     plan.workloads = list(dict.fromkeys(plan.workloads))  # one workload named twice: one step
-    if not plan.workloads:
+    only = plan.gpu_type in check.screen_only_gpu_types()
+    if not plan.workloads and not only:
         raise InstallError(f"workloads is empty; choose from: {', '.join(known)}")
     for w in plan.workloads:
         if w not in known:
@@ -81,8 +82,11 @@ def _validate(plan: Plan, environ: Mapping[str, str]) -> Plan:
                                f"{', '.join(known)}")
         recipe = catalog.find_recipe(w)
         if plan.gpu_type not in recipe.gpu_types:
-            raise InstallError(f"workloads: {w} is not published for gpu_type={plan.gpu_type}; "
-                               f"it runs on {', '.join(recipe.gpu_types)}")
+            raise InstallError(
+                f"workloads: {w} is not published for gpu_type={plan.gpu_type}; it publishes "
+                f"rows for {', '.join(recipe.gpu_types)}" + (
+                    f" ({plan.gpu_type}: {check.SCREEN_ONLY}; give workloads: [])"
+                    if only else ""))
         if plan.cluster_type not in recipe.data["cluster_types"]:
             raise InstallError(f"workloads: {w} does not support cluster_type="
                                f"{plan.cluster_type}; it supports "
@@ -247,7 +251,8 @@ def print_plan(plan: Plan, out=None, steps: list[Step] | None = None) -> None:
         print(f"Slurm             : account {s['account']}, partition {s['partition']}, "
               f"gres {s.get('gres') or 'none'}, image partition {s.get('cpu_partition')}",
               file=out)
-    print(f"Workloads         : {', '.join(plan.workloads)}", file=out)
+    named = ", ".join(plan.workloads) or "none (llmb-run screen and preflight, the analyzer)"
+    print(f"Workloads         : {named}", file=out)
     print(f"Environments      : {plan.venv['kind']}"
           + (f" (reusing {plan.venv['reuse']})" if plan.venv.get("reuse") else ""), file=out)
     print(f"Image             : {plan.image['method']}", file=out)
@@ -276,6 +281,9 @@ def print_summary(plan: Plan, out=None) -> None:
     out = out or sys.stdout
     print("\nInstalled. Next:", file=out)
     print(f"  cd {plan.install_path}", file=out)
+    if not plan.workloads:  # a GPU type no recipe publishes: the screen and preflight
+        print("  ./llmb-run preflight\n  ./llmb-run screen", file=out)
+        return
     print("  ./llmb-run list", file=out)
     w = plan.workloads[0]
     recipe = catalog.find_recipe(w)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from llmb.launch import overrides, slurmjob
+from llmb.recipes import catalog
 from llmb.recipes.catalog import GpuType
 from llmb.shared import redact, shellsafe, values
 from llmb.shared.errors import LlmbError
@@ -54,6 +55,16 @@ def string(name: str, value: object, example: str = "") -> str:
         raise BadValue(f"{name}={values.brief(text)} is longer than the {MAX_FIELD} characters "
                        "a field can be")
     return shellsafe.printable(name, text)
+
+
+def screen_only_gpu_types() -> list[str]:
+    """The GPU types gpus.yaml knows that no recipe publishes a row for: an install for one
+    has no workload and serves llmb-run screen, preflight and the analyzer."""
+    published = {g for r in catalog.all_recipes() for g in r.gpu_types}
+    return [g for g in catalog.gpu_types() if g not in published]
+
+
+SCREEN_ONLY = "no recipe publishes it: llmb-run screen and the analyzer only"
 
 
 def string_list(name: str, value: object, example: str) -> list[str]:

@@ -156,11 +156,13 @@ class Found(TypedDict):
 
 
 def gpu_choices() -> list[Choice]:
-    out = []
+    """Every GPU type gpus.yaml knows; one no recipe publishes says what it serves."""
+    out, only = [], fields.screen_only_gpu_types()
     for g in catalog.all_gpu_types():
         out.append(Choice(g.name, f"{g.gpus_per_node} GPUs per node, {g.arch}, "
                                 f"{g.peak_tflops['bf16']:g}/{g.peak_tflops['fp8']:g} dense "
-                                "TFLOPS per GPU (BF16/FP8)"))
+                                "TFLOPS per GPU (BF16/FP8)"
+                                + (f"; {fields.SCREEN_ONLY}" if g.name in only else "")))
     return out
 
 
@@ -282,9 +284,14 @@ def questions(input_fn: Ask, secret_fn: Ask, environ: Mapping[str, str],
     gpu_type = choose(input_fn, "GPU type", gpu_choices(), models[0] if models else "h100",
                       out=out)[0]
     offered = workload_choices(gpu_type, ctype)
-    if not offered:
+    if offered:
+        workloads = choose(input_fn, "Workloads to install", offered, "all", many=True, out=out)
+    elif gpu_type in fields.screen_only_gpu_types():
+        print(f"Workloads to install: none ({gpu_type}: {fields.SCREEN_ONLY}, and preflight)",
+              file=out)
+        workloads = []
+    else:
         raise InstallError(f"no workload is published for gpu_type={gpu_type} on {ctype}")
-    workloads = choose(input_fn, "Workloads to install", offered, "all", many=True, out=out)
     slurm_cfg: dict[str, str | None] = {}
     method = "skip"
     if ctype == "slurm":

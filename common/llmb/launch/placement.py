@@ -41,7 +41,7 @@ from llmb.shared import values
 from llmb.shared.errors import UsageError
 from llmb.shared.records import Bound
 
-MAX_HOSTS = 65536  # a node list that expands to more names is refused
+MAX_HOSTS = hostlist.MAX_NODES  # a node list that expands to more names is refused
 MAX_VALUE_LEN = 1024
 
 # launch.sh variable -> (llmb-run flag, Placement field)
@@ -113,8 +113,6 @@ SBATCH_INPUT_VARS = (
 
 _NAME = r"[A-Za-z0-9][A-Za-z0-9._-]*"
 _NAME_RE = re.compile(rf"{_NAME}(?:,{_NAME})*")
-_HOST_PART = re.compile(r"[A-Za-z0-9._-]*")
-_RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 # What survives an #SBATCH line unchanged: printable ASCII without quotes, backslash, backquote.
 _UNSAFE = re.compile(r"[^\x20-\x7e]|[\\'\"`]")
 
@@ -198,7 +196,8 @@ class Placement:
         """This placement with `nodes` added to --exclude, and the nodes that were new;
         PlacementError (naming `label`) when one of them is in --nodelist."""
         already = expand_hostlist("--exclude", self.exclude) if self.exclude else []
-        new = tuple(n for n in dict.fromkeys(nodes) if n not in set(already))
+        known = set(already)
+        new = tuple(n for n in dict.fromkeys(nodes) if n not in known)
         if not new:
             return self, ()
         if self.nodelist:
@@ -238,72 +237,15 @@ def _safe(label: str, value: str) -> str:
     return value.strip()
 
 
-def _split_top(text: str) -> list[str]:
-    """Split a hostlist on the commas that are not inside brackets."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i])
-            start = i + 1
-    parts.append(text[start:])
-    return parts
-
-
-def _expand_one(label: str, item: str, whole: str) -> list[str]:
-    pieces = re.split(r"(\[[^\[\]]*\])", item)
-    names = [""]
-    for piece in pieces:
-        if piece.startswith("["):
-            choices: list[str] = []
-            for rng in piece[1:-1].split(","):
-                m = _RANGE.fullmatch(rng)
-                if not m:
-                    raise _hostlist_error(label, whole, f"bad range '{rng}' in {piece}")
-                lo, hi = m.group(1), m.group(2) or m.group(1)
-                if int(hi) < int(lo):
-                    raise _hostlist_error(label, whole, f"range {rng} runs backwards")
-                if int(hi) - int(lo) + 1 > MAX_HOSTS:
-                    raise _hostlist_error(label, whole, f"expands to more than {MAX_HOSTS} "
-                                                        "nodes")
-                width = len(lo) if lo.startswith("0") else 0
-                choices.extend(str(n).zfill(width) for n in range(int(lo), int(hi) + 1))
-            if len(names) * len(choices) > MAX_HOSTS:
-                raise _hostlist_error(label, whole, f"expands to more than {MAX_HOSTS} nodes")
-            names = [n + c for n in names for c in choices]
-        elif not _HOST_PART.fullmatch(piece):
-            raise _hostlist_error(label, whole, f"'{piece}' is not part of a node name")
-        else:
-            names = [n + piece for n in names]
-    if any(not n or not n[0].isalnum() for n in names):
-        raise _hostlist_error(label, whole, f"'{item}' is not a node name")
-    return names
-
-
-def _hostlist_error(label: str, value: str, why: str) -> PlacementError:
-    return PlacementError(f"{label}={values.shown(value)} is not a Slurm node list ({why}); "
-                          "allowed: node names and ranges, e.g. node01,node[03-05,07]")
-
-
-def expand_hostlist(label: str, value: str) -> list[str]:
-    """The node names of a Slurm hostlist expression (`gpu[01-03],login1`), validated."""
+def expand_hostlist(label: str, value: str, bound: int = MAX_HOSTS) -> list[str]:
+    """The node names of a Slurm hostlist expression (`gpu[01-03],login1`), validated, each
+    once; PlacementError when it names more than `bound` nodes (llmb.launch.hostlist counts
+    them from the ranges before writing one)."""
     value = _safe(label, value)
-    if "/" in value:
-        raise PlacementError(f"{label}={values.shown(value)} looks like a file; give node "
-                             "names, e.g. node01,node[03-05]")
-    if value.count("[") != value.count("]") or re.search(r"\[[^\]]*\[|\][^\[]*\]", value):
-        raise _hostlist_error(label, value, "unbalanced brackets")
-    names: list[str] = []
-    for item in _split_top(value):
-        if not item:
-            raise _hostlist_error(label, value, "an empty name between commas")
-        names.extend(_expand_one(label, item, value))
-        if len(names) > MAX_HOSTS:
-            raise _hostlist_error(label, value, f"expands to more than {MAX_HOSTS} nodes")
-    return list(dict.fromkeys(names))
+    try:
+        return hostlist.expand(label, value, bound)
+    except hostlist.HostlistError as exc:
+        raise PlacementError(str(exc)) from None
 
 
 def _names(label: str, value: str, what: str) -> str:
@@ -356,7 +298,8 @@ def build(*, nodelist: str | None = None, exclude: str | None = None,
         name.update(labels)
     nodes = expand_hostlist(name["nodelist"], nodelist) if nodelist is not None else []
     excluded = expand_hostlist(name["exclude"], exclude) if exclude is not None else []
-    both = [n for n in nodes if n in set(excluded)]
+    left_out = set(excluded)
+    both = [n for n in nodes if n in left_out]
     if both:
         raise PlacementError(f"{name['nodelist']}={values.shown(nodelist)} and "
                              f"{name['exclude']}={values.shown(exclude)} both name "

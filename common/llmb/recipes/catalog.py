@@ -339,19 +339,43 @@ _recipes: dict[Path, Recipe] = {}
 def _gpu_table() -> dict[str, GpuType]:
     global _gpus
     if _gpus is None:
-        data = yamlfile.load_yaml(GPUS_FILE.read_text())
-        for name, entry in data.items():
-            schema.check_gpu(f"{GPUS_FILE}: {name}", entry)
-        _gpus = ({name: GpuType(name=name, **entry) for name, entry in data.items()}, data)
+        _gpus = _checked_gpus(yamlfile.load_yaml(GPUS_FILE.read_text()), str(GPUS_FILE))
     return _gpus[0]
 
 
-def prime(gpus: dict[str, Any], recipes: dict[Path, dict[str, Any]]) -> None:
-    """Take gpus.yaml's data and each recipe folder's metadata as already loaded and validated
-    (llmb.recipes.catalogcache: exactly as an earlier load found them)."""
+def _checked_gpus(data: object, where: str) -> tuple[dict[str, GpuType], dict[str, Any]]:
+    """gpus.yaml's parsed data, validated, with its GPU types; CatalogError naming a problem."""
+    if not isinstance(data, dict) or not all(isinstance(name, str) for name in data):
+        raise CatalogError(f"{where} is not a mapping of GPU type names to their facts")
+    for name, entry in data.items():
+        schema.check_gpu(f"{where}: {name}", entry)
+    return {name: GpuType(name=name, **entry) for name, entry in data.items()}, data
+
+
+def _checked_recipe(folder: Path, data: object, where: str) -> Recipe:
+    """A parsed metadata.yaml, validated, every published row checked (the DP/GA arithmetic)."""
+    if not isinstance(data, dict):
+        raise CatalogError(f"{where} is not a mapping of recipe fields")
+    schema.validate(data, where, gpu_types())
+    recipe = Recipe(folder, data)
+    recipe.rows()
+    return recipe
+
+
+def prime(gpus: object, recipes: Mapping[Path, object]) -> None:
+    """Take gpus.yaml's data and each recipe folder's metadata as parsed by an earlier load
+    (llmb.recipes.catalogcache), validated exactly as a load validates them: CatalogError, and
+    nothing taken, when one of them is not valid."""
     global _gpus
-    _gpus = ({name: GpuType(name=name, **entry) for name, entry in gpus.items()}, gpus)
-    _recipes.update((folder, Recipe(folder, data)) for folder, data in recipes.items())
+    before = _gpus
+    try:
+        _gpus = _checked_gpus(gpus, f"{GPUS_FILE} (as kept)")
+        checked = {folder: _checked_recipe(folder, data, f"{folder}/metadata.yaml (as kept)")
+                   for folder, data in recipes.items()}
+    except BaseException:
+        _gpus = before
+        raise
+    _recipes.update(checked)
 
 
 def loaded() -> tuple[dict[str, Any] | None, dict[Path, dict[str, Any]]]:
@@ -384,10 +408,7 @@ def load_recipe(directory: Path | str) -> Recipe:
     if recipe is None:
         path = folder / "metadata.yaml"
         data = yamlfile.read_yaml(path, str(path), CatalogError)
-        schema.validate(data, str(path), gpu_types())
-        recipe = Recipe(folder, data)
-        recipe.rows()  # every published row must satisfy the DP/GA arithmetic
-        _recipes[folder] = recipe
+        recipe = _recipes[folder] = _checked_recipe(folder, data, str(path))
     return recipe
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from deadline import deadline
 from llmb import layout
 from llmb.llmbrun.errors import RunError
 from llmb.llmbrun.screen import suspects
@@ -46,3 +47,23 @@ def test_broken_results_are_one_line(tmp_path, data):
     with pytest.raises(RunError) as err:
         suspects.for_exclude(tree)
     assert "\n" not in str(err.value) and "screen results" in str(err.value)
+
+
+@pytest.mark.parametrize(("names", "named"), [
+    (["p[0-65535]"] * 400, 400 * 65536),  # 6 KB of suspects: MemoryError
+    (["n[0-65535]"] * 16384, 16384 * 65536),  # hung
+    (["n[0-16383]", "m1"], 16385),
+])
+def test_suspects_are_counted_before_one_is_written(tmp_path, names, named):
+    tree = layout.Install(tmp_path)
+    screen(tree, "20261121-101010", complete(names))
+    with deadline(20, "suspects are expanded"), pytest.raises(RunError) as err:
+        suspects.for_exclude(tree)
+    assert str(err.value).endswith(f"suspects name {named} nodes; a screen has at most "
+                                   "16384; run llmb-run screen again")
+
+
+def test_as_many_suspects_as_a_screen_has_nodes_are_taken(tmp_path):
+    tree = layout.Install(tmp_path)
+    screen(tree, "20261121-101010", complete(["n[0-16382]", "m1"]))
+    assert len(suspects.for_exclude(tree)) == 16384

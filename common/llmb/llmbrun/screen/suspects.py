@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llmb import layout
-from llmb.launch import placement
+from llmb.launch import hostlist, placement
 from llmb.llmbrun.errors import RunError
 from llmb.llmbrun.screen import results
+from llmb.llmbrun.screen.document import MAX_NODES
 from llmb.shared import files, records, values
 
 MAX_SCREEN_BYTES = 64 << 20  # a screen of thousands of nodes is a few MB
@@ -61,12 +62,18 @@ def _document(path: Path, raw: bytes) -> results.ScreenDocument:
 
 
 def _suspects(path: Path, names: list[str]) -> tuple[str, ...]:
+    """The nodes `names` write (each as a Slurm node list would hold it), counted from their
+    ranges before one is written: a screen names at most MAX_NODES nodes."""
     if not names:
         return ()
-    try:  # node names (each as a Slurm node list would hold it; together they may be long)
+    try:
+        named = sum(hostlist.count(hostlist.parse("suspects", name)) for name in names)
+        if named > MAX_NODES:
+            raise RunError(f"screen results {values.shown(path)}: suspects name {named} nodes; "
+                           f"a screen has at most {MAX_NODES}; run llmb-run screen again")
         return tuple(dict.fromkeys(node for name in names
                                    for node in placement.expand_hostlist("suspects", name)))
-    except placement.PlacementError as exc:
+    except (hostlist.HostlistError, placement.PlacementError) as exc:
         raise RunError(f"screen results {values.shown(path)}: {exc}") from None
 
 
