@@ -16,7 +16,6 @@ asked, 1 when nemo-run cannot submit it), 130 for Ctrl-C, 141 when stdout's read
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -99,7 +98,7 @@ def login(recipe_dir: Path) -> int:
         raise SubmitFailed(f"submission failed: {' '.join(message.split())}") from None
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(front.ArgParser):
     """argparse, whose errors are one `llmb:` line (a UsageError: exit 2) instead of usage plus
     error."""
 
@@ -108,6 +107,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def train(argv: list[str]) -> int:
+    front.default_signals()  # in the job: SIGTERM is Slurm's, its default action as before
     parser = _Parser(prog="train", add_help=True)
     parser.add_argument("--manifest", required=True, type=Path)
     parser.add_argument("--print-config", action="store_true",

@@ -114,7 +114,7 @@ def parse_tolerance(value: str) -> float:
 
 
 def parse_window(value: str) -> tuple[int, int]:
-    m = re.fullmatch(r"\s*(\d{1,9})\s*-\s*(\d{1,9})\s*", value)
+    m = re.fullmatch(r"\s*([0-9]{1,9})\s*-\s*([0-9]{1,9})\s*", value)
     if not m or int(m.group(1)) > int(m.group(2)):
         raise _bad("--window", value, "give FIRST-LAST iterations (0-based, inclusive, FIRST <= "
                    "LAST), e.g. --window=11-44 or --window=35-44")
@@ -150,6 +150,7 @@ def check_report_dir(value: str) -> None:
 
 def parse_args(argv: list[str]) -> Options:
     """Hand-written so every mistake is one line naming the option and what is allowed."""
+    front.bare_dashes(argv)
     opts = Options()
     positional: list[str] = []
     args = list(argv)

@@ -57,7 +57,7 @@ MAX_NODES = 100_000
 MAX_TIMEOUT_S = 7 * 24 * 3600
 
 
-class Parser(argparse.ArgumentParser):
+class Parser(front.ArgParser):
     """argparse with one-line errors: a UsageError (exit 2), `llmb-run: <what is wrong>; see
     llmb-run ... --help`."""
 
