@@ -6,8 +6,11 @@ Slurm are in tests/e2e; the command-line view is in test_cli.py."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import re
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -221,6 +224,21 @@ def test_a_failed_launch_is_one_line_and_records_nothing(
     assert re.fullmatch(rf"pretrain_nemotron4 15b fp8 x16 \(repeat 1\): {script} failed "
                         r"\(exit \d+\); see the line above", str(err.value))
     assert not cfg.history.path.exists()
+
+
+def test_a_launch_leaves_no_file_open(cfg: clusterconfig.ClusterConfig,
+                                      capfd: pytest.CaptureFixture[str]) -> None:
+    """launch.sh's output pipe is closed whatever ends the launch: PYTHONWARNINGS=error would
+    print a ResourceWarning for an unclosed file at the front's exit."""
+    def launch() -> None:
+        with contextlib.suppress(RunError):
+            submit.submit(cfg, NEMOTRON, env_of(cfg))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        launch()
+        gc.collect()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
 def test_errors_stop_every_submission(cfg: clusterconfig.ClusterConfig,

@@ -144,17 +144,17 @@ def submit(cfg: ClusterConfig, task: Task, env: Mapping[str, str],
     """Run launch.sh; echo its output; return the history record (None for a dry run)."""
     recipe_dir = catalog.find_recipe(task.workload).directory
     script = recipe_dir / "launch.sh"
-    proc = subprocess.Popen(["bash", str(script)], env=dict(env), cwd=str(recipe_dir),
-                            stdout=subprocess.PIPE, text=True, errors="replace")
     job_id = experiment = exp_dir = None
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        sys.stdout.write(line)
-        if m := SUBMIT_RE.match(line):
-            experiment, job_id = m.group(1), m.group(2)
-        elif m := EXPDIR_RE.match(line.rstrip("\n")):
-            exp_dir = m.group(1)
-    rc = proc.wait()
+    with subprocess.Popen(["bash", str(script)], env=dict(env), cwd=str(recipe_dir),
+                          stdout=subprocess.PIPE, text=True, errors="replace") as proc:
+        assert proc.stdout is not None  # closed when the block ends, whatever ends it
+        for line in proc.stdout:
+            sys.stdout.write(line)
+            if m := SUBMIT_RE.match(line):
+                experiment, job_id = m.group(1), m.group(2)
+            elif m := EXPDIR_RE.match(line.rstrip("\n")):
+                exp_dir = m.group(1)
+    rc = proc.returncode
     if rc != 0:
         raise RunError(f"{task.label()}: {script} failed (exit {rc}); see the line above")
     if env.get("DRY_RUN") == "true":
@@ -165,10 +165,17 @@ def submit(cfg: ClusterConfig, task: Task, env: Mapping[str, str],
     return history_record(cfg, task, env, job_id, experiment, exp_dir, rerun_of, extra)
 
 
+MAX_LISTED = 20  # errors listed one a line; a file of a million bad entries is not a million lines
+
+
 def report_errors(errors: list[str]) -> None:
-    """Every error on its own line; with more than one, a last line counting them."""
-    for e in errors:
+    """Each error on its own line, the first MAX_LISTED of them (then how many more); with more
+    than one, a last line counting them."""
+    for e in errors[:MAX_LISTED]:
         print(f"{PROG}: {redact.for_people(e)}", file=sys.stderr)
+    if len(errors) > MAX_LISTED:
+        print(f"{PROG}: ... and {len(errors) - MAX_LISTED} more error(s) not listed",
+              file=sys.stderr)
     if len(errors) > 1:
         print(f"{PROG}: {len(errors)} errors; nothing was submitted", file=sys.stderr)
 

@@ -215,6 +215,21 @@ def _int_scale(where: str, value: object) -> int:
     return value
 
 
+BULK_SHAPE = "a YAML mapping with tasks (and defaults), or a YAML list of tasks"
+
+
+def bulk_shape_problem(data: object) -> str | None:
+    """What a file that is not shaped as a bulk file holds, described, never shown (a file
+    given by mistake, /etc/shadow, holds secrets); None for a bulk file's shape."""
+    if isinstance(data, list) or (isinstance(data, dict) and {"tasks", "defaults"} & set(data)):
+        return None
+    if isinstance(data, dict):
+        return f"a YAML mapping of {len(data)} key(s), none of them tasks or defaults"
+    if data is None:
+        return "empty"
+    return f"a single YAML {'text' if isinstance(data, str) else type(data).__name__}"
+
+
 def tasks_from_bulk(data: object, source: str,
                     place: Placement | None = None) -> tuple[list[Task], list[str]]:
     """Expand a bulk file into tasks; every structural error is collected, not just the first."""
@@ -224,7 +239,8 @@ def tasks_from_bulk(data: object, source: str,
         unknown = set(data) - {"defaults", "tasks"}
         if unknown:
             errors.append(f"{source}: unknown top-level key(s) "
-                          f"{', '.join(sorted(map(str, unknown)))}; allowed: defaults, tasks")
+                          f"{', '.join(values.brief(k) for k in sorted(map(str, unknown))[:5])}"
+                          f"{' ...' if len(unknown) > 5 else ''}; allowed: defaults, tasks")
         defaults = data.get("defaults") or {}
         if not isinstance(defaults, dict):
             errors.append(f"{source}: defaults must be a mapping")
