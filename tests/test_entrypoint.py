@@ -141,3 +141,24 @@ def test_smoke_test_must_be_true_not_a_truthy_string(tmp_path, capsys):
     code = entrypoint.main(REPO / "llama3.1", ["train", "--manifest", str(path),
                                                "--print-config"])
     assert "is a SMOKE_TEST run" not in capsys.readouterr().err and code != 0
+
+
+def test_dry_runs_print_each_header_and_count_what_failed(capsys, monkeypatch) -> None:
+    """llmb-run's dry runs of one recipe in one process: a run that cannot be launched is its
+    one line, and the others go on; the environment is the process's own again afterwards."""
+    monkeypatch.setenv("KEPT", "1")
+    runs = [{"header": f"llmb-run: [{i}/2] run {i}",
+             "env": {"DRY_RUN": "true", "GPU_TYPE": "h100", "MODEL_SIZE": "999b"}}
+            for i in (1, 2)]
+    assert entrypoint.dry_runs(REPO / "nemotron", runs) == 2
+    out = capsys.readouterr()
+    assert out.out == "llmb-run: [1/2] run 1\nllmb-run: [2/2] run 2\n"
+    errors = out.err.splitlines()
+    assert len(errors) == 2 and all(e.startswith("llmb: ") for e in errors)
+    assert os.environ.get("KEPT") == "1" and "MODEL_SIZE" not in os.environ
+
+
+def test_dry_runs_are_dry_runs_only(capsys) -> None:
+    runs = [{"header": "h", "env": {"GPU_TYPE": "h100"}}]
+    with pytest.raises(entrypoint.UsageError):
+        entrypoint.dry_runs(REPO / "nemotron", runs)

@@ -202,11 +202,17 @@ class ArgParser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
 
+def one_line(message: str) -> str:
+    """A message as the fronts print it: one line (a newline in it shows as \\n, a secret in it
+    as stars)."""
+    return for_people(shown(message))
+
+
 def _say(prog: str, message: str, status: int) -> int:
     """`<prog>: <message>` as one line on stderr (a newline in it shows as \\n, a secret in it as
     stars), and `status`."""
     try:
-        print(f"{prog}: {for_people(shown(message))}", file=sys.stderr)
+        print(f"{prog}: {one_line(message)}", file=sys.stderr)
         sys.stdout.flush()
     except BrokenPipeError:  # stdout's reader (or stderr's) went away too: the status says it
         quiet_stdout()
