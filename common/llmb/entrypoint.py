@@ -95,7 +95,7 @@ def login(recipe_dir: Path) -> int:
 
     try:
         return experiment.launch(req)
-    except LlmbError:
+    except (LlmbError, BrokenPipeError):  # stdout's reader gone: the front's 141, no failure
         raise
     except Exception as err:  # one line for people; the traceback helps nobody here
         result = getattr(err, "result", None)  # invoke.UnexpectedExit: the command's stderr
