@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from fronts import into_closed_pipe
 from llmb import entrypoint
 from llmb.recipes import catalog
-from fronts import into_closed_pipe
 from paths import REPO, SHIMS
 from stacks import fresh_python
 from trainmanifests import find, make_manifest
