@@ -194,7 +194,7 @@ def _set_value(opts: Options, name: str, value: str) -> None:
             raise _bad("--format", value, f"allowed: {', '.join(FORMATS)}")
         opts.format = fmt
     elif name == "--gpu-type":
-        opts.gpu_type = value.strip().lower()
+        opts.gpu_type = value  # as given, until _validate has checked it
     elif name == "--tolerance":
         opts.tolerance = parse_tolerance(value)
     elif name == "--window":
@@ -316,6 +316,7 @@ class CheckFailed(LlmbError):
 def _validate(opts: Options) -> None:
     """Checks that need the environment, before any work; UsageError or NoRunError."""
     if opts.gpu_type is not None:
+        given, opts.gpu_type = opts.gpu_type, opts.gpu_type.strip().lower()
         try:
             from llmb.recipes import catalog, catalogcache
             catalogcache.prime()  # gpus.yaml as an earlier run loaded it, when unchanged
@@ -323,7 +324,7 @@ def _validate(opts: Options) -> None:
         except ModuleNotFoundError:
             known = None  # reported later, with the fix
         if known is not None and opts.gpu_type not in known:
-            raise UsageError(f"--gpu-type={shown(opts.gpu_type)} is not allowed; allowed: "
+            raise UsageError(f"--gpu-type={shown(given)} is not allowed; allowed: "
                              f"{', '.join(known)}")
     if opts.baseline is not None and not os.path.isdir(opts.baseline):
         what = "is not a directory" if os.path.exists(opts.baseline) else "does not exist"

@@ -410,7 +410,8 @@ def dispatch(args: argparse.Namespace) -> int:
 
     env = parse_env_overrides(args.env)
     tasks = [Task(args.workload, args.size.lower(), args.dtype.lower(), args.scale,
-                  args.profile, rep, env, place) for rep in range(1, args.repeats + 1)]
+                  args.profile, rep, env, place, given=(args.size, args.dtype))
+             for rep in range(1, args.repeats + 1)]
     return run_tasks(cfg, tasks, args.dry_run, args.smoke)
 
 
