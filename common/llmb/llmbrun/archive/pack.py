@@ -428,8 +428,8 @@ def _signals_held() -> Iterator[None]:
     finally:
         for s, handler in saved.items():
             signal.signal(s, handler)
-        for s in dict.fromkeys(pending):
-            signal.raise_signal(s)
+        for signum in dict.fromkeys(pending):
+            signal.raise_signal(signum)
 
 
 def _build(cfg: ClusterConfig, tmp: Path, out: Path, progress: Progress,
