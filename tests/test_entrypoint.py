@@ -14,9 +14,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from fronts import into_closed_pipe
 from llmb import entrypoint
 from llmb.recipes import catalog
-from paths import REPO
+from paths import REPO, SHIMS
 from stacks import fresh_python
 from trainmanifests import find, make_manifest
 
@@ -141,3 +142,43 @@ def test_smoke_test_must_be_true_not_a_truthy_string(tmp_path, capsys):
     code = entrypoint.main(REPO / "llama3.1", ["train", "--manifest", str(path),
                                                "--print-config"])
     assert "is a SMOKE_TEST run" not in capsys.readouterr().err and code != 0
+
+
+def test_dry_runs_print_each_header_and_count_what_failed(capsys, monkeypatch) -> None:
+    """llmb-run's dry runs of one recipe in one process: a run that cannot be launched is its
+    one line, and the others go on; the environment is the process's own again afterwards."""
+    monkeypatch.setenv("KEPT", "1")
+    runs = [{"header": f"llmb-run: [{i}/2] run {i}",
+             "env": {"DRY_RUN": "true", "GPU_TYPE": "h100", "MODEL_SIZE": "999b"}}
+            for i in (1, 2)]
+    assert entrypoint.dry_runs(REPO / "nemotron", runs) == 2
+    out = capsys.readouterr()
+    assert out.out == "llmb-run: [1/2] run 1\nllmb-run: [2/2] run 2\n"
+    errors = out.err.splitlines()
+    assert len(errors) == 2 and all(e.startswith("llmb: ") for e in errors)
+    assert os.environ.get("KEPT") == "1" and "MODEL_SIZE" not in os.environ
+
+
+def test_dry_runs_are_dry_runs_only(capsys) -> None:
+    runs = [{"header": "h", "env": {"GPU_TYPE": "h100"}}]
+    with pytest.raises(entrypoint.UsageError):
+        entrypoint.dry_runs(REPO / "nemotron", runs)
+
+
+@pytest.mark.parametrize("dry_run", ["true", "false"])
+def test_launch_sh_with_its_reader_gone_is_141_as_every_front(tmp_path: Path,
+                                                              dry_run: str) -> None:
+    """`launch.sh | head` once head has gone: 141 and nothing on stderr, not "submission
+    failed: BrokenPipeError" and 1 (the job, if submitted, is in the shim's log)."""
+    install = tmp_path / "install"
+    (install / "images").mkdir(parents=True)
+    (install / "images" / "nvidia+nemo+25.04.01.sqsh").touch()
+    env = {k: v for k, v in os.environ.items() if k not in ("STAGE_PATH", "CONDA_PREFIX")}
+    env.update(PATH=f"{SHIMS}:{Path(sys.executable).parent}:{env['PATH']}",
+               VIRTUAL_ENV=str(Path(sys.executable).parent.parent), LLMB_INSTALL=str(install),
+               SHIM_LOG=str(tmp_path / "shim.log"), NEMORUN_HOME=str(tmp_path / "nemo_run"),
+               SBATCH_ACCOUNT="acct", SBATCH_PARTITION="batch", GPU_TYPE="h100",
+               JOB_TOTAL_GPUS="16", DRY_RUN=dry_run, HF_TOKEN="hf_abcdefghijklmnopqrstuvwxyz")
+    proc = into_closed_pipe(["bash", str(REPO / "nemotron" / "launch.sh")], env=env,
+                            cwd=tmp_path)
+    assert (proc.returncode, proc.stderr) == (141, "")

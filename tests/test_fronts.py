@@ -2,7 +2,8 @@
 table of exit statuses: llmb-run (installer/llmb-run), the analyzer
 (common/parse_train_timing.sh), the installer (installer/install.sh) and launch.sh's entrypoint
 (a recipe's pretrain_*.py, llmb.entrypoint). Each ends by llmb.shared.front's rule: one line
-`<prog>: <message>` on stderr (nothing when stdout's reader went away) and the status below."""
+`<prog>: <message>` on stderr (nothing when stdout's reader went away, nor where stderr is
+closed) and the status below."""
 
 from __future__ import annotations
 
@@ -16,7 +17,15 @@ from pathlib import Path
 import pytest
 import yaml
 from fakeinstall import make_install
-from fronts import PROBE_MESSAGE, failing_front, interrupted_front, into_closed_pipe
+from fronts import (
+    PROBE_MESSAGE,
+    UNICODE_LINE,
+    failing_front,
+    interrupted_front,
+    into_closed_pipe,
+    signalled_front,
+    unicode_front,
+)
 from paths import REPO, SHIMS
 
 ERROR_STATUS = 7  # an LlmbError's own status, whatever it is
@@ -30,7 +39,22 @@ STATUSES: dict[str, tuple[int, int, int, int]] = {
     "an LlmbError":                    (ERROR_STATUS,) * 4,
     "Ctrl-C":                          (130,     130,      130,       130),
     "stdout's reader gone":            (141,     141,      141,       141),
+    "SIGTERM":                         (143,     143,      143,       143),
+    "SIGHUP":                          (129,     129,      129,       129),
+    # >&-: refused before any work, one line on stderr
+    "stdout closed":                   (1,       1,        1,         1),
+    # 2>&- on a usage error: its status, its line nowhere (never on stdout)
+    "stderr closed":                   (2,       2,        2,         2),
+    # stdout is /dev/full: one line naming what could not be written
+    "a full disk":                     (1,       1,        1,         1),
+    # PYTHONIOENCODING=ascii: the characters escaped on stdout and stderr, the error's status
+    "an encoding without the text":    (ERROR_STATUS,) * 4,
+    # --opt=--: argparse would take the value for the end of the options
+    "an option given --":              (2,       2,        2,         2),
+    # PYTHONWARNINGS=error: the output printed, no warning (a file left open, ...)
+    "warnings as errors":              (0,       0,        0,         0),
 }
+SILENT = ("stdout's reader gone", "stderr closed")
 FRONTS = ("llmb-run", "analyzer", "installer", "entrypoint")
 
 
@@ -81,6 +105,10 @@ FRONT = {
 }
 
 
+DASHED = {"llmb-run": ["archive", "--output=--"], "analyzer": ["--baseline=--"],
+          "installer": ["--config=--"], "entrypoint": ["train", "--manifest=--"]}
+
+
 def environment(tmp: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in ("LLMB_ANALYZE_PROG", "HF_TOKEN", "VIRTUAL_ENV", "STAGE_PATH")}
@@ -89,20 +117,46 @@ def environment(tmp: Path) -> dict[str, str]:
     return env
 
 
-def ended(front: Front, failure: str, tmp: Path, env: dict[str, str]
+def ended(name: str, failure: str, tmp: Path, env: dict[str, str]
           ) -> subprocess.CompletedProcess[str]:
     """The front's process after this failure."""
+    front = FRONT[name]
     def shell(args: list[str]) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*front.command, *args], capture_output=True, text=True,
                               stdin=subprocess.DEVNULL, env=env, cwd=tmp, timeout=120)
 
     if failure == "a usage error":
         return shell(front.usage)
+    if failure == "an option given --":
+        return shell(DASHED[name])
+    if failure == "stderr closed":
+        return subprocess.run([*front.command, *front.usage],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                              stdin=subprocess.DEVNULL, env=env, cwd=tmp, timeout=120,
+                              preexec_fn=lambda: os.close(2))
+    if failure == "stdout closed":
+        return subprocess.run([*front.command, *front.output(tmp)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                              env=env, cwd=tmp, timeout=120, preexec_fn=lambda: os.close(1))
+    if failure == "a full disk":
+        with open("/dev/full", "w") as full:
+            return subprocess.run([*front.command, *front.output(tmp)], stdout=full,
+                                  stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL,
+                                  env=env, cwd=tmp, timeout=120)
+    if failure == "warnings as errors":
+        return shell(front.output(tmp)) if env.get("PYTHONWARNINGS") else ended(
+            name, failure, tmp, {**env, "PYTHONWARNINGS": "error"})
     if failure == "a missing file":
         return shell(front.missing(tmp))
     if failure == "stdout's reader gone":
         return into_closed_pipe([*front.command, *front.output(tmp)], env=env, cwd=tmp)
     argv = front.probe_argv(tmp)
+    if failure.startswith("SIG"):
+        return signalled_front(front.module, front.probed, failure, argv, env=env,
+                               leading=front.leading)
+    if failure == "an encoding without the text":
+        return unicode_front(front.module, front.probed, argv, leading=front.leading,
+                             env={**env, "PYTHONIOENCODING": "ascii"})
     if failure == "an LlmbError":
         return failing_front(front.module, front.probed, ERROR_STATUS, argv, env=env,
                              leading=front.leading)
@@ -114,15 +168,32 @@ def test_every_front_ends_each_failure_by_the_one_table(tmp_path: Path, failure:
     env = environment(tmp_path)
     for name, expected in zip(FRONTS, STATUSES[failure], strict=True):
         front = FRONT[name]
-        proc = ended(front, failure, tmp_path, env)
+        proc = ended(name, failure, tmp_path, env)
         assert proc.returncode == expected, (name, failure, proc.stderr)
-        if failure == "stdout's reader gone":
-            assert proc.stderr == "", name
+        if failure in SILENT:
+            assert not proc.stderr, name
+            assert f"{front.prog}:" not in (proc.stdout or ""), name
+            continue
+        if failure == "warnings as errors":
+            assert proc.stderr == "" and proc.stdout, (name, proc.stderr)
             continue
         lines = proc.stderr.splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"{front.prog}: "), (name, proc.stderr)
         assert "Traceback" not in proc.stderr
-        if failure == "an LlmbError":
-            assert lines[0] == f"{front.prog}: {PROBE_MESSAGE}"
-        elif failure == "Ctrl-C":
-            assert lines[0] == f"{front.prog}: {front.interrupted}"
+        said = lines[0].removeprefix(f"{front.prog}: ")
+        escaped = UNICODE_LINE.encode("ascii", "backslashreplace").decode()
+        assert said == {
+            "an LlmbError": PROBE_MESSAGE,
+            "Ctrl-C": front.interrupted,
+            "SIGTERM": front.interrupted.replace("interrupted", "stopped by SIGTERM"),
+            "SIGHUP": front.interrupted.replace("interrupted", "stopped by SIGHUP"),
+            "stdout closed": ("stdout is closed (>&-): nothing printed could be read; send it "
+                              "somewhere, e.g. >/dev/null to discard it"),
+            "a full disk": "cannot write the output: No space left on device",
+            "an option given --": (f"{DASHED[name][-1]} gives {DASHED[name][-1][:-3]} no value "
+                                   "('--' marks the end of the options); write "
+                                   f"{DASHED[name][-1][:-3]}=VALUE (a path named -- as ./--)"),
+            "an encoding without the text": f"{PROBE_MESSAGE} at {escaped}",
+        }.get(failure, said), (name, failure)
+        if failure == "an encoding without the text":
+            assert proc.stdout == escaped + "\n", name

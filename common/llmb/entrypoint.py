@@ -8,6 +8,9 @@
     <entrypoint> train --manifest PATH --print-config
                                           in the container: print the NeMo recipe that job
                                           would train, as nemo-run YAML; train nothing
+    <entrypoint> dry-runs                 llmb-run's dry runs of this recipe, a JSON list on
+                                          stdin: each what launch.sh prints with DRY_RUN, in
+                                          one process (nemo-run imported once, not once a run)
 
 Errors end by llmb.shared.front's rule, as every Python front of llmb: one line on stderr
 starting with "llmb: " and the error's own exit status (2 for a request that cannot be done as
@@ -16,7 +19,7 @@ asked, 1 when nemo-run cannot submit it), 130 for Ctrl-C, 141 when stdout's read
 
 from __future__ import annotations
 
-import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -60,6 +63,8 @@ def dispatch(recipe_dir: Path, argv: list[str]) -> int:
         return 0
     if argv and argv[0] == "train":
         return train(argv[1:])
+    if argv == ["dry-runs"]:
+        return dry_runs(recipe_dir, json.load(sys.stdin))
     if argv:
         raise UsageError(f"unknown argument {argv[0]!r}; run with --help")
     return login(recipe_dir)
@@ -90,7 +95,7 @@ def login(recipe_dir: Path) -> int:
 
     try:
         return experiment.launch(req)
-    except LlmbError:
+    except (LlmbError, BrokenPipeError):  # stdout's reader gone: the front's 141, no failure
         raise
     except Exception as err:  # one line for people; the traceback helps nobody here
         result = getattr(err, "result", None)  # invoke.UnexpectedExit: the command's stderr
@@ -99,7 +104,33 @@ def login(recipe_dir: Path) -> int:
         raise SubmitFailed(f"submission failed: {' '.join(message.split())}") from None
 
 
-class _Parser(argparse.ArgumentParser):
+def dry_runs(recipe_dir: Path, runs: list[dict[str, object]]) -> int:
+    """Each of llmb-run's dry runs ({"header": a line, "env": launch.sh's environment}, as
+    llmb-run builds it, bash's checks done): its header on stdout, then login's work on that
+    environment (DRY_RUN: what would be submitted), or its one line on stderr. The exit status:
+    how many failed (at most 100)."""
+    failed = 0
+    saved = dict(os.environ)
+    for run in runs:
+        print(run["header"], flush=True)
+        env = run["env"]
+        if not isinstance(env, dict) or env.get("DRY_RUN") != "true":
+            raise UsageError("dry-runs: each run needs its launch environment with DRY_RUN=true")
+        os.environ.clear()
+        os.environ.update({str(k): str(v) for k, v in env.items()})
+        try:
+            login(recipe_dir)
+        except LlmbError as exc:
+            print(f"{PROG}: {front.one_line(str(exc))}", file=sys.stderr)
+            failed += 1
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        sys.stdout.flush()
+    return min(failed, 100)
+
+
+class _Parser(front.ArgParser):
     """argparse, whose errors are one `llmb:` line (a UsageError: exit 2) instead of usage plus
     error."""
 
@@ -108,6 +139,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def train(argv: list[str]) -> int:
+    front.default_signals()  # in the job: SIGTERM is Slurm's, its default action as before
     parser = _Parser(prog="train", add_help=True)
     parser.add_argument("--manifest", required=True, type=Path)
     parser.add_argument("--print-config", action="store_true",

@@ -39,6 +39,13 @@ CASES = [
     (["--window=99999999999-1", "{runs}"], 2, ["--window=99999999999-1"]),
     (["--window=-5-3", "{runs}"], 2, ["--window=-5-3"]),
     (["--window=11\n44", "{runs}"], 2, ["--window=11\\n44"]),
+    # only ASCII digits are numbers: Arabic-Indic and full-width ones are refused as given
+    (["--window=\u0661\u0661-\u0664\u0664", "{runs}"], 2,
+     ["--window=\u0661\u0661-\u0664\u0664 is not allowed"]),
+    (["--window=\uff11-\uff14", "{runs}"], 2, ["--window=\uff11-\uff14 is not allowed"]),
+    (["--baseline=--", "{runs}"], 2, ["--baseline=-- gives --baseline no value"]),
+    # quoted as written, not as matched (lower case)
+    (["--gpu-type=H999", "{runs}"], 2, ["--gpu-type=H999 is not allowed"]),
     (["--window", "--check", "{runs}"], 2, ["--window needs a value"]),
     (["--format=xml", "{runs}"], 2, ["--format=xml", "table, csv, json"]),
     (["--format=", "{runs}"], 2, ["--format=", "table, csv, json"]),

@@ -124,3 +124,23 @@ refused() {
     [ -z "$(ls -A "$BATS_TEST_TMPDIR/cwd")" ]
     [ -z "$(find "$BATS_TEST_TMPDIR" "$LLMB_INSTALL" -name pwned)" ]
 }
+
+# closed_reader CMD...: CMD with stdout a pipe whose reader has gone (`| head` once head exits),
+# stderr captured; its status.
+closed_reader() {
+    python3 -c 'import os, subprocess, sys
+read, write = os.pipe()
+os.close(read)
+sys.exit(subprocess.run(sys.argv[1:], stdout=write).returncode)' "$@"
+}
+
+@test "with its reader gone launch.sh ends 141 and silent, as every front, dry run or not" {
+    cd "$BATS_TEST_TMPDIR/cwd" || return 1
+    for dry in true false; do
+        run --separate-stderr closed_reader env JOB_TOTAL_GPUS=16 DRY_RUN="$dry" \
+            "$REPO/nemotron/launch.sh"
+        echo "DRY_RUN=$dry -> status=$status stderr=$stderr" >&2
+        [ "$status" -eq 141 ]
+        [ "$stderr" = "" ]
+    done
+}

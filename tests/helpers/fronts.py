@@ -6,7 +6,9 @@ how each ends: its exit status and stderr when the process really exits.
 Python with one function of its module made to raise an LlmbError of a given status: no input
 of today makes a front fail with a status of its own choosing, and this shows the rule (the
 error's own status) at the real process exit. `interrupted_front` has that function raise
-KeyboardInterrupt instead, as Ctrl-C does in the middle of the work.
+KeyboardInterrupt instead, as Ctrl-C does in the middle of the work; `signalled_front` has it
+send the process a signal (SIGTERM, SIGHUP), as `kill` or a closed terminal does;
+`unicode_front` has it print UNICODE_LINE on stdout, then fail with it in the message.
 """
 
 from __future__ import annotations
@@ -21,15 +23,24 @@ from pathlib import Path
 from paths import COMMON
 
 PROBE_MESSAGE = "the probe failed here"
+UNICODE_LINE = "node-\u0661 \u2713"  # an Arabic-Indic digit one, a check mark
 
 _PROBE = f"""
-import importlib, json, sys
+import importlib, json, os, signal, sys, time
 from llmb.shared.errors import LlmbError
 module_name, function, status, leading, *argv = sys.argv[1:]
+for s in (signal.SIGTERM, signal.SIGHUP):  # as a shell starts it, whatever started the tests
+    signal.signal(s, signal.SIG_DFL)
 module = importlib.import_module(module_name)
 def fail(*args, **kwargs):
     if status == "interrupt":
         raise KeyboardInterrupt
+    if status.startswith("SIG"):
+        os.kill(os.getpid(), signal.Signals[status])
+        time.sleep(30)
+    if status == "unicode":
+        print({UNICODE_LINE!r})
+        raise LlmbError({PROBE_MESSAGE!r} + " at " + {UNICODE_LINE!r}, status=7)
     raise LlmbError({PROBE_MESSAGE!r}, status=int(status))
 setattr(module, function, fail)
 sys.exit(module.main(*json.loads(leading), argv))
@@ -63,6 +74,22 @@ def interrupted_front(module: str, function: str, argv: Sequence[str],
     """`python -c` running `module.main(*leading, argv)` after `module.function` was made to
     raise KeyboardInterrupt."""
     return _probe(module, function, "interrupt", argv, env, leading)
+
+
+def signalled_front(module: str, function: str, signame: str, argv: Sequence[str],
+                    env: Mapping[str, str] | None = None,
+                    leading: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
+    """`python -c` running `module.main(*leading, argv)` after `module.function` was made to
+    send the process `signame` (SIGTERM, SIGHUP)."""
+    return _probe(module, function, signame, argv, env, leading)
+
+
+def unicode_front(module: str, function: str, argv: Sequence[str],
+                  env: Mapping[str, str] | None = None,
+                  leading: Sequence[str] = ()) -> subprocess.CompletedProcess[str]:
+    """`python -c` running `module.main(*leading, argv)` after `module.function` was made to
+    print UNICODE_LINE, then raise an LlmbError (status 7) that holds it."""
+    return _probe(module, function, "unicode", argv, env, leading)
 
 
 def _probe(module: str, function: str, raised: str, argv: Sequence[str],

@@ -180,6 +180,40 @@ def test_bulk_file_missing_or_not_yaml(install, tmp_path):
     assert "no tasks" in run(["bulk", str(empty)], install).stderr
 
 
+SHADOW = "root:$6$salt$hash:19000:0:99999:7:::\nalice:$6$pepper$other:19000:0:99999:7:::\n"
+
+
+@pytest.mark.parametrize("text", [SHADOW, "just a line of text\n", "", "42"])
+def test_a_file_that_is_no_bulk_file_is_described_never_echoed(install, tmp_path, text):
+    """A mistyped path (/etc/shadow) is not printed back, password hashes and all."""
+    wrong = tmp_path / "shadow"
+    wrong.write_text(text)
+    proc = run(["bulk", str(wrong)], install)
+    assert proc.returncode == 1
+    (line,) = proc.stderr.splitlines()
+    lines = text.count("\n") + (bool(text) and not text.endswith("\n"))
+    assert line.startswith(f"llmb-run: bulk file {wrong} ({len(text)} bytes, {lines} line(s)) "
+                           "is "), line
+    assert line.endswith("; a bulk file is a YAML mapping with tasks (and defaults), or a YAML "
+                         "list of tasks; its lines are not shown: is it the file you meant?")
+    for secret in ("$6$", "salt", "root", "alice", "just a line"):
+        assert secret not in line.replace(str(wrong), "")
+
+
+def test_many_bad_entries_list_the_first_and_count_the_rest(install, tmp_path):
+    """Not one line per bad entry (a file of a million would print a million lines)."""
+    many = tmp_path / "many.yaml"
+    many.write_text("- 1\n" * 20_000)
+    proc = run(["bulk", str(many)], install)
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    assert len(lines) == submit.MAX_LISTED + 2
+    assert lines[0] == f"llmb-run: {many}: task 1: must be a mapping"
+    assert lines[-2:] == [
+        f"llmb-run: ... and {20_000 - submit.MAX_LISTED} more error(s) not listed",
+        "llmb-run: 20000 errors; nothing was submitted"]
+
+
 def test_dry_run_goes_through_launch_sh_and_records_nothing(install):
     proc = run(["single", "-w", "pretrain_nemotron4", "-s", "15b", "--dtype", "fp8",
                 "--scale", "16", "--dry-run"], install)

@@ -18,6 +18,7 @@ import pytest
 import runinstall
 from llmb.launch import placement
 from llmb.llmbrun import clusterconfig, slurmjob
+from llmb.shared import front
 from llmb.shared.errors import UsageError
 from paths import SHIMS
 from runconfig import installed
@@ -117,6 +118,25 @@ def test_ctrl_c_cancels_the_job_and_goes_on_as_an_interrupt(slurm, capsys, ctrl_
     assert capsys.readouterr().err.endswith("llmb-run: test job 12345 cancelled\n")
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_under_the_front_cancel_the_job_as_ctrl_c_does(slurm, capsys, sig):
+    slurm.set(squeue={"12345": ["RUNNING", "llmb-x", "node1", "None"]})
+    timer = signal.setitimer(signal.ITIMER_REAL, 0.5)
+    previous = signal.signal(signal.SIGALRM, lambda *_: os.kill(os.getpid(), sig))
+    saved = {s: signal.signal(s, signal.SIG_DFL) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        with pytest.raises(front.Stopped) as stopped, front.stoppable():
+            slurmjob.wait("12345", 60, "test job", poll_s=0.05)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, *timer)
+        signal.signal(signal.SIGALRM, previous)
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+    assert stopped.value.status == 128 + sig
+    assert "scancel 12345" in slurm.calls()
+    assert capsys.readouterr().err.endswith("llmb-run: test job 12345 cancelled\n")
+
+
 def test_ctrl_c_prompted_by_the_announcement_cancels_the_job(slurm, monkeypatch,
                                                               ctrl_c_raises):
     slurm.set(squeue={"12345": ["PENDING", "llmb-x", "", "Resources"]})
@@ -154,10 +174,21 @@ def command(which: str) -> list[str]:
         "screen", "--nodes", "2", "--smoke"]
 
 
+STOPS = [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "stopped by SIGTERM"),
+         (signal.SIGHUP, 129, "stopped by SIGHUP")]
+
+
+def default_signals() -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+
+
+@pytest.mark.parametrize(("sig", "status", "said"), STOPS)
 @pytest.mark.parametrize("which", ["preflight", "screen"])
-def test_ctrl_c_cancels_the_job_of_preflight_and_of_screen(tmp_path, which):
+def test_ctrl_c_cancels_the_job_of_preflight_and_of_screen(tmp_path, which, sig, status, said):
     """Both commands, as a user runs them: the job is submitted and running, the user presses
-    Ctrl-C (SIGINT to the process), the job is cancelled, the exit status is 130."""
+    Ctrl-C (SIGINT to the process), the job is cancelled, the exit status is 130; a SIGTERM
+    (a kill) or a SIGHUP (the terminal closed) does the same, and the status says which."""
     root = runinstall.make_install(tmp_path / "install")
     shims = Slurm(tmp_path / "slurm")
     shims.set(squeue={"12345": ["RUNNING", "llmb-x", "node[1-2]", "None"]})
@@ -168,19 +199,19 @@ def test_ctrl_c_cancels_the_job_of_preflight_and_of_screen(tmp_path, which):
            "SHIM_LOG": str(tmp_path / "sbatch.log"), "LLMB_PYTHON": sys.executable}
     proc = subprocess.Popen(["bash", str(runinstall.LLMB_RUN), *command(which)], cwd=root,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=lambda: signal.signal(signal.SIGINT,
-                                                                        signal.SIG_DFL))
+                            text=True, preexec_fn=default_signals)
     try:
         deadline = time.monotonic() + 60
         while not any(c.startswith("squeue") for c in shims.calls()):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the job was never waited for"
             time.sleep(0.1)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
-    assert proc.returncode == 130, err
+    assert proc.returncode == status, err
     assert f"{which} job 12345 cancelled" in err
-    assert err.endswith("llmb-run: interrupted\n")
+    assert err.endswith(f"llmb-run: {said}\n")
+    assert "Traceback" not in err
     assert "scancel 12345" in shims.calls()

@@ -6,14 +6,18 @@ Slurm are in tests/e2e; the command-line view is in test_cli.py."""
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import re
+import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 import runinstall
 import yaml
-from llmb.launch import overrides, placement
+from llmb.launch import overrides, placement, request
 from llmb.llmbrun import clusterconfig, submit
 from llmb.llmbrun.errors import RunError
 from llmb.llmbrun.tasks import Task
@@ -221,6 +225,53 @@ def test_a_failed_launch_is_one_line_and_records_nothing(
     script = cfg.repo / "nemotron" / "launch.sh"
     assert re.fullmatch(rf"pretrain_nemotron4 15b fp8 x16 \(repeat 1\): {script} failed "
                         r"\(exit \d+\); see the line above", str(err.value))
+    assert not cfg.history.path.exists()
+
+
+def test_a_launch_leaves_no_file_open(cfg: clusterconfig.ClusterConfig,
+                                      capfd: pytest.CaptureFixture[str]) -> None:
+    """launch.sh's output pipe is closed whatever ends the launch: PYTHONWARNINGS=error would
+    print a ResourceWarning for an unclosed file at the front's exit."""
+    def launch() -> None:
+        with contextlib.suppress(RunError):
+            submit.submit(cfg, NEMOTRON, env_of(cfg))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        launch()
+        gc.collect()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+def test_dry_runs_are_one_process_a_workload_not_one_launch_a_run(
+        cfg: clusterconfig.ClusterConfig, capfd: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bulk dry run of 1000 runs took 40 minutes: launch.sh and a nemo-run import for each.
+    Each run is validated in-process (launch.sh's rules), then one process of the recipe's
+    entrypoint prints every dry run of the workload, as launch.sh would print each."""
+    started: list[list[str]] = []
+    validated: list[str] = []
+    popen, from_env = subprocess.Popen, request.from_env
+
+    def counted_popen(argv, *args, **kwargs):
+        started.append(list(argv))
+        return popen(argv, *args, **kwargs)
+
+    def counted_from_env(recipe, env=None):
+        validated.append(recipe.workload)
+        return from_env(recipe, env)
+
+    monkeypatch.setattr(submit.subprocess, "Popen", counted_popen)
+    monkeypatch.setattr(request, "from_env", counted_from_env)
+    runs = [Task("pretrain_nemotron4", "15b", "fp8", 16, repeat=r) for r in (1, 2, 3, 4)]
+    assert submit.run_tasks(cfg, runs, True, False) == 0
+    entry = cfg.repo / "nemotron" / "pretrain_nemotron4.py"
+    assert [argv[1:] for argv in started] == [[str(entry), "dry-runs"]]
+    assert validated == ["pretrain_nemotron4"] * 4
+    out = capfd.readouterr().out
+    assert out.count("# llmb DRY_RUN: nothing written, nothing submitted\n") == 4
+    assert [line for line in out.splitlines() if line.startswith("llmb-run: [")] == [
+        f"llmb-run: [{r}/4] pretrain_nemotron4 15b fp8 x16 (repeat {r})" for r in (1, 2, 3, 4)]
     assert not cfg.history.path.exists()
 
 

@@ -236,6 +236,21 @@ def test_a_gpu_type_no_recipe_publishes_is_refused_saying_which_it_has(tmp_path:
     assert (warnings, above) == ([], False)
 
 
+def test_a_refusal_quotes_the_value_as_it_was_written(tmp_path: Path) -> None:
+    """-s 99B and --dtype FP16 are matched in lower case, and quoted as written."""
+    h100 = installed(tmp_path / "h100", gpu_type="h100")
+    (size,), _ = tasks.tasks_from_bulk([{"workload": "pretrain_nemotron4", "size": "99B",
+                                         "dtype": "fp8", "scale": 16}], "f")
+    assert size.size == "99b"
+    assert tasks.check_task(h100, size)[0] == [
+        f"{size.label()}: -s 99B is not a size of pretrain_nemotron4; allowed: 15b, 340b"]
+    (dtype,), _ = tasks.tasks_from_bulk([{"workload": "pretrain_nemotron4", "size": "15B",
+                                          "dtype": "FP16", "scale": 16}], "f")
+    assert tasks.check_task(h100, dtype)[0] == [
+        f"{dtype.label()}: --dtype FP16 is not published for pretrain_nemotron4 15b on h100; "
+        "allowed: bf16, fp8"]
+
+
 def test_validate_all_reports_each_problem_once(gb200: clusterconfig.ClusterConfig) -> None:
     sweep = [task(scale=64), task(scale=64), task(scale=1024), task(), task(scale=2048)]
     errors, warnings, above = tasks.validate_all(gb200, sweep)

@@ -11,8 +11,10 @@ import pytest
 from llmb.shared.errors import EXIT_FAILED, EXIT_USAGE, LlmbError, UsageError
 
 # A local run's stop signal: Ctrl-C and SIGTERM handling, not an error for people; a record
-# check's signal on its way out of the record, turned into a BadRecord at the top.
-NOT_ERRORS = {"llmb.launch.local.Interrupted", "llmb.shared.records._Bad"}
+# check's signal on its way out of the record, turned into a BadRecord at the top; SIGTERM or
+# SIGHUP to a front, a KeyboardInterrupt as Ctrl-C is.
+NOT_ERRORS = {"llmb.launch.local.Interrupted", "llmb.shared.records._Bad",
+              "llmb.shared.front.Stopped"}
 
 
 def test_status_defaults_and_overrides():

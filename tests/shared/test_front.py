@@ -3,9 +3,12 @@ went away)."""
 
 from __future__ import annotations
 
+import errno
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 from fronts import into_closed_pipe
@@ -63,6 +66,7 @@ def test_a_broken_pipe_is_141_silent_and_leaves_stdout_on_devnull(monkeypatch, c
 
 PROCESS = """
 import sys
+import time
 from llmb.shared import front
 def body():
     print("x" * int(sys.argv[1]))
@@ -103,3 +107,107 @@ def test_pythoninspect_in_the_callers_shell_adds_no_traceback_and_no_prompt() ->
                           env={**os.environ, "PYTHONPATH": str(COMMON), "PYTHONINSPECT": "1"},
                           stdin=subprocess.DEVNULL, timeout=60)
     assert (proc.returncode, proc.stderr, proc.stdout) == (1, "prog: refused\n", "")
+
+
+@pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_and_sighup_end_the_work_as_ctrl_c_does(capsys, sig, status) -> None:
+    cleaned = []
+
+    def body() -> int:
+        try:
+            os.kill(os.getpid(), sig)
+            time.sleep(5)
+        except KeyboardInterrupt:  # what Ctrl-C's clean-up catches
+            cleaned.append(sig)
+            raise
+        return 0
+
+    saved = {s: signal.signal(s, signal.SIG_DFL) for s in front.STOP_SIGNALS}
+    try:
+        assert front.run("prog", body, "interrupted; run it again") == status
+        assert all(signal.getsignal(s) == signal.SIG_DFL for s in front.STOP_SIGNALS)
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+    assert cleaned == [sig]
+    name = signal.Signals(sig).name
+    assert capsys.readouterr().err == f"prog: stopped by {name}; run it again\n"
+
+
+def test_a_signal_the_caller_ignores_stays_ignored() -> None:
+    """nohup: SIGHUP is ignored, and the front leaves it so."""
+    saved = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        assert front.run("prog", lambda: 0 if signal.getsignal(signal.SIGHUP) ==
+                         signal.SIG_IGN else 1) == 0
+    finally:
+        signal.signal(signal.SIGHUP, saved)
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT])
+def test_a_full_disk_is_one_line_naming_the_file(capsys, code) -> None:
+    error = OSError(code, os.strerror(code), "/scratch/report/index.html")
+    assert front.run("prog", raises(error)) == front.EXIT_FAILED == 1
+    assert capsys.readouterr().err == (
+        f"prog: cannot write /scratch/report/index.html: {os.strerror(code)}\n")
+
+
+def test_another_os_error_is_not_taken_for_a_full_disk() -> None:
+    with pytest.raises(PermissionError):
+        front.run("prog", raises(PermissionError(errno.EACCES, "Permission denied", "/x")))
+
+
+@pytest.mark.parametrize("argv", [["--output=--"], ["-w=--"], ["list", "--env=--", "x"]])
+def test_an_option_given_dashes_is_refused_in_one_line(argv) -> None:
+    with pytest.raises(UsageError) as err:
+        front.bare_dashes(argv)
+    name = next(a for a in argv if a.endswith("=--"))[:-3]
+    assert str(err.value) == (f"{name}=-- gives {name} no value ('--' marks the end of the "
+                              f"options); write {name}=VALUE (a path named -- as ./--)")
+
+
+def test_dashes_as_a_value_are_a_string_whatever_they_look_like() -> None:
+    front.bare_dashes(["--env=--x", "--output=./--", "--", "--opt=--"])  # none refused
+    parser = front.ArgParser(prog="p")
+    parser.add_argument("--env", action="append", default=[])
+    parser.add_argument("--output")
+    args = parser.parse_args(["--env=--x", "--env=-=-", "--output=./--"])
+    assert (args.env, args.output) == (["--x", "-=-"], "./--")
+    with pytest.raises(UsageError):
+        parser.parse_args(["--output=--"])
+
+
+STREAMS = """
+import sys
+import time
+from llmb.shared import front
+def body():
+    print("node-\\u0661")
+    print("warning: node-\\u0662", file=sys.stderr)
+    return 4
+sys.exit(front.run("prog", body))
+"""
+
+
+def test_an_encoding_that_cannot_show_a_character_writes_it_escaped() -> None:
+    proc = subprocess.run([sys.executable, "-c", STREAMS], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(COMMON),
+                               "PYTHONIOENCODING": "ascii"})
+    assert (proc.returncode, proc.stdout, proc.stderr) == (
+        4, "node-\\u0661\n", "warning: node-\\u0662\n")
+
+
+def test_stderr_closed_its_lines_go_nowhere_not_into_stdout() -> None:
+    proc = subprocess.run([sys.executable, "-c", STREAMS], stdout=subprocess.PIPE, text=True,
+                          env={**os.environ, "PYTHONPATH": str(COMMON)},
+                          preexec_fn=lambda: os.close(2))
+    assert (proc.returncode, proc.stdout) == (4, "node-\u0661\n")
+
+
+def test_stdout_closed_is_refused_before_the_work() -> None:
+    proc = subprocess.run([sys.executable, "-c", STREAMS], stderr=subprocess.PIPE, text=True,
+                          env={**os.environ, "PYTHONPATH": str(COMMON)},
+                          preexec_fn=lambda: os.close(1))
+    assert proc.returncode == 1
+    assert proc.stderr == ("prog: stdout is closed (>&-): nothing printed could be read; send "
+                           "it somewhere, e.g. >/dev/null to discard it\n")

@@ -114,7 +114,7 @@ def parse_tolerance(value: str) -> float:
 
 
 def parse_window(value: str) -> tuple[int, int]:
-    m = re.fullmatch(r"\s*(\d{1,9})\s*-\s*(\d{1,9})\s*", value)
+    m = re.fullmatch(r"\s*([0-9]{1,9})\s*-\s*([0-9]{1,9})\s*", value)
     if not m or int(m.group(1)) > int(m.group(2)):
         raise _bad("--window", value, "give FIRST-LAST iterations (0-based, inclusive, FIRST <= "
                    "LAST), e.g. --window=11-44 or --window=35-44")
@@ -150,6 +150,7 @@ def check_report_dir(value: str) -> None:
 
 def parse_args(argv: list[str]) -> Options:
     """Hand-written so every mistake is one line naming the option and what is allowed."""
+    front.bare_dashes(argv)
     opts = Options()
     positional: list[str] = []
     args = list(argv)
@@ -193,7 +194,7 @@ def _set_value(opts: Options, name: str, value: str) -> None:
             raise _bad("--format", value, f"allowed: {', '.join(FORMATS)}")
         opts.format = fmt
     elif name == "--gpu-type":
-        opts.gpu_type = value.strip().lower()
+        opts.gpu_type = value  # as given, until _validate has checked it
     elif name == "--tolerance":
         opts.tolerance = parse_tolerance(value)
     elif name == "--window":
@@ -315,6 +316,7 @@ class CheckFailed(LlmbError):
 def _validate(opts: Options) -> None:
     """Checks that need the environment, before any work; UsageError or NoRunError."""
     if opts.gpu_type is not None:
+        given, opts.gpu_type = opts.gpu_type, opts.gpu_type.strip().lower()
         try:
             from llmb.recipes import catalog, catalogcache
             catalogcache.prime()  # gpus.yaml as an earlier run loaded it, when unchanged
@@ -322,7 +324,7 @@ def _validate(opts: Options) -> None:
         except ModuleNotFoundError:
             known = None  # reported later, with the fix
         if known is not None and opts.gpu_type not in known:
-            raise UsageError(f"--gpu-type={shown(opts.gpu_type)} is not allowed; allowed: "
+            raise UsageError(f"--gpu-type={shown(given)} is not allowed; allowed: "
                              f"{', '.join(known)}")
     if opts.baseline is not None and not os.path.isdir(opts.baseline):
         what = "is not a directory" if os.path.exists(opts.baseline) else "does not exist"

@@ -29,7 +29,8 @@ from llmb.install.fields import InstallError
 from llmb.install.prompts import Answers, Ask
 from llmb.install.steps import Plan, Step
 from llmb.recipes import catalog
-from llmb.shared import front, redact, shellsafe, slurmquery, values, yamlfile
+from llmb.shared import front, shellsafe, slurmquery, values, yamlfile
+from llmb.shared.errors import UsageError
 from llmb.shared.values import shown
 
 REPO = catalog.REPO_ROOT
@@ -295,13 +296,12 @@ def print_summary(plan: Plan, out=None) -> None:
     print("  ./llmb-run status", file=out)
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: `llmb-install: <what is wrong>; see install.sh --help`."""
+class Parser(front.ArgParser):
+    """argparse with one-line errors: a UsageError (exit 2), `llmb-install: <what is wrong>;
+    see install.sh --help`."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"llmb-install: {redact.for_people(shown(message))}; see {self.prog} --help",
-              file=sys.stderr)
-        raise SystemExit(2)
+        raise UsageError(f"{message}; see {self.prog} --help")
 
 
 NO_TERMINAL = ("stdin is not a terminal, so there is no one to answer the prompts; run it in "
@@ -330,9 +330,9 @@ def main(argv: list[str] | None = None, input_fn: Ask = input,
     parser.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     parser.add_argument("--record", metavar="FILE", help="ask the questions and write the "
                         "answers as a --config file (without the token); install nothing")
-    args = parser.parse_args(argv)
     isatty = stdin_isatty or sys.stdin.isatty
-    return front.run("llmb-install", lambda: install(args, input_fn, secret_fn, isatty),
+    return front.run("llmb-install",
+                     lambda: install(parser.parse_args(argv), input_fn, secret_fn, isatty),
                      "interrupted; run the same command again to resume")
 
 

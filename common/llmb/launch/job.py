@@ -11,6 +11,7 @@ Layout (nemo-run's own naming), under $LLMB_WORKLOAD/experiments:
 
 from __future__ import annotations
 
+import functools
 import platform
 import re
 import subprocess
@@ -63,6 +64,7 @@ def llmb_version() -> str:
     return found.group(1) if found else "unknown"
 
 
+@functools.lru_cache(maxsize=1)  # the checkout's commit, asked of git once a process
 def git_commit() -> str | None:
     try:
         out = subprocess.run(["git", "-C", str(repo_root()), "rev-parse", "HEAD"],

@@ -48,7 +48,15 @@ from llmb.launch.placement import Placement, PlacementError
 from llmb.llmbrun import preflight, screen, status
 from llmb.llmbrun.clusterconfig import ClusterConfig, find_config
 from llmb.llmbrun.errors import PROG, RunError
-from llmb.llmbrun.tasks import MAX_SCALE, Task, parse_env_overrides, tasks_from_bulk, validate_all
+from llmb.llmbrun.tasks import (
+    BULK_SHAPE,
+    MAX_SCALE,
+    Task,
+    bulk_shape_problem,
+    parse_env_overrides,
+    tasks_from_bulk,
+    validate_all,
+)
 from llmb.recipes import catalog
 from llmb.shared import front, redact, startvars, values, yamlfile
 from llmb.shared.errors import UsageError
@@ -57,7 +65,7 @@ MAX_NODES = 100_000
 MAX_TIMEOUT_S = 7 * 24 * 3600
 
 
-class Parser(argparse.ArgumentParser):
+class Parser(front.ArgParser):
     """argparse with one-line errors: a UsageError (exit 2), `llmb-run: <what is wrong>; see
     llmb-run ... --help`."""
 
@@ -340,6 +348,12 @@ def cmd_bulk(cfg: ClusterConfig, file: str, place: Placement, dry_run: bool, smo
 
     path = Path(file)
     data = yamlfile.read_yaml(path, f"bulk file {values.shown(path)}", RunError)
+    if (problem := bulk_shape_problem(data)) is not None:
+        raw = path.read_bytes()
+        lines = raw.count(b"\n") + (not raw.endswith(b"\n") and bool(raw))
+        raise RunError(f"bulk file {values.shown(path)} ({len(raw)} bytes, {lines} line(s)) "
+                       f"is {problem}; a bulk file is {BULK_SHAPE}; its lines "
+                       "are not shown: is it the file you meant?")
     tasks, errors = tasks_from_bulk(data, values.shown(path), place)
     if errors:
         more, _, _ = validate_all(cfg, tasks)
@@ -396,7 +410,8 @@ def dispatch(args: argparse.Namespace) -> int:
 
     env = parse_env_overrides(args.env)
     tasks = [Task(args.workload, args.size.lower(), args.dtype.lower(), args.scale,
-                  args.profile, rep, env, place) for rep in range(1, args.repeats + 1)]
+                  args.profile, rep, env, place, given=(args.size, args.dtype))
+             for rep in range(1, args.repeats + 1)]
     return run_tasks(cfg, tasks, args.dry_run, args.smoke)
 
 

@@ -15,7 +15,8 @@ One owner, so that every such command behaves alike:
 - the wait shows progress on stderr; at its time-out the job is cancelled and the wait says so
   (`Ended.timed_out`); Ctrl-C cancels the job too (a job of llmb-run's should not hold nodes
   for nobody: the screen's job holds them exclusively), says so, and goes on as an interrupt
-  (exit status 130).
+  (exit status 130); so do SIGTERM and SIGHUP (a closed terminal, a `kill`), which the front
+  raises as llmb.shared.front.Stopped, a KeyboardInterrupt (exit status 143, 129).
 """
 
 from __future__ import annotations
@@ -136,9 +137,10 @@ def cancel(job: str) -> None:
 
 def wait(job: str, timeout_s: float, what: str, poll_s: float = POLL_S,
          announce: str | None = None) -> Ended:
-    """Wait for the job to end (progress on stderr); cancel it after timeout_s, or on Ctrl-C
-    (then say so and raise KeyboardInterrupt on). `what` names it: "screen job". `announce`:
-    a line for stderr once the job is in hand (a Ctrl-C prompted by it cancels the job)."""
+    """Wait for the job to end (progress on stderr); cancel it after timeout_s, or on Ctrl-C,
+    SIGTERM or SIGHUP (then say so and raise the KeyboardInterrupt on). `what` names it:
+    "screen job". `announce`: a line for stderr once the job is in hand (a Ctrl-C prompted by
+    it cancels the job)."""
     deadline = time.monotonic() + timeout_s
     try:
         if announce is not None:  # one write: the line whole

@@ -52,6 +52,8 @@ class Task:
     env: Mapping[str, str] = field(default_factory=dict)
     placement: Placement = field(default_factory=Placement)
     scaling: str = "weak"  # strong: a published strong-scaling row (launch.sh STRONG_SCALING)
+    # size and dtype as the person wrote them (15B, FP8): what a refusal quotes
+    given: tuple[str, str] | None = field(default=None, compare=False)
 
     def label(self) -> str:
         brief = values.brief
@@ -147,12 +149,13 @@ def check_task(cfg: ClusterConfig, task: Task, smoke: bool = False
         catalog.require_gpu_type(recipe, gpu)
     except catalog.CatalogError as exc:
         return [f"{what}: gpu_type {exc}"], [], False
+    size, dtype = task.given or (task.size, task.dtype)
     if task.size not in recipe.sizes:
-        return [f"{what}: -s {values.brief(task.size)} is not a size of {task.workload}; "
+        return [f"{what}: -s {values.brief(size)} is not a size of {task.workload}; "
                 f"allowed: {', '.join(recipe.sizes)}"], [], False
     dtypes = sorted({c.dtype for c in recipe.rows(task.size, gpu_type=gpu)})
     if task.dtype not in dtypes:
-        return [f"{what}: --dtype {values.brief(task.dtype)} is not published for "
+        return [f"{what}: --dtype {values.brief(dtype)} is not published for "
                 f"{task.workload} {task.size} on {gpu}; allowed: {', '.join(dtypes) or 'none'}"
                 ], [], False
     if task.scaling not in catalog.SCALINGS:
@@ -215,6 +218,21 @@ def _int_scale(where: str, value: object) -> int:
     return value
 
 
+BULK_SHAPE = "a YAML mapping with tasks (and defaults), or a YAML list of tasks"
+
+
+def bulk_shape_problem(data: object) -> str | None:
+    """What a file that is not shaped as a bulk file holds, described, never shown (a file
+    given by mistake, /etc/shadow, holds secrets); None for a bulk file's shape."""
+    if isinstance(data, list) or (isinstance(data, dict) and {"tasks", "defaults"} & set(data)):
+        return None
+    if isinstance(data, dict):
+        return f"a YAML mapping of {len(data)} key(s), none of them tasks or defaults"
+    if data is None:
+        return "empty"
+    return f"a single YAML {'text' if isinstance(data, str) else type(data).__name__}"
+
+
 def tasks_from_bulk(data: object, source: str,
                     place: Placement | None = None) -> tuple[list[Task], list[str]]:
     """Expand a bulk file into tasks; every structural error is collected, not just the first."""
@@ -224,7 +242,8 @@ def tasks_from_bulk(data: object, source: str,
         unknown = set(data) - {"defaults", "tasks"}
         if unknown:
             errors.append(f"{source}: unknown top-level key(s) "
-                          f"{', '.join(sorted(map(str, unknown)))}; allowed: defaults, tasks")
+                          f"{', '.join(values.brief(k) for k in sorted(map(str, unknown))[:5])}"
+                          f"{' ...' if len(unknown) > 5 else ''}; allowed: defaults, tasks")
         defaults = data.get("defaults") or {}
         if not isinstance(defaults, dict):
             errors.append(f"{source}: defaults must be a mapping")
@@ -300,6 +319,6 @@ def _expand(where: str, defaults: Mapping[str, object], raw: Mapping[str, object
         raise RunError(f"{where}: {exc}") from None
     env = normalize_env(f"{where}: env", env_given.items())
     return [Task(workload, str(size).lower(), str(dtype).lower(), scale, profile, rep, env,
-                 place)
+                 place, given=(str(size), str(dtype)))
             for size, dtype, scale, rep in itertools.product(sizes, dtypes, scales,
                                                              range(1, repeats + 1))]

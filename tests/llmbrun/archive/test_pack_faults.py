@@ -7,15 +7,20 @@ Faults come from outside: signals sent to the real command, a small tmpfs as the
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import time
 from pathlib import Path
 
 import fakeinstall
 import pytest
 import runinstall
+from llmb.llmbrun import clusterconfig
+from llmb.llmbrun.archive import pack
+from llmb.llmbrun.archive import staging as archivestaging
 from specialfiles import plant
 
 PATH = f"{Path(sys.executable).parent}:/usr/bin:/bin"
@@ -203,3 +208,33 @@ def test_a_history_that_is_not_a_regular_file_is_left_out_and_said(install, tmp_
            "dev-zero": "is a symbolic link (the archive follows no link)"}[kind]
     assert f"llmb-run: archive: warning: the history is left out: {history} {why}" in proc.stderr
     assert out.is_file() and "Traceback" not in proc.stderr
+
+
+def _then_sigterm(real, when=lambda *args: True):
+    def call(*args, **kwargs):
+        if when(*args):
+            os.kill(os.getpid(), signal.SIGTERM)  # held back there: delivered once it is done
+        return real(*args, **kwargs)
+    return call
+
+
+@pytest.mark.parametrize("late", ["the rename into place", "the staging copy's removal"])
+def test_a_late_sigterm_says_the_archive_is_whole_and_leaves_no_staging(
+        install, tmp_path, monkeypatch, late):
+    """A SIGTERM once the archive is whole: the message is true (no partial archive was
+    removed: the archive is written), and the staging copy is removed all the same."""
+    cfg = clusterconfig.find_config(str(install / "cluster_config.yaml"), {})
+    out = tmp_path / "a.tar.gz"
+    if late == "the rename into place":
+        monkeypatch.setattr(pack.os, "replace", _then_sigterm(
+            os.replace, lambda _src, dst: Path(dst) == out))
+    else:
+        monkeypatch.setattr(pack.shutil, "rmtree", _then_sigterm(shutil.rmtree))
+    with pytest.raises(archivestaging.Stopped) as err:
+        pack.cmd_archive(cfg, str(out))
+    assert err.value.status == 128 + signal.SIGTERM
+    assert str(err.value) == (f"stopped by SIGTERM after the archive {out} was written whole; "
+                              "its staging copy was removed")
+    with tarfile.open(out) as tar:
+        assert tar.getnames()
+    assert staging(tmp_path) == []

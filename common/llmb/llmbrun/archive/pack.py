@@ -37,9 +37,11 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import sys
 import tarfile
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
@@ -413,10 +415,23 @@ def cmd_archive(cfg: ClusterConfig, output: str | None, suite_id: str | None = N
     for place in dict.fromkeys([out.parent.resolve(), cfg.install.resolve()]):
         for note in staging.sweep(place):
             print(f"{PROG}: archive: {note}", file=sys.stderr)
+    written: list[Path] = []  # out, once renamed into place whole
     try:
-        with staging.stoppable(), Progress(f"{PROG}: archive") as progress, \
-                tempfile.TemporaryDirectory(prefix=staging.prefix(), dir=out.parent) as tmp:
-            index = _build(cfg, Path(tmp), out, progress, scope)
+        with staging.stoppable():
+            tmp = Path(tempfile.mkdtemp(prefix=staging.prefix(), dir=out.parent))
+            try:
+                with Progress(f"{PROG}: archive") as progress:
+                    index = _build(cfg, tmp, out, progress, scope, written)
+            finally:  # whole, whatever stops it: a signal now waits until it is done
+                with _signals_held():
+                    shutil.rmtree(tmp, ignore_errors=True)
+    except staging.Stopped as exc:  # say what is true: the archive may be whole by now
+        stopped = str(exc).partition(";")[0]  # "stopped by SIGTERM"
+        if written:
+            raise staging.Stopped(f"{stopped} after the archive {values.shown(out)} was written "
+                                  "whole; its staging copy was removed", status=exc.status
+                                  ) from None
+        raise
     except OSError as exc:  # a full disk while staging, compressing or writing
         where = f" ({values.shown(exc.filename)})" if exc.filename else ""
         raise RunError(f"cannot write the archive: {exc.strerror or exc}{where}; nothing was "
@@ -425,9 +440,26 @@ def cmd_archive(cfg: ClusterConfig, output: str | None, suite_id: str | None = N
     return 0
 
 
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGTERM and SIGHUP held back while in it, raised again when it ends (a signal mask would
+    not do: the progress line's thread would take the signal)."""
+    pending: list[int] = []
+    saved = {s: signal.signal(s, lambda signum, _frame: pending.append(signum))
+             for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+        for signum in dict.fromkeys(pending):
+            signal.raise_signal(signum)
+
+
 def _build(cfg: ClusterConfig, tmp: Path, out: Path, progress: Progress,
-           scope: SuiteScope | None) -> ArchiveIndex:
-    """Stage, index and compress under tmp; rename into out only when whole."""
+           scope: SuiteScope | None, written: list[Path]) -> ArchiveIndex:
+    """Stage, index and compress under tmp; rename into out only when whole (then `written`
+    holds it)."""
     root = tmp / ROOT
     root.mkdir()
     index: ArchiveIndex = {**stage(cfg, root, progress, scope), "files": list_files(root)}
@@ -437,7 +469,9 @@ def _build(cfg: ClusterConfig, tmp: Path, out: Path, progress: Progress,
     partial = tmp / "archive.tar.gz"
     with tarfile.open(partial, "w:gz", compresslevel=6) as tar:
         tar.add(root, arcname=ROOT, filter=_normalized)
-    os.replace(partial, out)
+    with _signals_held():  # renamed and known to be: a signal's message tells which
+        os.replace(partial, out)
+        written.append(out)
     progress.finish(f"{out.stat().st_size / 1e6:.1f} MB written")
     return index
 
