@@ -222,3 +222,31 @@ def test_figures_at_the_edge_of_their_range_render(tmp_path):
     back = document.checked(json.loads(json.dumps(doc)))
     render.table(back)
     assert render.plot_png(back).startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    (lambda d: d["nodes"][0]["gpus"][0]["figures"].update(memory_gbps=float("nan")),
+     "the screen's results hold Out of range float values"),
+    (lambda d: d.update(nodes=d["nodes"] * 4097), "nodes is a list of 16388 item(s), more "
+                                                  "than the 16384 it can hold"),
+    (lambda d: d["nodes"][0].update(error="x" * 70_000), "nodes[0].error is 'xxx"),
+    (lambda d: d.update(extra=_deep(100)),
+     "nested deeper than 64 levels"),
+])
+def test_what_its_readers_would_refuse_is_never_written(tmp_path, change, said):
+    folder = tmp_path / "screens" / "20260102-030405"
+    doc = screenfiles.screen_json(tmp_path)
+    (folder / "screen.json").unlink()
+    change(doc)
+    with pytest.raises(RunError) as err:
+        job.written(folder, doc)
+    assert said in str(err.value) and "\n" not in str(err.value)
+    assert f"raw results are kept in {folder}" in str(err.value)
+    assert not (folder / "screen.json").exists()
+
+
+def _deep(levels: int) -> list[Any]:
+    out: list[Any] = []
+    for _ in range(levels):
+        out = [out]
+    return out

@@ -46,3 +46,15 @@ def test_broken_results_are_one_line(tmp_path, data):
     with pytest.raises(RunError) as err:
         suspects.for_exclude(tree)
     assert "\n" not in str(err.value) and "screen results" in str(err.value)
+
+
+def test_only_folders_named_as_a_screen_writes_them_are_screens(tmp_path):
+    stamp = tmp_path / "screens" / "20260102-030405"
+    stamp.mkdir(parents=True)
+    (stamp / "screen.json").write_text(json.dumps({**LEAST, "suspects": []}))
+    for name in ("backup-old", "20260102-030405.bak", "99991231-235959x"):
+        (tmp_path / "screens" / name).mkdir()
+        (tmp_path / "screens" / name / "screen.json").write_text(
+            json.dumps({**LEAST, "suspects": ["node9"]}))
+    found = suspects.newest_screen(layout.Install(tmp_path))
+    assert found is not None and found.path == stamp / "screen.json" and found.suspects == ()
