@@ -37,9 +37,12 @@ _CODE = ("catalog.py", "schema.py", "nemojob.py", "perf.py", "screenfacts.py")
 
 def _where() -> Path | None:
     """The cache file of this checkout's catalog (None without an absolute cache directory)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    home = os.path.expanduser("~")
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
     if not os.path.isabs(base):
         return None
+    if not os.environ.get("XDG_CACHE_HOME") and not os.path.isdir(home):
+        return None  # HOME=/nonexistent (a service account): no cache, never a home made
     tag = zlib.crc32(str(catalog.REPO_ROOT).encode(errors="surrogateescape"))  # (a checkout's
     return Path(base) / "llmb" / f"catalog-{tag:08x}.marshal"  # file; its stamp says the rest)
 
