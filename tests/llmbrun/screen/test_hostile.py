@@ -250,3 +250,21 @@ def _deep(levels: int) -> list[Any]:
     for _ in range(levels):
         out = [out]
     return out
+
+
+@pytest.mark.parametrize("value", [-5, -0.5, float("inf"), int("9" * 401), 1e308, True, "7"])
+def test_a_task_figure_that_is_no_figure_is_left_out_and_its_gpu_says_so(tmp_path, value):
+    screenfiles.write_screen(tmp_path)
+    rank1 = tmp_path / "ranks" / "rank-00001.json"
+    data = json.loads(rank1.read_text())
+    data["figures"]["memory_gbps"] = value
+    rank1.write_text(json.dumps(data))
+    doc = job.results_of(tmp_path, "h100", screenfiles.NODES, screenfiles.PER_NODE)
+    assert doc is not None
+    node = doc["nodes"][0]
+    if value == float("inf"):  # JSON's Infinity: the task's file is no record, not read
+        assert node["error"] == "1 of its 2 tasks never reported"
+    else:
+        gpu = node["gpus"][1]
+        assert "memory_gbps" not in gpu["figures"] and gpu["error"] == "no memory_gbps"
+    job.written(tmp_path, doc)

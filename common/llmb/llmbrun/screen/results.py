@@ -93,14 +93,15 @@ def summary(result: Allreduce) -> Allreduce:
 
 
 def _figure(value: object) -> float | None:
-    """A task's number as a figure: finite and within +-MAX_FIGURE (never a boolean, a
-    401-digit whole number, JSON's Infinity or NaN); None for anything else."""
+    """A task's number as a figure: finite, not negative (a rate or a bandwidth; a ratio to
+    a negative one would read as a drop of more than 100%) and at most MAX_FIGURE (never a
+    boolean, a 401-digit whole number, JSON's Infinity or NaN); None for anything else."""
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return None
     if isinstance(value, int) and abs(value) > MAX_FIGURE:
         return None
     got = float(value)
-    return got if math.isfinite(got) and abs(got) <= MAX_FIGURE else None
+    return got if math.isfinite(got) and 0 <= got <= MAX_FIGURE else None
 
 
 def _numbers(value: object) -> list[float]:
