@@ -116,3 +116,12 @@ def test_json_is_valid_for_any_name(name: str) -> None:
     assert data["results"][0]["filename"] == name
     assert text.isascii()
     assert set(data) == {"analysis", "results", "skipped", "summary"}
+
+
+def test_csv_escapes_control_characters_a_terminal_would_act_on() -> None:
+    name = "run\x1b[2J\x07\x9b\x7f\x00\r.out"
+    text = formats.to_csv([result(**IDENTIFIED, filename=name, experiment="=\x1b]0;x\x07")])
+    assert not any(c in text for c in "\x1b\x07\x9b\x7f\x00\r")
+    record = dict(zip(*csv.reader(io.StringIO(text)), strict=True))
+    assert record["filename"] == "run\\x1b[2J\\x07\\x9b\\x7f\\x00\\r.out"
+    assert record["experiment"] == "'=\\x1b]0;x\\x07"

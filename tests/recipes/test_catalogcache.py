@@ -191,4 +191,14 @@ def test_no_home_folder_no_cache_and_no_error(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", PROBE], check=True, capture_output=True,
                          text=True, env={**env, "PYTHONPATH": str(COMMON), "HOME": str(home)})
     assert json.loads(out.stdout)["primed"] is False and out.stderr == ""
+
+
+def test_a_home_that_does_not_exist_is_never_made_and_the_cache_skipped(tmp_path: Path) -> None:
+    home = tmp_path / "nonexistent"
+    env = {k: v for k, v in os.environ.items() if k != "XDG_CACHE_HOME"}
+    env.update(PYTHONPATH=str(COMMON), HOME=str(home))
+    out = subprocess.run([sys.executable, "-c", PROBE], env=env, check=False,
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert json.loads(out.stdout)["primed"] is False
     assert not home.exists()

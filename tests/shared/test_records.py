@@ -109,3 +109,21 @@ def test_deep_nesting_under_any_is_refused_without_recursion() -> None:
     for _ in range(100_000):
         deep = [deep]
     assert "nested deeper than 64 levels" in str(records.problem(Doc, {"free": deep}))
+
+
+class Measured(TypedDict):
+    value: Annotated[float, Bound(number=1e9)]
+    values: list[Annotated[float, Bound(number=1e9)] | None]
+
+
+@pytest.mark.parametrize("value", [1e308, -1e308, 10**12, -2e9])
+def test_a_number_beyond_its_bound_is_refused_in_one_line(value: float) -> None:
+    with pytest.raises(records.BadRecord) as err:
+        records.check(Measured, {"value": 1.0, "values": [None, value]})
+    assert err.value.field == "values[1]"
+    assert "beyond the 1e+09 it can be" in err.value.problem
+    assert "\n" not in str(err.value)
+
+
+def test_a_number_within_its_bound_passes() -> None:
+    assert records.check(Measured, {"value": -1e9, "values": [None, 3, 2.5]})["value"] == -1e9

@@ -5,7 +5,9 @@ An analysis is a plain mapping {"analysis": {...}, "results": [...], "configurat
 llmb.analysis.cli; every result carries every field in RESULT_FIELDS (null where unknown). JSON and
 CSV are written with the json and csv modules, so any file name (spaces, quotes, newlines,
 non-ASCII, undecodable bytes) stays valid; a CSV text cell that a spreadsheet would read as a
-formula (= + - @, a tab or a carriage return first) is prefixed with a single quote. The table
+formula (= + - @, a tab or a carriage return first) is prefixed with a single quote, and its
+control characters but a newline and a tab are escaped (`\x1b`: a terminal acts on none). The
+table
 adds, after the per-run sections, one line per configuration with its verdict, the runs that
 failed or need a look with their reason, the comparison with a baseline, and the summary.
 """
@@ -201,16 +203,29 @@ def to_csv(results: Iterable[AnalyzedRun]) -> str:
 # experiment directory named =HYPERLINK(...)): OWASP's CSV injection guidance is to prefix such a
 # cell with a single quote, which spreadsheets read as "text".
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# C0 controls but a newline and a tab, DEL and C1 controls: what a terminal acts on
+_CSV_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def _cell(value: object) -> object:
+    """A CSV cell: a formula quoted, a text's control characters escaped (an ESC byte in a
+    file name must not reach a terminal that shows the file)."""
     if value is None:
         return ""
     if isinstance(value, list):
         value = " ".join(map(str, value))
-    if isinstance(value, str) and value.startswith(FORMULA_START):
-        return "'" + value
+    if isinstance(value, str):
+        if value.startswith(FORMULA_START):
+            value = "'" + value
+        return escaped(value)
     return value
+
+
+def escaped(text: str) -> str:
+    """Text with its control characters escaped (ESC as `\\x1b`; a newline or a tab stays,
+    inside the cell's quotes) and nothing cut: what any CSV llmb writes holds."""
+    return _CSV_CONTROL.sub(
+        lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
 
 
 # --- table --------------------------------------------------------------------------------

@@ -15,7 +15,9 @@ field, before a single field is used:
 - every text, list and mapping is bounded (MAX_TEXT characters, MAX_ITEMS entries), also
   under `Any` or `object` (a value of any JSON type, which its reader narrows) and in keys
   the TypedDict does not name (a record may carry more than a reader uses); an annotation
-  can set its own bound: `Annotated[list[Node], Bound(items=4096)]`.
+  can set its own bound: `Annotated[list[Node], Bound(items=4096)]`, and a number's
+  `Annotated[float, Bound(number=1e9)]` (its magnitude at most that: what is drawn and
+  divided stays in a sane range).
 
 A value that does not fit raises BadRecord: `field` (a path such as `nodes[3].gpus[0].name`)
 and `problem`, one line (`nodes[3].node is 5 (a whole number), not text`) that shows at most a
@@ -52,6 +54,7 @@ class Bound:
 
     text: int | None = None
     items: int | None = None
+    number: float | None = None  # the most a number's magnitude may be
 
 
 class BadRecord(LlmbError):
@@ -192,6 +195,7 @@ def _compile(annotation: Any) -> Checker:
 def _scalar(tp: Any, bound: Bound) -> Checker:
     fits, expected = _fits(tp), f"not {_name(tp)}"
     limit = bound.text or MAX_TEXT
+    most = bound.number
 
     def check(value: Any) -> None:
         if not fits(value):
@@ -202,6 +206,8 @@ def _scalar(tp: Any, bound: Bound) -> Checker:
             raise _Bad(value, f"beyond the {MAX_WHOLE} it can be")
         if type(value) is float and not math.isfinite(value):
             raise _Bad(value, "not a finite number")
+        if most is not None and type(value) in (int, float) and abs(value) > most:
+            raise _Bad(value, f"beyond the {most:g} it can be")
     return check
 
 

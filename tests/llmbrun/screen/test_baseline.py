@@ -56,7 +56,7 @@ def test_a_screen_kept_per_figure_and_element_with_its_noise(tmp_path):
 @pytest.mark.parametrize(("content", "message"), [
     (None, "cannot be read"), ("{", "is not JSON"),
     ('{"kind": "llmb screen baseline", "versions": {}, "figures": {"x": {"values": {"a": 1}}}}',
-     "neither a screen baseline nor a screen.json")])
+     "is not a baseline llmb-run screen writes: the record has no params")])
 def test_a_baseline_that_cannot_be_used_is_one_line_naming_it(tmp_path, content, message):
     path = tmp_path / "b.json"
     if content is not None:

@@ -158,3 +158,38 @@ def test_report_with_neither_runs_nor_a_screen_writes_nothing(tmp_path):
 def test_no_screen_no_section(tmp_path):
     assert screenreport.load_newest(layout.Install(tmp_path)) is None
     assert screenreport.add_to_report(tmp_path, layout.Install(tmp_path)) is None
+
+
+def test_report_md_shows_screen_text_never_reads_it_as_markdown(tmp_path):
+    doc = screenfiles.screen_json(tmp_path)
+    doc["stamp"] = "x\n# forged heading\n![i](http://evil.example/x.png)"
+    doc["suspects"] = ["<img src=x>", "a|b", "*bold*"]
+    doc["nodes"][0]["node"] = "n`code`[l](http://e)"
+    md = screenreport.markdown_section(doc, plot=True)
+    assert "\n# forged" not in md and "![i]" not in md and "[l](" not in md
+    assert " <img" not in md and "`code`" not in md and " *bold*" not in md
+    assert "!\\[i\\](http://evil.example/x.png)" in md and "a\\|b" in md
+    assert md.count("![screen per node](plots/screen.png)") == 1  # its own image alone
+
+
+def test_the_report_says_so_when_matplotlib_is_absent(tmp_path, monkeypatch):
+    import builtins
+
+    root = fakeinstall.make_install(tmp_path / "llmb")
+    screenfiles.screen_json(root)
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "report.md").write_text("# report\n")
+    (out / "index.html").write_text("<html><body></body></html>")
+    real = builtins.__import__
+
+    def no_matplotlib(name, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if name.startswith("matplotlib"):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_matplotlib)
+    assert screenreport.add_to_report(out, layout.Install(root)) == "20260102-030405"
+    assert f"- {screenreport.NO_PLOT}" in (out / "report.md").read_text()
+    assert html.escape(screenreport.NO_PLOT) in (out / "index.html").read_text()
+    assert not (out / "plots").exists()

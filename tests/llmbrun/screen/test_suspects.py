@@ -67,3 +67,15 @@ def test_as_many_suspects_as_a_screen_has_nodes_are_taken(tmp_path):
     tree = layout.Install(tmp_path)
     screen(tree, "20261121-101010", complete(["n[0-16382]", "m1"]))
     assert len(suspects.for_exclude(tree)) == 16384
+
+
+def test_only_folders_named_as_a_screen_writes_them_are_screens(tmp_path):
+    stamp = tmp_path / "screens" / "20260102-030405"
+    stamp.mkdir(parents=True)
+    (stamp / "screen.json").write_text(json.dumps({**LEAST, "suspects": []}))
+    for name in ("backup-old", "20260102-030405.bak", "99991231-235959x"):
+        (tmp_path / "screens" / name).mkdir()
+        (tmp_path / "screens" / name / "screen.json").write_text(
+            json.dumps({**LEAST, "suspects": ["node9"]}))
+    found = suspects.newest_screen(layout.Install(tmp_path))
+    assert found is not None and found.path == stamp / "screen.json" and found.suspects == ()

@@ -12,9 +12,10 @@ An archive (`.tar.gz`, everything under `llmb-archive/`) holds:
     history.jsonl, preflight.json             llmb-run's history; the newest preflight report
     suite.json                                with --suite ID: the suite's record (then runs/
                                               and history.jsonl hold that suite's alone)
-    screen/                                   the newest screen: screen.json, the baseline it
-                                              was held to (baseline.json), and its job's
-                                              output (its section is in the report too)
+    screen/                                   the newest screen: screen.json, the install's
+                                              baseline it was held to (baseline.json), and
+                                              its job's output (its section is in the report
+                                              too): llmb.llmbrun.archive.screenpart
     system.json                               sinfo/scontrol facts, GPU and driver facts where
                                               visible (nvidia-smi here; what the newest
                                               preflight job saw on the compute nodes),
@@ -46,9 +47,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict
 
-from llmb import layout, manifest
+from llmb import manifest
 from llmb.llmbrun import analyzer, report
-from llmb.llmbrun.archive import facts, staging
+from llmb.llmbrun.archive import facts, screenpart, staging
 from llmb.llmbrun.archive.format import (
     FORMAT,
     INDEX,
@@ -57,7 +58,6 @@ from llmb.llmbrun.archive.format import (
     LeftOut,
     ReportNote,
     RunEntry,
-    ScreenNote,
     Staged,
     list_files,
     pieces,
@@ -91,7 +91,7 @@ def named_with_secret(name: str, secrets: set[str]) -> bool:
     return redact.redact(name, secrets) != name or redact.looks_like_token(name)
 
 
-def _counted(left: dict[str, LeftOut], kind: str) -> LeftOut:
+def counted(left: dict[str, LeftOut], kind: str) -> LeftOut:
     """The count of what was left out of this kind, one more file in it."""
     info = left.setdefault(kind, LeftOut(files=0, bytes=0, examples=[]))
     info["files"] += 1
@@ -100,7 +100,7 @@ def _counted(left: dict[str, LeftOut], kind: str) -> LeftOut:
 
 def _left_for_its_name(left: dict[str, LeftOut], name: str, what: str,
                        secrets: set[str]) -> None:
-    _counted(left, "secret_in_name")
+    counted(left, "secret_in_name")
     print(f"{PROG}: archive: warning: a {what} whose name holds a secret is left out: "
           f"{values.shown(redact.for_people(redact.redact(name, secrets)))}", file=sys.stderr)
 
@@ -141,7 +141,7 @@ def linked(cfg: ClusterConfig, path: Path, what: str, left: dict[str, LeftOut]) 
         (str(path) if path.is_symlink() else None)
     if link is None:
         return False
-    info = _counted(left, "links")
+    info = counted(left, "links")
     if len(info["examples"]) < EXAMPLES:
         info["examples"].append(values.shown(path))
     print(f"{PROG}: archive: warning: {what} is left out: {values.shown(link)} is a symbolic "
@@ -206,7 +206,7 @@ def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Prog
                 continue
             kind = classify(run_dir, path)
             if kind is not None:
-                info = _counted(left, kind)
+                info = counted(left, kind)
                 with contextlib.suppress(OSError):
                     info["bytes"] += path.lstat().st_size
                 if kind == "other" and len(info["examples"]) < EXAMPLES:
@@ -216,7 +216,7 @@ def stage_runs(cfg: ClusterConfig, root: Path, secrets: set[str], progress: Prog
             try:
                 copy_redacted(path, target, secrets)
             except files.FileRefused:  # turned into a FIFO or a device since it was listed
-                _counted(left, "other")
+                counted(left, "other")
                 continue
             name = target.relative_to(root).as_posix()
             if path.name.startswith("log-") and path.suffix == ".out":
@@ -316,7 +316,8 @@ def stage(cfg: ClusterConfig, root: Path, progress: Progress,
         json.dumps(facts.system_facts(cfg, latest), indent=2) + "\n", secrets))
     progress.update("analyzing the logs and writing the report")
     state = stage_analysis(root, analyzer.report_python(cfg))
-    noted = stage_screen(cfg, root, secrets, state["report"]["status"] == "written", left)
+    noted = screenpart.stage_screen(cfg, root, secrets, state["report"]["status"] == "written",
+                                    left)
     index = Staged(format=FORMAT, created=clock.iso(), made_by=f"{PROG} archive",
                    install=str(cfg.install))
     if scope:
@@ -344,49 +345,6 @@ def stage_preflight(cfg: ClusterConfig, root: Path, secrets: set[str],
         files.atomic_write(root / "preflight.json", redact.redact_text(
             json.dumps(latest, indent=2) + "\n", secrets))
     return latest
-
-
-def stage_screen(cfg: ClusterConfig, root: Path, secrets: set[str], in_report: bool,
-                 left: dict[str, LeftOut]) -> ScreenNote | None:
-    """The newest screen: screen/screen.json and its job's output (redacted), and its section
-    in the report; the index's note on it (None: the install has no screen, or its results
-    are a link, left out)."""
-    from llmb.llmbrun import screen
-
-    if _newest_screen_linked(cfg, left):
-        return None
-    found = screen.load_newest(cfg.tree)
-    if found is None:
-        return None
-    path, doc = found
-    copy_redacted(path, root / "screen" / path.name, secrets)
-    output = Path(str(doc.get("output") or ""))
-    if output.name and output.parent == path.parent and output.is_file() and \
-            not linked(cfg, output, "the newest screen's job output", left):
-        copy_redacted(output, root / "screen" / output.name, secrets)
-    held_to = Path(doc["baseline"]["path"] if "baseline" in doc else "")
-    if held_to.name and held_to.is_file():  # the baseline it was compared with
-        copy_redacted(held_to, root / "screen" / "baseline.json", secrets)
-    if in_report:
-        screen.add_to_report(root / "report", cfg.tree)
-    return ScreenNote(stamp=doc.get("stamp") or path.parent.name, suspects=doc["suspects"],
-                      in_report=in_report)
-
-
-def _newest_screen_linked(cfg: ClusterConfig, left: dict[str, LeftOut]) -> bool:
-    """Whether the newest screen's results (the newest stamp folder with a screen.json) are
-    a link or lie under one; checked before they are read."""
-    screens = cfg.tree.screens
-    if not os.path.lexists(screens):
-        return False
-    if linked(cfg, screens, "the screens", left):
-        return True
-    if not screens.is_dir():
-        return False
-    for stamp in sorted((p for p in screens.iterdir() if p.is_dir()), reverse=True):
-        if os.path.lexists(stamp / layout.SCREEN_FILE):
-            return linked(cfg, stamp / layout.SCREEN_FILE, "the newest screen", left)
-    return False
 
 
 def output_path(cfg: ClusterConfig, output: str | None) -> Path:

@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TypedDict
+from typing import Annotated, TypedDict
 
 from llmb import layout
 from llmb.llmbrun.screen import judge, precision
@@ -39,6 +40,7 @@ from llmb.llmbrun.screen.document import (
     Below,
     Comparison,
     FigureComparison,
+    Name,
     Named,
     Params,
     ScreenDocument,
@@ -46,6 +48,7 @@ from llmb.llmbrun.screen.document import (
 )
 from llmb.shared import clock, files, records, values
 from llmb.shared.errors import UsageError
+from llmb.shared.records import Bound
 
 FILE = "baseline.json"
 KIND = "llmb screen baseline"
@@ -56,19 +59,24 @@ CHANGED = ("image", "driver", "nccl", "torch")  # compared, and said
 NETWORK = "network busbw_gbps"
 OWN = "all-reduce busbw_gbps"
 ALL_NODES = "all-nodes busbw_gbps"
-Versions = dict[str, str | int | None]  # SAME and CHANGED: what measured the figures
+# SAME and CHANGED: what measured the figures
+Versions = Annotated[dict[Name, Name | int | None], Bound(items=64)]
+REDO = "give a file that llmb-run screen --save-baseline wrote, or a screen's screen.json"
+# the install's own baseline is read by every screen: running one again would meet it again
+REDO_OWN = ("move it away (a screen with --save-baseline then keeps a new one), or give "
+            "--baseline PATH")
 
 
 class Baseline(TypedDict):
     """baseline.json: what --save-baseline keeps."""
 
-    kind: str
+    kind: Name
     schema: int
-    saved: str
-    screen: str | None  # the stamp of the screen it was made of
+    saved: Name
+    screen: Name | None  # the stamp of the screen it was made of
     versions: Versions
     params: Params | None
-    figures: dict[str, BaselineFigure]
+    figures: Annotated[dict[Name, BaselineFigure], Bound(items=256)]
 
 
 def default_path(tree: layout.Install) -> Path:
@@ -157,50 +165,67 @@ def of_screen(doc: ScreenDocument) -> Baseline:
 
 
 def save(path: Path, doc: ScreenDocument) -> Baseline:
-    base = of_screen(doc)
+    """Keep the screen as a baseline at path, held to its type first (what is written, load
+    reads back); records.BadRecord or OSError (a directory at path, a full disk)."""
+    base = records.check(Baseline, json.loads(json.dumps(of_screen(doc), allow_nan=False)))
     files.write_private(path, json.dumps(base, indent=1) + "\n")
     return base
 
 
-def _number(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and \
-        math.isfinite(value)
+def _problem(base: Baseline) -> str | None:
+    """What makes a baseline of the right type unusable: a figure that is not positive (a
+    ratio against it would mean nothing), or [value, error] that is not two numbers."""
+    for figure, kept in base["figures"].items():
+        for element, pair in kept["values"].items():
+            if len(pair) != 2 or pair[0] is None or pair[0] <= 0:
+                return (f"figures.{values.brief(figure)}.values.{values.brief(element)} is "
+                        f"{values.brief(pair)}, not [a positive figure, its error or null]")
+    return None
 
 
-def _valid(figures: object) -> bool:
-    """Figures as of_screen keeps them: each with values {element: [value, error or null]}."""
-    return isinstance(figures, dict) and all(
-        isinstance(f, dict) and isinstance(f.get("values"), dict) and all(
-            isinstance(v, list) and len(v) == 2 and _number(v[0]) and
-            (v[1] is None or _number(v[1])) for v in f["values"].values())
-        for f in figures.values())
-
-
-def load(path: Path) -> Baseline:
-    """A baseline file, or a screen.json made into one; UsageError naming the file and what
-    would do."""
-    shown = values.shown(path)
-    try:
-        data = json.loads(files.read_bounded(path, MAX_BYTES))
-    except files.FileRefused as exc:
-        raise UsageError(f"--baseline {shown}: {exc.reason}; give a file that llmb-run "
-                         "screen --save-baseline wrote, or a screen's screen.json") from None
-    except (ValueError, RecursionError):
-        raise UsageError(f"--baseline {shown} is not JSON; give a file that llmb-run screen "
-                         "--save-baseline wrote, or a screen's screen.json") from None
-    if isinstance(data, dict) and data.get("kind") == KIND and \
-            isinstance(data.get("versions"), dict) and _valid(data.get("figures")):
-        return Baseline(kind=KIND, schema=SCHEMA, saved=str(data.get("saved")),
-                        screen=data.get("screen"), versions=data["versions"],
-                        params=data.get("params"), figures=data["figures"])
-    if isinstance(data, dict) and isinstance(data.get("nodes"), list):
+def _usable(data: object) -> Baseline:
+    """data as a baseline: a baseline file's, or a screen.json's made into one; UsageError
+    saying what it is not (the caller names the file)."""
+    if isinstance(data, dict) and data.get("kind") == KIND:
         try:
-            return of_screen(checked(data))
-        except (records.BadRecord, KeyError, TypeError, ValueError):
-            pass
-    raise UsageError(f"--baseline {shown} is neither a screen baseline nor a screen.json; "
-                     "give a file that llmb-run screen --save-baseline wrote, or a screen's "
-                     "screen.json")
+            base = records.check(Baseline, data)
+        except records.BadRecord as exc:
+            raise UsageError(f"is not a baseline llmb-run screen writes: {exc.problem}"
+                             ) from None
+    elif isinstance(data, dict) and "nodes" in data:
+        try:
+            base = of_screen(checked(data))
+        except records.BadRecord as exc:
+            raise UsageError(f"is not a screen.json llmb-run screen writes: {exc.problem}"
+                             ) from None
+    else:
+        raise UsageError("is neither a screen baseline nor a screen.json")
+    if (problem := _problem(base)) is not None:
+        raise UsageError(f"is not a baseline llmb-run screen writes: {problem}")
+    return base
+
+
+def load(path: Path, own: bool = False) -> Baseline:
+    """A baseline file, or a screen.json made into one, held to its type (and its figures
+    positive); UsageError naming the file (`own`: the install's, which every screen reads)
+    and what would do."""
+    what, redo = (f"the install's baseline {values.shown(path)}", REDO_OWN) if own else \
+        (f"--baseline {values.shown(path)}", REDO)
+    try:
+        if path.is_symlink() and not path.exists():
+            raise UsageError(f"is a link to {values.shown(os.readlink(path))}, which does "
+                             "not exist")
+        try:
+            data = json.loads(files.read_bounded(path, MAX_BYTES))
+        except files.FileRefused as exc:
+            raise UsageError(f": {exc.reason}") from None
+        except (ValueError, RecursionError):
+            raise UsageError("is not JSON") from None
+        return _usable(data)
+    except UsageError as exc:
+        said = str(exc)
+        raise UsageError(f"{what}{'' if said.startswith(':') else ' '}{said}; {redo}"
+                         ) from None
 
 
 # --- a screen against its baseline ------------------------------------------------------------
@@ -226,7 +251,7 @@ def compare_figure(figure: str, then: BaselineFigure, now: BaselineFigure, margi
     both = sorted(set(then["values"]) & set(now["values"]))
     was = {e: _pair(then["values"][e]) for e in both}
     got = {e: _pair(now["values"][e]) for e in both}
-    common = [e for e in both if was[e][0]]
+    common = [e for e in both if was[e][0] > 0]
     if not common:
         return None
     ratios = [got[e][0] / was[e][0] for e in common]
@@ -242,7 +267,7 @@ def compare_figure(figure: str, then: BaselineFigure, now: BaselineFigure, margi
             break
         others = _others(ratios, i)
         own = max(margin, k * precision.widened(error, len(ratios) - 1))
-        if ratios[i] / others < 1 - own:
+        if others > 0 and ratios[i] / others < 1 - own:  # others 0: the cluster, not one
             below.append(Below(element=element, ratio=round(ratios[i], 5),
                                others=round(others, 5), threshold=round(own, 5),
                                value=got[element][0], baseline=was[element][0]))

@@ -17,13 +17,18 @@ from llmb.shared.records import Bound
 
 MAX_NODES = 16_384  # nodes of one screen (the largest clusters have some thousands)
 MAX_GPUS = 64  # tasks (GPUs) of one node
+MAX_FIGURE = 1e9  # the most a figure's magnitude may be: GB/s, TFLOPS, watts, seconds, ratios
 NAME = Bound(text=256)  # a node's name, a figure's, a verdict, a stamp
 Name = Annotated[str, NAME]
 Names = Annotated[list[Name], Bound(items=MAX_NODES)]
+# A number that is drawn, divided and printed: finite (records) and within +-MAX_FIGURE (a
+# GPU's 1e308 overflows the plot's arithmetic); its repeats, and a baseline's [value, error]
+Figure = Annotated[float, Bound(number=MAX_FIGURE)]
+Figures = Annotated[list[Figure], Bound(items=4096)]
 
 
 class _GpuKeys(TypedDict):
-    figures: Annotated[dict[Name, float], Bound(items=MAX_GPUS)]
+    figures: Annotated[dict[Name, Figure], Bound(items=MAX_GPUS)]
 
 
 class GpuHealth(TypedDict, total=False):
@@ -34,8 +39,8 @@ class GpuHealth(TypedDict, total=False):
     remapped_rows_pending: bool | None
     remapped_rows_failed: bool | None
     throttle: list[Name] | None
-    power_limit_w: float | None
-    power_default_w: float | None
+    power_limit_w: Figure | None
+    power_default_w: Figure | None
     clock_sm_mhz: int | None
     clock_max_sm_mhz: int | None
     pcie_gen: list[int | None]
@@ -59,7 +64,7 @@ class ScreenGpu(_GpuKeys, total=False):
     error: str | None
     notes: list[str]
     reasons: list[str]
-    repeats: Annotated[dict[Name, list[float]], Bound(items=MAX_GPUS)]
+    repeats: Annotated[dict[Name, Figures], Bound(items=MAX_GPUS)]
     health: GpuHealth
 
 
@@ -67,8 +72,8 @@ class Size(TypedDict):
     """One size of an all-reduce sweep."""
 
     bytes: int
-    busbw_gbps: float
-    algbw_gbps: float
+    busbw_gbps: Figure
+    algbw_gbps: Figure
 
 
 class Allreduce(TypedDict, total=False):
@@ -79,14 +84,14 @@ class Allreduce(TypedDict, total=False):
     sizes: Annotated[list[Size], Bound(items=64)]
     ranks: int | None
     bytes: int | None
-    busbw_gbps: float | None
-    algbw_gbps: float | None
+    busbw_gbps: Figure | None
+    algbw_gbps: Figure | None
     error: str | None
     verdict: Name | None
     link: bool
-    floor: float | None
-    peers_median: float | None
-    repeats: list[float]  # the figure at the largest size, repeated
+    floor: Figure | None
+    peers_median: Figure | None
+    repeats: Figures  # the figure at the largest size, repeated
 
 
 class _NodesKeys(TypedDict):
@@ -106,7 +111,7 @@ class Pair(_PairKeys, Allreduce, total=False):
 
 
 # A node's pair: {"round", "with" (its partner), "busbw_gbps"}
-NodePair = TypedDict("NodePair", {"round": int, "with": Name, "busbw_gbps": float | None})
+NodePair = TypedDict("NodePair", {"round": int, "with": Name, "busbw_gbps": Figure | None})
 
 
 class _NodeKeys(TypedDict):
@@ -134,22 +139,27 @@ class Named(_NamedKeys, total=False):
     """What the screen named: a GPU, a node, a link, the cluster (what report prints of it)."""
 
     figure: Name | None
-    value: float | None
-    floor: float | None
-    expected: float | None
-    peers_median: float | None
+    value: Figure | None
+    floor: Figure | None
+    expected: Figure | None
+    peers_median: Figure | None
     explained_by: list[str]  # what the health facts say explains it
 
 
 class Round(TypedDict):
     name: Name
-    wall_s: float
+    wall_s: Figure
 
 
-class Expectation(TypedDict, total=False):
-    expected: float
-    tolerance: float
-    floor: float
+class _ExpectationKeys(TypedDict):
+    expected: Figure
+    tolerance: Figure
+    floor: Figure
+
+
+class Expectation(_ExpectationKeys, total=False):
+    """What gpus.yaml expects of a figure, and the floor it is held to (the plot draws it)."""
+
     source: str
 
 
@@ -159,21 +169,21 @@ class Params(TypedDict, total=False):
     sizes: list[int]
     iters: int
     warmup: int
-    window_s: float
+    window_s: Figure
     matmul_n: int
     memory_bytes: int
     dtypes: list[Name]
     repeats: int
     allreduce_repeats: int
-    allreduce_window_s: float
+    allreduce_window_s: Figure
     serial: bool
 
 
 class Peers(TypedDict):
     """How a figure is held to its peers: K robust sigmas, the mode's fixed tolerance."""
 
-    k: float
-    tolerance: float | None
+    k: Figure
+    tolerance: Figure | None
 
 
 class NodeTransport(TypedDict):
@@ -186,27 +196,27 @@ class NodeTransport(TypedDict):
 
 
 # llmb.llmbrun.screen.precision.Resolution.as_dict: its figure, kind and numbers
-Resolution = dict[Name, float | int | str]
+Resolution = dict[Name, Figure | int | str]
 
 
 class BaselineFigure(TypedDict):
     """One figure as a baseline keeps it: the noise pooled over its repeats, their most,
     and each element's value and relative standard error (null without repeats)."""
 
-    noise: float | None
+    noise: Figure | None
     repeats: int
-    values: dict[Name, list[float | None]]
+    values: dict[Name, Annotated[list[Figure | None], Bound(items=2)]]
 
 
 class Below(TypedDict):
     """An element of a figure below its own baseline more than the rest of the cluster."""
 
     element: str
-    ratio: float
-    others: float
-    threshold: float
-    value: float
-    baseline: float
+    ratio: Figure
+    others: Figure
+    threshold: Figure
+    value: Figure
+    baseline: Figure
 
 
 class FigureComparison(TypedDict):
@@ -214,11 +224,11 @@ class FigureComparison(TypedDict):
 
     figure: Name
     elements: int
-    ratio: float
-    threshold: float
+    ratio: Figure
+    threshold: Figure
     dropped: bool
-    baseline_median: float
-    median: float
+    baseline_median: Figure
+    median: Figure
     below: list[Below]
     new: list[str]
 

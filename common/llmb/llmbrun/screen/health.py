@@ -20,29 +20,42 @@ that figure's entry, and in its reason), never alone, since it may be the moment
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
-from llmb.llmbrun.screen.document import GpuHealth, Named, ScreenNode
+from llmb.llmbrun.screen.document import MAX_FIGURE, NAME, GpuHealth, Named, ScreenNode
+from llmb.shared import records
 
 THROTTLES = {0x4: "software power cap", 0x8: "hardware slowdown",
              0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
              0x80: "hardware power brake"}
 POWER_CAPPED = 0.95
 YES = {"yes", "1", "true", "active"}
+NAME_LENGTH = NAME.text or 256
+MAX_UNKNOWN = 64  # fields nvidia-smi did not know, named
 
 
 def _int(value: object) -> int | None:
+    """A whole number nvidia-smi said, within what a record holds; None otherwise."""
     try:
-        return int(str(value), 0)
+        got = int(str(value)[:64], 0)
     except (TypeError, ValueError):
         return None
+    return got if abs(got) <= records.MAX_WHOLE else None
 
 
 def _float(value: object) -> float | None:
+    """A number nvidia-smi said: finite and within a figure's range (never its `inf`, `nan`
+    or `[N/A]`); None otherwise."""
     try:
-        return float(str(value))
+        got = float(str(value)[:64])
     except (TypeError, ValueError):
         return None
+    return got if math.isfinite(got) and abs(got) <= MAX_FIGURE else None
+
+
+def _name(value: object) -> str | None:
+    return value if isinstance(value, str) and len(value) <= NAME_LENGTH else None
 
 
 def _yes(value: object) -> bool | None:
@@ -67,8 +80,9 @@ def facts(raw: Mapping[str, object]) -> GpuHealth:
         "pcie_width": [_int(raw.get("pcie.link.width.current")),
                        _int(raw.get("pcie.link.width.max"))],
         "temperature_c": _int(raw.get("temperature.gpu")),
-        "sampled": sampled if isinstance(sampled, str) else None,
-        "unknown_fields": [str(u) for u in unknown] if isinstance(unknown, list) else [],
+        "sampled": _name(sampled),
+        "unknown_fields": [u for u in unknown[:MAX_UNKNOWN] if _name(u) is not None]
+        if isinstance(unknown, list) else [],
     }
 
 

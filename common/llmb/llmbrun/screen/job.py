@@ -22,6 +22,7 @@ screen could not run (refused by sbatch, or ended before any task reported); 2 a
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
 import time
@@ -38,8 +39,8 @@ from llmb.llmbrun.errors import PROG, RunError
 from llmb.llmbrun.screen import baseline, render, results, transport
 from llmb.llmbrun.screen.document import Params
 from llmb.recipes import catalog
-from llmb.shared import clock, files, shellsafe, values
-from llmb.shared.errors import UsageError
+from llmb.shared import clock, files, records, shellsafe, values
+from llmb.shared.errors import LlmbError, UsageError
 
 EXIT_NAMED = 3
 JOB_TIME = "00:30:00"
@@ -227,12 +228,50 @@ def submit(cfg: ClusterConfig, nodes: int, place: Placement, smoke: bool, rounds
 
 def chosen_baseline(cfg: ClusterConfig, path: str | None
                     ) -> tuple[Path, baseline.Baseline] | None:
-    """--baseline PATH, else the install's own baseline where one was saved (None: neither).
-    Read before anything is submitted: a bad one is a bad option."""
+    """--baseline PATH, else the install's own baseline where one was saved (None: neither;
+    a link to nothing is said, never taken as no baseline). Read before anything is
+    submitted: a bad one is a bad option."""
     where = Path(path) if path is not None else baseline.default_path(cfg.tree)
-    if path is None and not where.exists():
+    if path is None and not os.path.lexists(where):
         return None
-    return where, baseline.load(where)
+    return where, baseline.load(where, own=path is None)
+
+
+def kept_results(folder: Path, why: str) -> RunError:
+    """A failure after the job, in one line: what went wrong, and where the job's raw results
+    (the tasks' files, its output) are kept."""
+    return RunError(f"{why}; the job's raw results are kept in {values.shown(folder)} "
+                    f"({screenrun.RANKS_DIR}/, the job's output)")
+
+
+def results_of(folder: Path, gpu_type: str, allocated: list[str], per_node: int
+               ) -> results.ScreenDocument | None:
+    """The screen's document from the job's files (results.document); a task's file it
+    cannot make sense of is a RunError that keeps the files, never a traceback."""
+    try:
+        return results.document(folder, gpu_type, allocated, per_node)
+    except (LlmbError, OSError) as exc:
+        raise kept_results(folder, f"cannot put the screen's results together: {exc}"
+                           ) from None
+
+
+def written(folder: Path, doc: results.ScreenDocument) -> str:
+    """screen.json, held to its type as its readers hold it, then written (private); its
+    text. What does not pass is refused in one line that keeps the job's files."""
+    try:
+        text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
+        results.checked(json.loads(text))
+    except ValueError as exc:  # a non-finite number
+        raise kept_results(folder, f"the screen's results hold {exc}") from None
+    except records.BadRecord as exc:
+        raise kept_results(folder, f"the screen's results are not what screen.json may "
+                           f"hold: {exc.problem}") from None
+    try:
+        files.write_private(folder / layout.SCREEN_FILE, text)
+    except OSError as exc:
+        raise kept_results(folder, f"cannot write {values.shown(folder / layout.SCREEN_FILE)}"
+                           f": {exc.strerror or exc}") from None
+    return text
 
 
 def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: bool,
@@ -247,7 +286,7 @@ def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: b
         f"{' on the CPU (--smoke)' if smoke else ''}; results in {folder}")).info
     output = job_spec(cfg, count, folder).output_of(job)
     allocated = placement.expand_hostlist("nodes", info.nodes) if info.nodes else []
-    doc = results.document(folder, cfg.gpu_type, allocated, cfg.gpus_per_node)
+    doc = results_of(folder, cfg.gpu_type, allocated, cfg.gpus_per_node)
     if doc is None:
         raise RunError(f"the screen job {job} ended {info.state} before any task reported "
                        f"(see {output}): {last_error(output)}")
@@ -256,12 +295,9 @@ def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: b
     if base is not None:
         baseline.apply(doc, base[1], str(base[0]))
     if save_baseline:
-        keep(cfg, doc)
-    files.write_private(folder / layout.SCREEN_FILE, json.dumps(doc, indent=1) + "\n")
-    if fmt == "json":
-        print(json.dumps(doc, indent=1))
-    else:
-        print(render.table(doc))
+        keep(cfg, doc, folder)
+    text = written(folder, doc)
+    print(text.rstrip("\n") if fmt == "json" else render.table(doc))
     if doc["named"] or doc["suspects"]:
         print(f"{PROG}: screen: named {len(doc['named'])} figure(s) below their floor; "
               f"suspects: {','.join(doc['suspects']) or 'none'}", file=sys.stderr)
@@ -269,15 +305,22 @@ def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: b
     return 0
 
 
-def keep(cfg: ClusterConfig, doc: results.ScreenDocument) -> None:
-    """--save-baseline: this screen becomes the install's baseline, if it named nothing."""
+def keep(cfg: ClusterConfig, doc: results.ScreenDocument, folder: Path) -> None:
+    """--save-baseline: this screen becomes the install's baseline, if it named nothing (a
+    baseline that cannot be written is one line that keeps the job's files)."""
     where = baseline.default_path(cfg.tree)
     if doc["named"] or doc["suspects"]:
         print(f"{PROG}: screen: not saved as the baseline: it named "
               f"{len(doc['named'])} figure(s); a baseline must be a healthy screen",
               file=sys.stderr)
         return
-    baseline.save(where, doc)
+    try:
+        baseline.save(where, doc)
+    except (OSError, ValueError, records.BadRecord) as exc:  # ValueError: not finite
+        why = exc.problem if isinstance(exc, records.BadRecord) else \
+            (exc.strerror if isinstance(exc, OSError) and exc.strerror else exc)
+        raise kept_results(folder, f"--save-baseline: cannot write {values.shown(where)}: "
+                           f"{why}") from None
     doc["saved_baseline"] = str(where)
     print(f"{PROG}: screen: saved as the cluster's baseline: {where}", file=sys.stderr)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -274,6 +275,8 @@ def html_section(doc: ScreenDocument, png: bytes | None) -> str:
         data = base64.b64encode(png).decode("ascii")
         parts.append(f'<img class="plot" alt="screen per node" src="data:image/png;base64,'
                      f'{data}">')
+    else:
+        parts.append(f'<p class="meta">{html.escape(NO_PLOT)}</p>')
     parts += ["<table>", "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"]
     for row in rows:
         style = ' style="background:#fee2e2"' if row[1] != "pass" else ""
@@ -286,17 +289,28 @@ def html_section(doc: ScreenDocument, png: bytes | None) -> str:
     return "\n".join(parts) + "\n"
 
 
+# What could make a line of markdown more than its text: an image or a link (`![x](url)`),
+# raw HTML, emphasis, code, a table's cell border (a newline is escaped by values.shown)
+_MARKDOWN = re.compile(r"([\\`*\[\]<>|])")
+NO_PLOT = ("the per-node plot is not drawn: matplotlib is not installed for the Python that "
+           "wrote this report (install it there, e.g. pip install matplotlib)")
+
+
+def md(text: object) -> str:
+    """Text from a screen.json as markdown shows it, never as markdown reads it: one line
+    (control characters escaped), its markdown characters backslash-escaped."""
+    return _MARKDOWN.sub(r"\\\1", values.shown(text))
+
+
 def markdown_section(doc: ScreenDocument, plot: bool) -> str:
     head, rows = node_rows(doc)
-    lines = ["", f"## {SECTION_TITLE}", "", f"- {headline(doc)}", f"- {rounds_line(doc)}",
-             *(f"- {n}" for n in extra_lines(doc)),
-             f"- suspects: {', '.join(doc['suspects']) or 'none'}", ""]
-    if plot:
-        lines += [f"![screen per node](plots/{PLOT_FILE})", ""]
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    lines += ["| " + " | ".join(values.shown(c).replace("|", "\\|") for c in r) + " |"
-              for r in rows]
-    lines += ["", *(f"- {line}" for line in named_lines(doc))]
+    lines = ["", f"## {SECTION_TITLE}", "", f"- {md(headline(doc))}", f"- {md(rounds_line(doc))}",
+             *(f"- {md(n)}" for n in extra_lines(doc)),
+             f"- suspects: {md(', '.join(doc['suspects']) or 'none')}", ""]
+    lines += [f"![screen per node](plots/{PLOT_FILE})" if plot else f"- {NO_PLOT}", ""]
+    lines += ["| " + " | ".join(md(h) for h in head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(md(c) for c in r) + " |" for r in rows]
+    lines += ["", *(f"- {md(line)}" for line in named_lines(doc))]
     return "\n".join(lines) + "\n"
 
 

@@ -16,6 +16,7 @@ reported, a group without a result are verdicts (`fail`, with why), never a trac
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,9 +24,8 @@ from typing import Final
 
 from llmb.container import probe, screenrun
 from llmb.llmbrun.screen import health, judge, precision, transport
-from llmb.llmbrun.screen.document import MAX_GPUS as MAX_GPUS
-from llmb.llmbrun.screen.document import MAX_NODES as MAX_NODES
 from llmb.llmbrun.screen.document import (
+    MAX_FIGURE,
     Allreduce,
     Device,
     Group,
@@ -39,6 +39,8 @@ from llmb.llmbrun.screen.document import (
     ScreenNode,
     Size,
 )
+from llmb.llmbrun.screen.document import MAX_GPUS as MAX_GPUS
+from llmb.llmbrun.screen.document import MAX_NODES as MAX_NODES
 from llmb.llmbrun.screen.document import checked as checked
 from llmb.recipes import catalog, screenfacts
 from llmb.shared import files, records
@@ -46,6 +48,8 @@ from llmb.shared import files, records
 SCHEMA = 1
 MAX_RANK_BYTES = 1 << 20
 MAX_NCCL_OUTPUT = 16 << 20
+MAX_REPEATS = 4096  # a figure's repeats kept (document.Figures)
+MAX_ERROR = 4096  # characters of a task's error kept
 BUSBW: Final = "busbw_gbps"
 ALGBW: Final = "algbw_gbps"
 GroupKey = tuple[str, tuple[str, ...]]  # a group's phase and nodes
@@ -88,11 +92,29 @@ def summary(result: Allreduce) -> Allreduce:
     return out
 
 
+def _figure(value: object) -> float | None:
+    """A task's number as a figure: finite, not negative (a rate or a bandwidth; a ratio to
+    a negative one would read as a drop of more than 100%) and at most MAX_FIGURE (never a
+    boolean, a 401-digit whole number, JSON's Infinity or NaN); None for anything else."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    if isinstance(value, int) and abs(value) > MAX_FIGURE:
+        return None
+    got = float(value)
+    return got if math.isfinite(got) and 0 <= got <= MAX_FIGURE else None
+
+
 def _numbers(value: object) -> list[float]:
-    """A list of numbers as JSON holds it; [] for anything else."""
+    """A list of figures as JSON holds it (what is not one left out); [] for anything else."""
     if not isinstance(value, list):
         return []
-    return [float(v) for v in value if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return [got for v in value[:MAX_REPEATS] if (got := _figure(v)) is not None]
+
+
+def _text(parts: Sequence[str]) -> str:
+    """Texts joined into one a record holds (a task's errors may be many, and long)."""
+    joined = "; ".join(parts)
+    return joined if len(joined) <= MAX_ERROR else f"{joined[:MAX_ERROR]}... (cut)"
 
 
 def torch_groups(ranks: Sequence[RankRecord]) -> dict[GroupKey, Group]:
@@ -138,8 +160,8 @@ def nccl_tests_groups(folder: Path, phases: Sequence[screenrun.Phase], per_node:
 
 def gpu_entry(rank: RankRecord) -> ScreenGpu:
     device: Device = rank.get("device") or {}
-    figures = {k: float(v) for k, v in (rank.get("figures") or {}).items()
-               if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    figures = {k: number for k, v in (rank.get("figures") or {}).items()
+               if (number := _figure(v)) is not None}
     repeats = {k: got for k, v in (rank.get("repeats") or {}).items()
                if k in figures and (got := _numbers(v))}
     for figure, series in repeats.items():
@@ -148,7 +170,7 @@ def gpu_entry(rank: RankRecord) -> ScreenGpu:
                       index=device.get("index"), name=device.get("name"),
                       uuid=device.get("uuid"), pci_bus_id=device.get("pci_bus_id"),
                       serial=device.get("serial"), figures=figures,
-                      notes=list(rank.get("errors") or []), error=None)
+                      notes=[_text([e]) for e in rank.get("errors") or []], error=None)
     if repeats:
         entry["repeats"] = repeats
     if (raw := rank.get("health")) is not None:
@@ -164,7 +186,8 @@ def node_entries(ranks: Sequence[RankRecord], run: RunInfo,
     for r in ranks:
         by_node.setdefault(r["node"], []).append(r)
     placed = run.get("ranks") or {}
-    names = sorted(set(allocated) | set(placed) | set(by_node))
+    # every node the run names has an entry, reported or not: its groups are placed on it
+    names = sorted(set(allocated) | set(placed) | set(by_node) | set(run.get("nodes") or []))
     unmeasured = run.get("unmeasured") or {}
     out = []
     for name in names:
@@ -192,7 +215,7 @@ def mark_missing_figures(nodes: Sequence[ScreenNode]) -> None:
     for gpu in gpus:
         missing = sorted(seen - set(gpu["figures"]))
         if not gpu["figures"] or missing:
-            gpu["error"] = "; ".join(gpu["notes"]) or f"no {', '.join(missing) or 'figure'}"
+            gpu["error"] = _text(gpu["notes"]) or _text([f"no {', '.join(missing) or 'figure'}"])
 
 
 def place_groups(nodes: list[ScreenNode], phases: Sequence[screenrun.Phase],

@@ -4,13 +4,15 @@ $LLMB_INSTALL/screens/<stamp>/screen.json, and the commands that leave those nod
 
 screen.json is a JSON object whose `suspects` is a list of node names (possibly empty), held
 whole to its type (llmb.llmbrun.screen.results.ScreenDocument) before any of it is used; the
-newest screen is the one whose <stamp> folder sorts last (stamps are UTC YYYYmmdd-HHMMSS).
+newest screen is the one whose <stamp> folder sorts last (stamps are UTC YYYYmmdd-HHMMSS;
+a folder named otherwise, a backup or a copy, is no screen).
 A screen that never finished writing its JSON does not count: the one before it does.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +24,8 @@ from llmb.llmbrun.screen.document import MAX_NODES
 from llmb.shared import files, records, values
 
 MAX_SCREEN_BYTES = 64 << 20  # a screen of thousands of nodes is a few MB
+STAMP = re.compile(r"[0-9]{8}-[0-9]{6}")  # llmb.shared.clock.stamp()
+REDO = "run llmb-run screen again"  # the newer screen is read instead of the bad one
 
 
 @dataclass(frozen=True)
@@ -31,11 +35,23 @@ class Screen:
     doc: results.ScreenDocument  # its content, checked
 
 
+def is_stamp(name: str) -> bool:
+    """Whether a folder under screens/ is named as a screen writes it (its UTC stamp,
+    YYYYmmdd-HHMMSS); another (`backup-old`, a copy) is never a screen."""
+    return STAMP.fullmatch(name) is not None
+
+
+def stamp_folders(tree: layout.Install) -> list[Path]:
+    """The screens' folders, newest first: directories named as a screen writes them."""
+    if not tree.screens.is_dir():
+        return []
+    return sorted((p for p in tree.screens.iterdir() if is_stamp(p.name) and p.is_dir()),
+                  reverse=True)
+
+
 def newest_screen(tree: layout.Install) -> Screen | None:
     """The newest complete screen of this install, or None when there is none."""
-    if not tree.screens.is_dir():
-        return None
-    for stamp in sorted((p for p in tree.screens.iterdir() if p.is_dir()), reverse=True):
+    for stamp in stamp_folders(tree):
         path = stamp / layout.SCREEN_FILE
         try:
             raw = files.read_bounded(path, MAX_SCREEN_BYTES)
@@ -52,13 +68,13 @@ def _document(path: Path, raw: bytes) -> results.ScreenDocument:
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):
-        raise RunError(f"screen results {values.shown(path)} are not valid JSON; run "
-                       "llmb-run screen again") from None
+        raise RunError(f"screen results {values.shown(path)} are not valid JSON; "
+                       f"{REDO}") from None
     try:
         return results.checked(data)
     except records.BadRecord as exc:
-        raise RunError(f"screen results {values.shown(path)}: {exc.problem}; run llmb-run "
-                       "screen again") from None
+        raise RunError(f"screen results {values.shown(path)}: {exc.problem}; {REDO}"
+                       ) from None
 
 
 def _suspects(path: Path, names: list[str]) -> tuple[str, ...]:
