@@ -14,6 +14,9 @@ from typing import Any
 
 from llmb.container import screenrun
 from llmb.llmbrun.screen import results as screenresults
+from llmb.recipes import catalog
+
+H100_GPU = catalog.get_gpu_type("h100")
 
 NODES = ["node1", "node2", "node3", "node4"]
 # The least a screen.json of its type holds (llmb.llmbrun.screen.results.ScreenDocument): what
@@ -118,7 +121,7 @@ def screen_json(root: Path, stamp: str = "20260102-030405", **kwargs: Any) -> di
     """A judged screen under root/screens/<stamp>/ (screen.json and the job's output)."""
     folder = root / "screens" / stamp
     write_screen(folder, **kwargs)
-    doc = screenresults.document(folder, "h100", NODES, PER_NODE)
+    doc = screenresults.document(folder, H100_GPU, NODES, PER_NODE)
     assert doc is not None
     output = folder / "screen-9.out"
     output.write_text("LLMB_SCREEN probe exit 0\n")

@@ -13,7 +13,10 @@ import pytest
 import screenfiles
 from llmb.container import gpuhealth
 from llmb.llmbrun.screen import health, results
+from llmb.recipes import catalog
 from paths import E2E_BIN
+
+H100_GPU = catalog.get_gpu_type("h100")
 
 NODES, PER_NODE = screenfiles.NODES, screenfiles.PER_NODE
 
@@ -35,7 +38,7 @@ def screen(folder: Path, monkeypatch, facts: dict[int, str], **kwargs: Any) -> d
         rank = json.loads(path.read_text())
         rank["health"] = sampled(monkeypatch, rank["local_rank"], facts.get(rank["rank"], ""))
         path.write_text(json.dumps(rank))
-    doc = results.document(folder, "h100", NODES, PER_NODE)
+    doc = results.document(folder, H100_GPU, NODES, PER_NODE)
     assert doc is not None
     return dict(doc)
 
@@ -84,7 +87,7 @@ def test_a_throttle_and_a_power_cap_explain_a_slow_gpu(tmp_path, monkeypatch):
     rank["repeats"]["matmul_bf16_tflops"] = [v * 0.7 for v in rank["repeats"][
         "matmul_bf16_tflops"]]
     path.write_text(json.dumps(rank))
-    doc = dict(results.document(tmp_path, "h100", NODES, PER_NODE) or {})
+    doc = dict(results.document(tmp_path, H100_GPU, NODES, PER_NODE) or {})
     (named,) = doc["named"]
     assert (named["name"], named["figure"]) == ("node2 GPU 0", "matmul_bf16_tflops")
     assert named["explained_by"] == ["hardware thermal slowdown active",

@@ -12,14 +12,17 @@ import screenfiles
 from llmb.container import screenrun
 from llmb.llmbrun.screen import precision
 from llmb.llmbrun.screen import results as screenresults
+from llmb.recipes import catalog
 from llmb.shared import records
+
+H100_GPU = catalog.get_gpu_type("h100")
 
 NODES, PER_NODE = screenfiles.NODES, screenfiles.PER_NODE
 write_screen = screenfiles.write_screen
 
 
 def doc_of(folder: Path, allocated: list[str] = NODES) -> dict[str, Any]:
-    doc = screenresults.document(folder, "h100", allocated, PER_NODE)
+    doc = screenresults.document(folder, H100_GPU, allocated, PER_NODE)
     assert doc is not None
     return doc
 
@@ -105,10 +108,10 @@ def test_what_never_reported_fails(tmp_path):
 
 
 def test_no_task_described_the_run(tmp_path):
-    assert screenresults.document(tmp_path, "h100", NODES, PER_NODE) is None
+    assert screenresults.document(tmp_path, H100_GPU, NODES, PER_NODE) is None
     (tmp_path / "ranks").mkdir()
     (tmp_path / "ranks" / "rank-00000.json").write_text("{not json")
-    assert screenresults.document(tmp_path, "h100", NODES, PER_NODE) is None
+    assert screenresults.document(tmp_path, H100_GPU, NODES, PER_NODE) is None
 
 
 NCCL_OUT = "\n".join([

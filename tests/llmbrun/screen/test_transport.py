@@ -11,6 +11,9 @@ import nccllogs
 import pytest
 import screenfiles
 from llmb.llmbrun.screen import render, results, transport
+from llmb.recipes import catalog
+
+H100_GPU = catalog.get_gpu_type("h100")
 
 NODES = screenfiles.NODES
 
@@ -19,7 +22,7 @@ def gpu_screen(folder: Path, networks: dict[str, str], **kwargs: Any) -> dict[st
     screenfiles.write_screen(folder, repeats=5, mode="gpu")
     nccllogs.write_logs(folder, NODES, screenfiles.PER_NODE, networks, screenfiles.host_of,
                         **kwargs)
-    doc = results.document(folder, "h100", NODES, screenfiles.PER_NODE)
+    doc = results.document(folder, H100_GPU, NODES, screenfiles.PER_NODE)
     assert doc is not None
     return dict(doc)
 
@@ -71,7 +74,7 @@ def test_a_node_without_lines_is_unknown_and_not_named(tmp_path):
     doc = gpu_screen(tmp_path, {})
     for log in (tmp_path / "nccl-logs").glob("rank-0000[67].log"):  # node4's two tasks
         log.unlink()
-    doc = dict(results.document(tmp_path, "h100", NODES, screenfiles.PER_NODE) or {})
+    doc = dict(results.document(tmp_path, H100_GPU, NODES, screenfiles.PER_NODE) or {})
     assert doc["transport"]["node4"] == {"transport": "unknown", "networks": [],
                                          "channels": [], "plugin": None}
     assert doc["named"] == []
@@ -81,5 +84,5 @@ def test_the_cpu_path_reads_no_nccl_lines(tmp_path):
     screenfiles.write_screen(tmp_path, repeats=5)
     nccllogs.write_logs(tmp_path, NODES, screenfiles.PER_NODE, dict.fromkeys(NODES, "Socket"),
                         screenfiles.host_of)
-    doc = results.document(tmp_path, "h100", NODES, screenfiles.PER_NODE)
+    doc = results.document(tmp_path, H100_GPU, NODES, screenfiles.PER_NODE)
     assert doc is not None and doc["transport"] is None and doc["named"] == []

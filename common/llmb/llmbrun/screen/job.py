@@ -244,12 +244,12 @@ def kept_results(folder: Path, why: str) -> RunError:
                     f"({screenrun.RANKS_DIR}/, the job's output)")
 
 
-def results_of(folder: Path, gpu_type: str, allocated: list[str], per_node: int
+def results_of(folder: Path, gpu: catalog.GpuType, allocated: list[str], per_node: int
                ) -> results.ScreenDocument | None:
     """The screen's document from the job's files (results.document); a task's file it
     cannot make sense of is a RunError that keeps the files, never a traceback."""
     try:
-        return results.document(folder, gpu_type, allocated, per_node)
+        return results.document(folder, gpu, allocated, per_node)
     except (LlmbError, OSError) as exc:
         raise kept_results(folder, f"cannot put the screen's results together: {exc}"
                            ) from None
@@ -286,7 +286,7 @@ def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: b
         f"{' on the CPU (--smoke)' if smoke else ''}; results in {folder}")).info
     output = job_spec(cfg, count, folder).output_of(job)
     allocated = placement.expand_hostlist("nodes", info.nodes) if info.nodes else []
-    doc = results_of(folder, cfg.gpu_type, allocated, cfg.gpus_per_node)
+    doc = results_of(folder, cfg.gpu, allocated, cfg.gpus_per_node)
     if doc is None:
         raise RunError(f"the screen job {job} ended {info.state} before any task reported "
                        f"(see {output}): {last_error(output)}")

@@ -243,7 +243,7 @@ def place_groups(nodes: list[ScreenNode], phases: Sequence[screenrun.Phase],
     return pairs, everyone
 
 
-def document(folder: Path, gpu_type: str, allocated: Sequence[str], per_node: int
+def document(folder: Path, gpu: catalog.GpuType, allocated: Sequence[str], per_node: int
              ) -> ScreenDocument | None:
     """screen.json's content from the job's files; None when no task described the run
     (the job never got as far as meeting)."""
@@ -263,7 +263,7 @@ def document(folder: Path, gpu_type: str, allocated: Sequence[str], per_node: in
         results = torch_groups(ranks)
     pairs, everyone = place_groups(nodes, phases, results)
     mode = str(run.get("mode"))
-    expectations = screenfacts.expectations(catalog.get_gpu_type(gpu_type)) if mode == "gpu" else {}
+    expectations = screenfacts.expectations(gpu) if mode == "gpu" else {}
     verdicts = judge.judge(nodes, pairs, mode, expectations)
     named, suspects = verdicts["named"], verdicts["suspects"]
     links = None
@@ -276,7 +276,7 @@ def document(folder: Path, gpu_type: str, allocated: Sequence[str], per_node: in
         health.explain(named, nodes)
         named, suspects = [*named, *sick], judge.mark(nodes, sick, "unhealthy")
     return ScreenDocument(
-        schema=SCHEMA, gpu_type=gpu_type, mode=mode, backend=run.get("backend"),
+        schema=SCHEMA, gpu_type=gpu.name, mode=mode, backend=run.get("backend"),
         measured_by=run.get("tool"), torch=run.get("torch"), nccl=run.get("nccl"),
         driver=run.get("driver"),
         tasks=run.get("tasks"), gpus_per_node=per_node, params=run.get("params"),
