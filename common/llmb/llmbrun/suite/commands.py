@@ -168,16 +168,10 @@ class RunRow(TypedDict):
     jobs: list[str]
 
 
-class ConfigRow(TypedDict):
+class ConfigRow(plan.ConfigRowKey):
     """One configuration in `suite status --format=json`: its runs by state (record.STATES),
     and each run."""
 
-    key: str
-    workload: str
-    size: str
-    dtype: str
-    scaling: str
-    scale: int
     done: int
     running: int
     pending: int

@@ -54,6 +54,17 @@ class ConfigRecord(TypedDict):
     time_limit_s: int
 
 
+class ConfigRowKey(TypedDict):
+    """What names a configuration in the rows `suite status` and `suite report` print."""
+
+    key: str
+    workload: str
+    size: str
+    dtype: str
+    scaling: str
+    scale: int
+
+
 @dataclass(frozen=True)
 class SuiteConfig:
     """One published configuration of a suite."""

@@ -19,12 +19,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TypedDict
 
 from llmb.llmbrun import analyzer, report
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import PROG, RunError
 from llmb.llmbrun.suite import record
+from llmb.llmbrun.suite.plan import ConfigRowKey
 from llmb.llmbrun.suite.record import Slot, Suite
 from llmb.shared import values
 
@@ -34,15 +34,9 @@ TABLE = ("WORKLOAD", "SIZE", "DTYPE", "SCALING", "GPUS", "DONE", "MEDIAN_S", "RE
          "VERDICT")
 
 
-class ReportRow(TypedDict):
+class ReportRow(ConfigRowKey):
     """One configuration of `suite report`: its runs and the analyzer's verdict."""
 
-    key: str
-    workload: str
-    size: str
-    dtype: str
-    scaling: str
-    scale: int
     repeats: int
     successful_runs: int
     failed_runs: int
