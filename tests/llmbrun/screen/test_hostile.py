@@ -117,7 +117,7 @@ def test_a_node_the_run_names_that_no_task_reported_is_a_verdict(tmp_path):
     data["run"]["nodes"] = [*data["run"]["nodes"], "node9"]
     data["run"]["rounds"] = 0
     rank0.write_text(json.dumps(data))
-    doc = job.results_of(tmp_path, "h100", screenfiles.NODES, screenfiles.PER_NODE)
+    doc = job.results_of(tmp_path, screenfiles.H100_GPU, screenfiles.NODES, screenfiles.PER_NODE)
     assert doc is not None
     (ghost,) = [n for n in doc["nodes"] if n["node"] == "node9"]
     assert "none of its tasks reported" in ghost["error"]
@@ -170,7 +170,7 @@ def test_a_screen_of_hostile_task_files_is_refused_in_one_line_or_read_back_and_
     folder = tmp_path / "screens" / "20260102-030405"
     _hostile_screen(folder, seed)
     try:
-        doc = job.results_of(folder, "h100", screenfiles.NODES, screenfiles.PER_NODE)
+        doc = job.results_of(folder, screenfiles.H100_GPU, screenfiles.NODES, screenfiles.PER_NODE)
         if doc is None:
             return
         doc.update(stamp=folder.name, job_id="9", job_state="COMPLETED", output="o")
@@ -259,7 +259,7 @@ def test_a_task_figure_that_is_no_figure_is_left_out_and_its_gpu_says_so(tmp_pat
     data = json.loads(rank1.read_text())
     data["figures"]["memory_gbps"] = value
     rank1.write_text(json.dumps(data))
-    doc = job.results_of(tmp_path, "h100", screenfiles.NODES, screenfiles.PER_NODE)
+    doc = job.results_of(tmp_path, screenfiles.H100_GPU, screenfiles.NODES, screenfiles.PER_NODE)
     assert doc is not None
     node = doc["nodes"][0]
     if value == float("inf"):  # JSON's Infinity: the task's file is no record, not read
