@@ -85,7 +85,7 @@ refused() {
     refused 2 "MAX_STEPS=12345678901234567890123 is too large; at most 1000000" \
         MAX_STEPS=12345678901234567890123
     refused 2 "PROFILE_STOP_STEP=1e9 is not a positive integer" PROFILE_STOP_STEP=1e9
-    refused 2 "SBATCH_GPUS_PER_NODE=3 does not match the 8 tasks per node (GPUS_PER_NODE=8 for h100)" \
+    refused 2 "SBATCH_GPUS_PER_NODE=3 asks for 3 GPUs per node, but a h100 job runs 8 tasks per node, each on one GPU: use gpu:8 (GPUS_PER_NODE=8), or unset it" \
         SBATCH_GPUS_PER_NODE=3
     refused 2 "JOB_TOTAL_GPUS=1000000 is more processes than this machine can run: CLUSTER_TYPE=local starts one per GPU, at most" \
         CLUSTER_TYPE=local SMOKE_TEST=true JOB_TOTAL_GPUS=1000000
