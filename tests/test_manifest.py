@@ -10,7 +10,7 @@ import stat
 import pytest
 from llmb import manifest
 from llmb.manifest import ManifestError
-from trainmanifests import find, make_manifest
+from trainmanifests import find, make_manifest, with_field
 
 LAUNCHED = make_manifest(*find("llama3.1", "8b", "fp8", "h100", 16))
 
@@ -27,16 +27,7 @@ def test_written_owner_only_and_read_back(tmp_path):
 
 
 def changed(path: str, value: object) -> dict:
-    data = copy.deepcopy(LAUNCHED)
-    *parents, leaf = path.split(".")
-    target = data
-    for key in parents:
-        target = target[key]
-    if value is KeyError:
-        del target[leaf]
-    else:
-        target[leaf] = value
-    return data
+    return with_field(LAUNCHED, path, value)
 
 
 @pytest.mark.parametrize(("path", "value", "problem"), [

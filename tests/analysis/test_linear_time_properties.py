@@ -16,6 +16,7 @@ import os
 import tempfile
 
 from deadline import deadline
+from hostilelines import hostile_lines
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from llmb.analysis import bulk, failures, megatron_steps, stepline, timing
@@ -57,13 +58,9 @@ UNITS = ["1", "_", " ", "|", ":", "=", ".", ",", "a", "A", "*", "-", "[", "]", "
 TAILS = ["", "x", "_", "\x00", "|", " ***", "]"]
 
 
-@st.composite
-def hostile_line(draw: st.DrawFn) -> str:
+def hostile_line() -> st.SearchStrategy[str]:
     """A real line with a run of one class of characters put anywhere in it."""
-    line = draw(st.sampled_from(LINES))
-    at = draw(st.integers(0, len(line)))
-    unit = draw(st.sampled_from(UNITS))
-    return line[:at] + unit * (LENGTH // len(unit)) + draw(st.sampled_from(TAILS)) + line[at:]
+    return hostile_lines(LINES, UNITS, TAILS, LENGTH)
 
 
 def read_every_way(line: str) -> None:

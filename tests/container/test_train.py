@@ -7,7 +7,6 @@ plan is checked as plain data so it runs in the default suite in a fraction of a
 
 from __future__ import annotations
 
-import copy
 import json
 import sys
 from pathlib import Path
@@ -21,7 +20,15 @@ from llmb.container import train
 from llmb.launch import jobenv
 from llmb.manifest import ManifestError
 from llmb.recipes import catalog
-from trainmanifests import CASES, OPTION_VARIANTS, RUN_DIR, SEQ_LENGTH, find, make_manifest
+from trainmanifests import (
+    CASES,
+    OPTION_VARIANTS,
+    RUN_DIR,
+    SEQ_LENGTH,
+    find,
+    make_manifest,
+    with_field,
+)
 
 
 @pytest.mark.parametrize("variant", sorted(OPTION_VARIANTS))
@@ -351,16 +358,7 @@ def test_profile_defaults_are_each_recipes() -> None:
 
 def _broken(path: str, value: Any) -> dict[str, Any]:
     r, cfg = find("llama3.1", "8b", "fp8", "h100", 8)
-    m = copy.deepcopy(make_manifest(r, cfg))
-    *parents, leaf = path.split(".")
-    target = m
-    for key in parents:
-        target = target[key]
-    if value is KeyError:
-        del target[leaf]
-    else:
-        target[leaf] = value
-    return m
+    return with_field(make_manifest(r, cfg), path, value)
 
 
 @pytest.mark.parametrize(("path", "value", "message"), [

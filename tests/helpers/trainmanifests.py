@@ -4,6 +4,7 @@ tier (tests/nemo)."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from llmb.recipes import catalog
@@ -68,3 +69,18 @@ def find(recipe: str, size: str, dtype: str, gpu: str, gpus: int, scaling: str =
 def name_of(cfg: Any) -> str:
     """The function or class a NeMo (fiddle) config builds."""
     return cfg.__fn_or_cls__.__name__
+
+
+def with_field(data: dict[str, Any], path: str, value: object) -> dict[str, Any]:
+    """A deep copy of `data` with the field at the dotted `path` set to `value`, or removed
+    where `value` is KeyError."""
+    out = copy.deepcopy(data)
+    *parents, leaf = path.split(".")
+    target = out
+    for key in parents:
+        target = target[key]
+    if value is KeyError:
+        del target[leaf]
+    else:
+        target[leaf] = value
+    return out

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import nccllogs
 from deadline import deadline
+from hostilelines import hostile_lines
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from llmb.llmbrun.screen import transport
@@ -32,12 +33,9 @@ UNITS = [" ", "\t", "1", ":", "/", "a", "A", "[", "]", ".", "_", "-", "1:", " vi
 TAILS = ["", "x", "/", ":", "\x00", " "]
 
 
-@st.composite
-def hostile_line(draw: st.DrawFn) -> str:
-    line = draw(st.sampled_from(LINES))
-    at = draw(st.integers(0, len(line)))
-    unit = draw(st.sampled_from(UNITS))
-    return line[:at] + unit * (LENGTH // len(unit)) + draw(st.sampled_from(TAILS)) + line[at:]
+def hostile_line() -> st.SearchStrategy[str]:
+    """A real line with a run of one class of characters put anywhere in it."""
+    return hostile_lines(LINES, UNITS, TAILS, LENGTH)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
