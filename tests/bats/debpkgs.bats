@@ -20,9 +20,14 @@ setup() {
 }
 
 @test "a wait that is not a number of seconds is refused in one line" {
-    LLMB_APT_WAIT=soon run --separate-stderr bash "${SCRIPT}" bash
-    [ "${status}" -eq 2 ]
-    [ "${stderr}" = "debpkgs: LLMB_APT_WAIT=soon is not a number of seconds; give a whole number (default 900)" ]
+    local wait
+    # shellcheck disable=SC2016 # a command substitution given as text, never run
+    for wait in soon -1 '$(touch /tmp/llmb-debpkgs-ran)' '1 2' 99999999999999999999 86401; do
+        LLMB_APT_WAIT="${wait}" run --separate-stderr bash "${SCRIPT}" bash
+        [ "${status}" -eq 2 ]
+        [ "${stderr}" = "debpkgs: LLMB_APT_WAIT=${wait} is not a number of seconds; give a whole number from 0 to 86400 (default 900)" ]
+    done
+    [ ! -e /tmp/llmb-debpkgs-ran ]
 }
 
 @test "installed packages cost nothing: no lock is taken, no apt-get runs" {

@@ -47,8 +47,9 @@ main() {
         say "usage: bash tests/tools/debpkgs.sh PKG..."
         return 2
     fi
-    if ! [[ "${WAIT}" =~ ^[0-9]+$ ]]; then
-        say "LLMB_APT_WAIT=${WAIT} is not a number of seconds; give a whole number (default 900)"
+    if ! [[ "${WAIT}" =~ ^[0-9]{1,5}$ ]] || ((10#${WAIT} > 86400)); then
+        say "LLMB_APT_WAIT=${WAIT} is not a number of seconds; give a whole number from 0 to" \
+            "86400 (default 900)"
         return 2
     fi
     mapfile -t todo < <(missing "$@")
