@@ -8,7 +8,9 @@
 # checkouts), then runs pytest on tests/nemo: every
 # published row's recipe, the fidelity table (tests/helpers/upstream_jobs.py) and the goldens of
 # `train --print-config`. Arguments go to pytest (e.g. -k llama, -x). LLMB_UPDATE_GOLDEN=1
-# rewrites the goldens under tests/nemo/golden. CI (.ci/run) runs it after `make test`.
+# rewrites the goldens under tests/nemo/golden. `--install-only` builds the venv and stops: CI
+# (.ci/run) starts that beside `make test` (the install is mostly download and unpacking) and
+# runs the tests after it.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -44,6 +46,9 @@ main() {
     fi
     ensure_venv
     exec 9>&-
+    if [[ "${1:-}" == "--install-only" ]]; then
+        return 0
+    fi
     cd "$root"
     # No GPU here: keep NeMo and Lightning from probing for one and HF from going online.
     CUDA_VISIBLE_DEVICES="" HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
