@@ -142,3 +142,11 @@ def test_many_forgotten_jobs_cost_one_scontrol_call(slurm) -> None:
     infos = slurmquery.job_infos(ids)
     assert sum(i.state == "COMPLETED" for i in infos.values()) == 50
     assert [c.split()[0] for c in slurm.calls()].count("scontrol") == 1
+
+
+def test_a_node_count_in_other_digits_is_not_a_count(bin_dir: Path) -> None:
+    # '²'.isdigit() holds and int('²') raises: a garbled sinfo line counts no node, no traceback
+    command(bin_dir, "sinfo", "#!/bin/sh\necho 'batch|up|\u00b2|gpu:8|idle'\n"
+            "echo 'batch|up|3|gpu:8|idle'\n".encode())
+    facts = slurmquery.partition_facts("batch")
+    assert facts is not None and (facts.nodes, facts.idle) == (3, 3)

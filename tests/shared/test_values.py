@@ -71,3 +71,16 @@ def test_a_long_value_is_shown_as_its_prefix_and_its_length() -> None:
     assert values.brief(huge) == "h" * values.BRIEF + "... (3000000 characters)"
     assert values.brief("a\nb") == "a\\nb"
     assert values.brief(10**5000) == "<a whole number of about 5001 digits>"
+
+
+@pytest.mark.parametrize("text", ["0", "42", "0007"])
+def test_ascii_digits_takes_0_to_9(text: str) -> None:
+    assert values.ascii_digits(text)
+
+
+@pytest.mark.parametrize("text", ["", "4 2", "-1", "1.0", "\u00b2", "\u0661\u0660", "\uff11",
+                                  "12\u00b3"])
+def test_ascii_digits_refuses_other_digits_that_isdigit_takes(text: str) -> None:
+    # '\u00b2'.isdigit() is True but int('\u00b2') raises: sinfo's node count, a GRES count or a
+    # pid folder with one must read as "not a number", never crash
+    assert not values.ascii_digits(text)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar
 
 from llmb import manifest
 from llmb.manifest import ManifestError
-from llmb.shared.values import brief, shown
+from llmb.shared.values import ascii_digits, brief, shown
 
 if TYPE_CHECKING:
     from llmb.recipes.catalog import Config, Recipe, Reference
@@ -149,7 +149,7 @@ def _info(m: re.Match[str], experiment: str, workload: str) -> NameInfo | None:
     gbs = m.groupdict().get("gbs")
     fields = {k.lower(): v for k, v in _FIELD.findall(m.groupdict().get("fields") or "")}
     parallel = None
-    if all(k in fields and fields[k].isdigit() for k in ("tp", "pp", "cp")):
+    if all(k in fields and ascii_digits(fields[k]) for k in ("tp", "pp", "cp")):
         parallel = (int(fields["tp"]), int(fields["pp"]), int(fields["cp"]))
     return NameInfo(
         experiment=experiment[: len(experiment) - len(m.group("suffix"))], workload=workload,

@@ -35,6 +35,8 @@ import math
 import re
 from typing import NamedTuple
 
+from llmb.shared.values import ascii_digits
+
 # The keys a step line holds, each followed by its raw value; read from the line in lower case
 # (first occurrence wins).
 _FIELD = re.compile(r"(train_step_timing in s|tflops_per_gpu|global_batch_size|global_step|"
@@ -106,7 +108,7 @@ def digits(text: str) -> int:
     if number(text) is None:
         return 0
     mantissa = text.lower().partition("e")[0].lstrip("+-").replace(".", "")
-    return len(mantissa.lstrip("0")) if mantissa.isdigit() else 0
+    return len(mantissa.lstrip("0")) if ascii_digits(mantissa) else 0
 
 
 def _fields(line: str) -> dict[str, str]:

@@ -21,7 +21,7 @@ from llmb.launch.slurmjob import Gres, GresError, SlurmSettings, parse_gres
 from llmb.launch.variables import RequestError, checked, setting
 from llmb.recipes import catalog, images
 from llmb.shared import files, shellsafe
-from llmb.shared.values import shown
+from llmb.shared.values import ascii_digits, shown
 
 # What this module reads; launch.sh's request refuses a control character in any of them.
 SLURM_VARS = ("SBATCH_ACCOUNT", "SBATCH_PARTITION", "SBATCH_GPUS_PER_NODE")
@@ -64,7 +64,7 @@ def _gres(value: str | None, config: catalog.Config) -> Gres | None:
     """SBATCH_GPUS_PER_NODE by the GRES rule, its count the tasks per node (GPUS_PER_NODE)."""
     if value is None:
         return None
-    text = f"gpu:{value}" if value.isdecimal() else value  # a bare N: gpu:N
+    text = f"gpu:{value}" if ascii_digits(value) else value  # a bare N: gpu:N
     try:
         return parse_gres(text, config.gpu, config.gpus_per_node)
     except GresError as exc:

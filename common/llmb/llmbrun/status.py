@@ -27,6 +27,7 @@ from llmb.llmbrun.errors import PROG, RunError
 from llmb.llmbrun.history import Scan, SubmitRecord
 from llmb.shared import files, progress, slurmquery, values
 from llmb.shared.progress import Progress
+from llmb.shared.values import ascii_digits
 
 ACTIVE_STATES = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
                  "RESIZING", "SIGNALING", "STAGE_OUT", "REQUEUE_HOLD", "REQUEUE_FED"}
@@ -243,7 +244,7 @@ def job_logs(rec: SubmitRecord, batch: bool = False) -> list[Path]:
 
     def restart(p: Path) -> int:
         tail = p.stem.rsplit("_", 1)[-1]
-        return int(tail) if tail.isdigit() else 0
+        return int(tail) if ascii_digits(tail) else 0
 
     return sorted(found, key=lambda p: (restart(p), p.name))
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from llmb.shared.errors import LlmbError
+from llmb.shared.values import ascii_digits
 from llmb.shared.yamlfile import read_yaml
 
 REFERENCES_FILE = Path(__file__).resolve().parents[2] / "references" / "megatron-bridge.yaml"
@@ -134,11 +135,11 @@ def _problem(field: str, value: object) -> str | None:
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
         return None if ok else "use a number above 0"
     if kind == "container" and not (isinstance(value, str)
-                                    and all(p.isdigit() for p in value.split("."))):
+                                    and all(ascii_digits(p) for p in value.split("."))):
         return "use a NeMo container release such as '26.04.01' (quoted)"
     if not isinstance(value, str) or not value.strip():
         return "use a non-empty text"
-    if kind == "key" and not all(c.islower() or c.isdigit() or c in "._" for c in value):
+    if kind == "key" and not all(c.islower() or ascii_digits(c) or c in "._" for c in value):
         return "use lower-case letters, digits, '.' and '_' (e.g. llama3.1_405b)"
     return None
 

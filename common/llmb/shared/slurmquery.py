@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 from llmb.shared.errors import LlmbError
+from llmb.shared.values import ascii_digits
 
 TIMEOUT_S = 20
 TERMINAL_STATES = {
@@ -314,7 +315,7 @@ def partition_facts(name: str) -> PartitionFacts | None:
         if len(parts) != 5 or parts[0].rstrip("*") != name:
             continue
         avail = parts[1]
-        count = int(parts[2]) if parts[2].isdigit() else 0
+        count = int(parts[2]) if ascii_digits(parts[2]) else 0
         nodes += count
         idle += count if parts[4].startswith("idle") else 0
         usable += count if _usable(parts[4]) else 0

@@ -33,6 +33,12 @@ class BadValue(UsageError):
     """A value that cannot be used; str(error) is one line for people (no program prefix)."""
 
 
+def ascii_digits(text: str) -> bool:
+    """True for a non-empty run of 0-9 only. str.isdigit() also takes other scripts' digits and
+    superscripts ('\u0661', '\u00b2'), which int() then refuses or reads as another number."""
+    return text.isascii() and text.isdigit()
+
+
 def shown(value: object, limit: int = SHOWN_MAX) -> str:
     """A value as one printable line: control characters appear escaped (`\\n`, `\\x1b`);
     past `limit` characters, its prefix and its length (`abc... (3000000 characters)`)."""

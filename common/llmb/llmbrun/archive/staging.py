@@ -20,6 +20,7 @@ from pathlib import Path
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import RunError
 from llmb.shared import files, values
+from llmb.shared.values import ascii_digits
 
 STAGING = ".llmb-archive-"  # + <host>.<pid>.<random>
 GZIP_MAGIC = b"\x1f\x8b"
@@ -71,7 +72,7 @@ def sweep(directory: Path) -> list[str]:
     for entry in directory.glob(f"{STAGING}*"):
         host_pid = entry.name[len(STAGING):].rsplit(".", 1)[0]
         owner, _, pid = host_pid.rpartition(".")
-        if not entry.is_dir() or entry.is_symlink() or not pid.isdigit():
+        if not entry.is_dir() or entry.is_symlink() or not ascii_digits(pid):
             continue
         if owner != host:
             notes.append(f"kept {values.shown(entry)}: staged on {values.shown(owner)}, where "
