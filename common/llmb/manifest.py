@@ -78,6 +78,9 @@ class Versions(TypedDict):
 
 class _Placed(TypedDict, total=False):
     placement: dict[str, Any]  # llmb.launch.placement's record, when a placement was given
+    # the recipe's framework: "nemo" (the 25.04 recipes; a manifest without the field is one)
+    # or "megatron-bridge"
+    framework: str
 
 
 class Manifest(_Placed):

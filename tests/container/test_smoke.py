@@ -349,3 +349,32 @@ def test_a_missing_task_times_out_with_a_clear_error(tmp_path: Path, torch: Any)
     assert task.returncode == 2 and out == ""
     assert err.startswith("llmb: smoke workload rank 1 of 2 could not join the others at file://")
     assert "within 1 s" in err and "storage all nodes share" in err
+
+
+def test_a_bridge_recipes_smoke_run_prints_megatron_bridges_lines(
+    tmp_path: Path, no_launcher: None, torch: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from llmb.analysis import timing
+
+    m = make_manifest(tmp_path, steps=5)
+    m["framework"] = "megatron-bridge"
+    assert smoke.run(m) == 0
+    out = capsys.readouterr().out
+    assert "train_iters: 5" in out and "Training epoch" not in out
+    assert out.count("MODEL_TFLOP/s/GPU") == 5 and "iteration        5/       5 |" in out
+    log = tmp_path / "log.out"
+    log.write_text(out)
+    scan = timing.scan_log(log)
+    assert scan.complete() and sorted(scan.steps) == list(range(5))
+    # the tiny model's TFLOPS print as 0.0 with Megatron-Bridge's one decimal, as they would
+    assert all(step.time > 0 and step.tflops is not None for step in scan.steps.values())
+
+
+def test_a_framework_the_smoke_workload_does_not_know_is_one_line(
+    tmp_path: Path, no_launcher: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    m = make_manifest(tmp_path, steps=2)
+    m["framework"] = "megatron-lm"
+    assert smoke.run(m) != 0
+    assert capsys.readouterr().err == ("llmb: manifest framework=megatron-lm is not one llmb "
+                                       "runs; known: nemo, megatron-bridge\n")

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llmb.container import nemolog
+from llmb.container import megatronlog, nemolog
 
 T0 = "2026-03-27 23:17"
 
@@ -137,21 +137,10 @@ OPTIONAL = {
 
 def megatron_startup(world: int, dp: int, seq_length: int = 8192, gbs: int = 128,
                      train_iters: int = 50) -> list[str]:
-    """What a Megatron-Bridge job prints before its first step: the torch launcher's world,
-    the configuration it prints as YAML, the set-up lines."""
-    return [
-        f"  global_world_sizes=[{', '.join([str(world)] * min(world, 8))}]",
-        "> initializing torch distributed ...",
-        "dataset:",
-        f"  seq_length: {seq_length}",
-        "train:",
-        f"  global_batch_size: {gbs}",
-        f"  train_iters: {train_iters}",
-        f"data_parallel_size: {dp}",
-        "time to initialize megatron (seconds): 41.772",
-        "done with setup ...",
-        "training ...",
-    ]
+    """What a Megatron-Bridge job prints before its first step (llmb.container.megatronlog's
+    lines, with the initialisation time Megatron prints before the set-up lines)."""
+    lines = megatronlog.startup_lines(world, dp, seq_length, gbs, train_iters)
+    return [*lines[:-2], "time to initialize megatron (seconds): 41.772", *lines[-2:]]
 
 
 def nccl_tests_output(node: str = "node001", gpus: int = 8) -> list[str]:

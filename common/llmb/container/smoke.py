@@ -2,9 +2,11 @@
 
 Every task of the job trains a decoder-only transformer shaped after the recipe's family at a
 tiny size (synthetic tokens, real forward/backward/AdamW steps, data parallel over gloo on the
-CPU) and rank 0 prints the NeMo log lines the analyzer reads, with measured step times and
-TFLOPS_per_GPU from `llmb.recipes.perf` for the tiny shape; plus NeMo's checkpoint save/load lines
-around a real checkpoint when those options are on.
+CPU) and prints the step lines the analyzer reads, as the recipe's framework prints them
+(llmb.container.steplog: NeMo's from rank 0; Megatron-Bridge's Step Time from rank 0 and its
+iteration records from the last rank), with measured step times and TFLOPS per GPU from
+`llmb.recipes.perf` for the tiny shape; plus NeMo's checkpoint save/load lines around a real
+checkpoint when those options are on.
 
 Ranks and rendezvous (first match wins):
 - torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT): ``env://``.
@@ -49,6 +51,7 @@ from llmb.container.smokemodel import (
     same_weights,
     synthetic_batch,
 )
+from llmb.container.steplog import FRAMEWORKS, Step, startup_lines, step_lines
 from llmb.manifest import Manifest, ManifestError, Options
 from llmb.recipes import perf
 from llmb.shared.errors import LlmbError
@@ -290,6 +293,10 @@ def _manifest_fields(manifest: Manifest) -> tuple[str, Path, Options]:
 
 def _train(manifest: Manifest, ranks: Ranks, timeout: float) -> int:
     family, job_dir, options = _manifest_fields(manifest)
+    framework = manifest.get("framework", "nemo")
+    if framework not in FRAMEWORKS:
+        raise SmokeError(f"manifest framework={framework} is not one llmb runs; known: "
+                         f"{', '.join(FRAMEWORKS)}")
     max_steps = options["max_steps"]
     shape, seq = TINY_SHAPES[family], TINY_SEQ_LENGTH
     torch = _torch()
@@ -325,7 +332,10 @@ def _train(manifest: Manifest, ranks: Ranks, timeout: float) -> int:
         start = time.time()
         step0, consumed = load_checkpoint(Path(load_path), model, optimizer, identity)
         log.info(nemolog.checkpoint_load_line(ranks.rank, start, time.time() - start))
-    consumed = _loop(log, model, optimizer, family, ranks, step0, max_steps, consumed)
+    for line in startup_lines(framework, ranks.world_size, seq,
+                              MICRO_BATCH_SIZE * ranks.world_size, step0 + max_steps):
+        log.raw(line)
+    consumed = _loop(framework, model, optimizer, family, ranks, step0, max_steps, consumed)
     if options["checkpoint_save"]:
         _save(log, job_dir, model, optimizer, identity, ranks, step0 + max_steps, consumed)
     _finish(ranks)
@@ -377,10 +387,10 @@ def _announce_options(log: _Log, options: Options) -> None:
         )
 
 
-def _loop(log: _Log, model: Module, optimizer: AdamW, family: str, ranks: Ranks, step0: int,
-          max_steps: int, consumed: int) -> int:
-    """Train max_steps steps from step0, printing NeMo's step line for each; the samples
-    consumed at the end."""
+def _loop(framework: str, model: Module, optimizer: AdamW, family: str, ranks: Ranks,
+          step0: int, max_steps: int, consumed: int) -> int:
+    """Train max_steps steps from step0, printing the framework's step lines for each
+    (llmb.container.steplog); the samples consumed at the end."""
     import torch
     import torch.distributed as dist
 
@@ -412,11 +422,11 @@ def _loop(log: _Log, model: Module, optimizer: AdamW, family: str, ranks: Ranks,
             reduced /= ranks.world_size
         elapsed = time.perf_counter() - began
         consumed += gbs
-        log.raw(nemolog.step_line(
-            iteration=i, last_iteration=max_steps - 1, lr=lr, global_batch_size=gbs,
-            global_step=step, reduced_train_loss=float(reduced), train_step_timing=elapsed,
-            tflops_per_gpu=perf.tflops_per_gpu(gbs, flops, elapsed, ranks.world_size),
-            consumed_samples=consumed))
+        done = Step(index=i, last_index=max_steps - 1, global_step=step, lr=lr, gbs=gbs,
+                    loss=float(reduced), seconds=elapsed, consumed=consumed,
+                    tflops=perf.tflops_per_gpu(gbs, flops, elapsed, ranks.world_size))
+        for line in step_lines(framework, ranks.rank, ranks.world_size, done):
+            print(line, flush=True)
     return consumed
 
 
