@@ -63,6 +63,9 @@ bench: venv ## speed and memory targets (analyzer, launch start-up)
 bench-many: venv ## the analyzer's memory over 200,000 small logs (writes them once: minutes)
 	.venv/bin/python tests/bench/many_logs.py
 
+adversarial: venv ## hostile inputs against every front (launch.sh, llmb-run, analyzer, installer, setup): counts per surface
+	$(PY) tests/tools/adversarial.py
+
 bench-screen: venv ## the screen's detection rate and false suspects on synthetic screens (2-1024 nodes)
 	$(PY) tests/bench/bench_screen.py
 
