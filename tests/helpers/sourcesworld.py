@@ -2,10 +2,12 @@
 a Megatron-Bridge recipe folder (llama3.1's metadata with the setup fields) pointing at them,
 and a local Hugging Face Hub (http.server) that serves config.json as the Hub does.
 
-    python tests/helpers/sourcesworld.py DIR     builds the world under DIR (for bats) and
+    python tests/helpers/sourcesworld.py DIR [--clone-only]
+                                                 builds the world under DIR (for bats) and
                                                  prints shell assignments: RECIPE, MB_COMMIT,
-                                                 MB_NEWER, B200_MB_COMMIT, RUN_COMMIT, UPSTREAM
-    python tests/helpers/sourcesworld.py venv DIR    a venv for the pip install (make_venv)
+                                                 MB_NEWER, B200_MB_COMMIT, RUN_COMMIT, UPSTREAM;
+                                                 --clone-only: Megatron-Bridge only (nothing
+                                                 pip-installs, nothing from Hugging Face)
 """
 
 from __future__ import annotations
@@ -181,10 +183,11 @@ def seed_sources_hub(folder: Path) -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "venv":
-        print(make_venv(Path(sys.argv[2])))
-        sys.exit(0)
     world = build(Path(sys.argv[1]))
+    if sys.argv[2:] == ["--clone-only"]:  # no pip install, no Hugging Face: the shell's part
+        data = yaml.safe_load((world.recipe / "metadata.yaml").read_text())
+        del data["repositories"]["nemo_run"], data["downloads"]
+        (world.recipe / "metadata.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     facts = {"RECIPE": str(world.recipe), "MB_COMMIT": world.mb_commit,
              "MB_NEWER": world.mb_commits[2], "B200_MB_COMMIT": world.b200_commit,
              "RUN_COMMIT": world.run_commits[0], "UPSTREAM": str(world.upstream)}
