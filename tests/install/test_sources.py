@@ -203,6 +203,8 @@ def test_setup_takes_everything_from_the_sources_folder_without_the_network(
                                       HF_ENDPOINT="http://127.0.0.1:9"), None, out)
     dest = install / "workloads" / "pretrain_bridgetest" / "Megatron-Bridge"
     assert git("rev-parse", "HEAD", cwd=dest) == world.mb_commit
+    assert sources.present(src, install)  # what the installer's setup:<w> step asks
+    assert not sources.present(sources.resolve(world.recipe, "b200"), install)
     assert git("remote", "get-url", "origin", cwd=dest) == src.repos[0].url
     assert hfcache.cached(install / ".cache" / "huggingface" / "hub", REPO_ID, "main")
     assert "placed from LLMB_SOURCES" in out.getvalue()

@@ -257,6 +257,16 @@ def prepare(src: Sources, install: Path, environ: Mapping[str, str], python: str
         hub.ensure(cfg, out)
 
 
+def present(src: Sources, install: Path) -> bool:
+    """Whether the disk holds what prepare makes: each checkout at its commit, each config in
+    HF_HOME (the installer's `setup:<w>` step asks; pip's part is prepare's to check)."""
+    tree = layout.Install(install)
+    hub_dir = hfcache.hub(tree.hf_home)
+    return (all(gitrepos.head(tree.workload(src.workload) / r.name) == r.commit
+                for r in src.repos)
+            and all(hfcache.cached(hub_dir, c.repo_id, c.revision) for c in src.hf))
+
+
 def fill(folder: Path, recipe_dirs: list[Path], environ: Mapping[str, str],
          out: Any = None) -> None:
     """An LLMB_SOURCES folder for these recipes, every GPU type's repositories and configs."""
