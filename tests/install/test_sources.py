@@ -63,9 +63,11 @@ def test_the_gpu_types_overrides_replace_the_image_and_that_repository_only(worl
         "nvidia+nemo+26.04.01.sqsh", "x86_64", "30"]
 
 
-def test_a_25_04_recipe_has_nothing_to_fetch():
+def test_a_25_04_recipe_has_nothing_to_fetch(tmp_path: Path):
     llama = sources.resolve(sources.catalog.REPO_ROOT / "llama3.1", "gb200")
     assert (llama.repos, llama.hf, llama.framework) == ((), (), "nemo")
+    sources.prepare(llama, tmp_path / "i", {"LLMB_SOURCES": "/nowhere"}, None, io.StringIO())
+    assert not (tmp_path / "i").exists()
     assert sources.facts_lines(llama, "gb200")[2:5] == [
         "docker://nvcr.io#nvidia/nemo:25.04.01", "nvidia+nemo+25.04.01.sqsh", "aarch64"]
 
@@ -74,6 +76,12 @@ def test_a_25_04_recipe_has_nothing_to_fetch():
     ({"repositories": {"megatron_bridge": {"url": "https://x/Megatron-Bridge.git",
                                            "commit": "main"}}},
      "repositories.megatron_bridge.commit=main is not allowed (a full 40-digit commit id"),
+    ({"repositories": {"megatron_bridge": {"url": "--upload-pack=touch /tmp/x",
+                                           "commit": "a" * 40}}},
+     "repositories.megatron_bridge.url=--upload-pack=touch /tmp/x is not allowed (a git URL"),
+    ({"repositories": {"megatron_bridge": {"url": "-uX", "commit": "a" * 40}}},
+     "repositories.megatron_bridge.url=-uX is not allowed (a git URL without spaces or quotes, "
+     "not starting with -)"),
     ({"repositories": {"megatron_bridge": {"url": "https://x/M.git"}}},
      "repositories.megatron_bridge: give both url and commit"),
     ({"repositories": {"a": {"url": "https://x/Run.git", "commit": "a" * 40},

@@ -103,7 +103,8 @@ def checkout(repo: Repo, dest: Path, source: str, where: str) -> str:
     tmp = dest.with_name(f".{dest.name}.partial.{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        _git(["clone", "--quiet", "--no-checkout", source, str(tmp)], f"git clone {source}")
+        _git(["clone", "--quiet", "--no-checkout", "--", source, str(tmp)],
+             f"git clone {source}")
         _need_commit(repo, tmp / ".git", source, where)
         _git(["-C", str(tmp), "-c", "advice.detachedHead=false", "checkout", "--quiet",
               "--detach", repo.commit], f"git checkout {repo.commit}")
@@ -152,7 +153,8 @@ def mirror(repo: Repo, folder: Path, where: str) -> str:
     tmp = folder / f".{repo.name}.git.partial.{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     try:
-        _git(["clone", "--quiet", "--mirror", repo.url, str(tmp)], f"git clone {repo.url}")
+        _git(["clone", "--quiet", "--mirror", "--", repo.url, str(tmp)],
+             f"git clone {repo.url}")
         _need_commit(repo, tmp, repo.url, where)
         os.rename(tmp, target)
     except BaseException:

@@ -101,8 +101,8 @@ def _repositories(where: str, data: object) -> dict[str, Repo]:
         entry = _mapping(at, entry, REPO_KEYS)
         if set(entry) != REPO_KEYS:
             raise SourcesError(f"{at}: give both url and commit")
-        url = _text(f"{at}.url", entry["url"], re.compile(r"[^\s'\"\\]+"),
-                    " (a git URL without spaces or quotes)")
+        url = _text(f"{at}.url", entry["url"], re.compile(r"[^\s'\"\\-][^\s'\"\\]*"),
+                    " (a git URL without spaces or quotes, not starting with -)")
         commit = _text(f"{at}.commit", entry["commit"], hfcache.COMMIT,
                        " (a full 40-digit commit id in lower case, not a branch or a tag)")
         repo = Repo(str(key), url, commit)
@@ -235,6 +235,8 @@ def prepare(src: Sources, install: Path, environ: Mapping[str, str], python: str
     """The recipe's repositories at their commits in its workload folder, the pip-installed
     ones in python's venv, its models' configs in HF_HOME."""
     out = out or sys.stdout
+    if not src.repos and not src.hf:
+        return  # a recipe that pins nothing (the 25.04 NeMo recipes)
     tree = layout.Install(install)
     folder = sources_folder(environ.get("LLMB_SOURCES"))
     for repo in src.repos:
