@@ -286,6 +286,9 @@ setup_fetch_sources() {
     shift || true
     [[ -n "${dir}" && $# -gt 0 ]] || llmb_die "usage: common/setup.sh --fetch-sources DIR <recipe>... (e.g. bridge/llama3.1)"
     llmb_check_printable "${SETUP_VARS[@]}"
+    if [[ "${dir}" == *[[:cntrl:]]* ]]; then
+        llmb_die "--fetch-sources DIR=$(printf '%q' "${dir:0:60}") contains control character(s); give a plain folder path"
+    fi
     local -a dirs=()
     for recipe in "$@"; do
         llmb_check_printable recipe

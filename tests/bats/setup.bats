@@ -240,6 +240,9 @@ refused() {
         LLMB_REQUIREMENTS=$'/a\n/b'
     refused "LLMB_PIP_ARGS=\$'--pre\\n--x' contains control character(s)" \
         LLMB_PIP_ARGS=$'--pre\n--x'
+    refused "LLMB_SOURCES=\$'/src\\n' contains control character(s)" LLMB_SOURCES=$'/src\n'
+    refused "HF_ENDPOINT=\$'http://hub\\E[2J' contains control character(s)" \
+        HF_ENDPOINT=$'http://hub\e[2J'
 }
 
 @test "hostile values for the image step: refused before any import" {
@@ -307,7 +310,8 @@ bridge_world() {
 
 @test "bridge: --fetch-sources fills a folder; setup with LLMB_SOURCES needs no network" {
     bridge_world
-    run --separate-stderr bash "${REPO}/common/setup.sh" --fetch-sources "${BATS_TEST_TMPDIR}/sources" "${RECIPE}"
+    # a connected machine needs no install: LLMB_INSTALL unset
+    run --separate-stderr env -u LLMB_INSTALL bash "${REPO}/common/setup.sh" --fetch-sources "${BATS_TEST_TMPDIR}/sources" "${RECIPE}"
     [ "${status}" -eq 0 ]
     [[ "${output}" == *"sources ready in ${BATS_TEST_TMPDIR}/sources"* ]]
     [ "$(git --git-dir "${BATS_TEST_TMPDIR}/sources/Megatron-Bridge.git" rev-parse --is-bare-repository)" = true ]
@@ -340,4 +344,7 @@ bridge_world() {
     [ "${status}" -eq 1 ]
     [ "${stderr}" = "llmb: recipe=nosuch has no ${REPO}/nosuch/metadata.yaml" ]
     [ ! -e "${BATS_TEST_TMPDIR}/s" ]
+    run --separate-stderr bash "${REPO}/common/setup.sh" --fetch-sources $'/tmp/s\n' llama3.1
+    [ "${status}" -eq 1 ]
+    [ "${stderr}" = "llmb: --fetch-sources DIR=\$'/tmp/s\\n' contains control character(s); give a plain folder path" ]
 }
