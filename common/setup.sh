@@ -219,7 +219,8 @@ setup_cleanup() {
     fi
 }
 
-# setup_image PYTHON URI FILE ARCH ESTIMATE: the image SETUP_FACTS names (GPU_TYPE's).
+# setup_image PYTHON URI FILE ARCH ESTIMATE: the image `llmb.install.sources facts` names for
+# GPU_TYPE (a recipe's gpu_overrides may name another).
 setup_image() {
     local python="$1" uri="$2" file="$3" arch="$4" estimate="$5" need_gb images target avail_kb
     local -a arch_args=()
