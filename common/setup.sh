@@ -1,12 +1,24 @@
 #!/usr/bin/env bash
 # The one setup implementation behind every <recipe>/setup.sh:
 #
-#   bash common/setup.sh <recipe>        (what llama3.1/setup.sh etc. exec)
+#   bash common/setup.sh <recipe>        (what llama3.1/setup.sh etc. exec; <recipe> is the
+#                                         recipe's folder under the repository: llama3.1,
+#                                         bridge/llama3.1)
+#   bash common/setup.sh --fetch-sources DIR <recipe>...
+#                                         on a machine with network: fill DIR with what the
+#                                         sources step needs (git mirrors, Hugging Face
+#                                         configs), for every GPU type; then LLMB_SOURCES=DIR
 #
-# Steps (LLMB_SETUP_STEPS, comma separated, default "venv,image"; "venv" only for
+# Steps (LLMB_SETUP_STEPS, comma separated, default "venv,sources,image"; "venv,sources" for
 # CLUSTER_TYPE=runai, where Run:ai pulls the image itself):
 #   layout  always: $LLMB_INSTALL/{images,datasets,venvs,workloads/<workload>}
 #   venv    pip install the login-node requirements into the ACTIVE venv or conda env
+#   sources the recipe's pinned `repositories` (those of GPU_TYPE) cloned at their commits into
+#           $LLMB_INSTALL/workloads/<workload>/<name> (Megatron-Bridge, Run); NeMo-Run
+#           pip-installed from its checkout into the active venv; each `downloads.huggingface`
+#           config.json into HF_HOME=$LLMB_INSTALL/.cache/huggingface, with HF_TOKEN or
+#           $LLMB_INSTALL/.hf_token (never printed). A checkout at another commit is refused,
+#           never replaced. Nothing to do for a recipe without them (llmb.install.sources).
 #   image   enroot import the recipe's image to $LLMB_INSTALL/images/<org>+<name>+<tag>.sqsh,
 #           via a temporary name (.<file>.partial.<host>.<pid>) that is renamed only when the
 #           import completed; an existing valid image is kept. A partial file whose setup
@@ -18,10 +30,12 @@
 #   LLMB_REQUIREMENTS   requirement files, ':' separated (default common/requirements/launch.txt)
 #   LLMB_PIP_ARGS       extra pip arguments, e.g. "--no-index --find-links /wheels"
 #   LLMB_IMAGE_SPACE_GB free space the import needs (default: the documented estimate, 30)
+#   LLMB_SOURCES        a folder --fetch-sources filled: the sources step uses no network
+#   HF_ENDPOINT         the Hugging Face Hub (default https://huggingface.co)
 set -euo pipefail
 # What this script reads; none may hold a control character.
 SETUP_VARS=(LLMB_INSTALL STAGE_PATH CLUSTER_TYPE GPU_TYPE LLMB_SETUP_STEPS LLMB_REQUIREMENTS
-    LLMB_PIP_ARGS LLMB_IMAGE_SPACE_GB LLMB_PYTHON)
+    LLMB_PIP_ARGS LLMB_IMAGE_SPACE_GB LLMB_PYTHON LLMB_SOURCES HF_ENDPOINT)
 
 SETUP_REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 readonly SETUP_REPO
@@ -40,14 +54,24 @@ setup_python() {
     local workload="$1" candidate
     for candidate in "${LLMB_PYTHON:-}" "${VIRTUAL_ENV:+${VIRTUAL_ENV}/bin/python}" \
         "${CONDA_PREFIX:+${CONDA_PREFIX}/bin/python}" \
-        "${LLMB_INSTALL}/venvs/${workload}/bin/python" python3; do
+        "${LLMB_INSTALL:+${LLMB_INSTALL}/venvs/${workload}/bin/python}" python3; do
         [[ -n "${candidate}" ]] || continue
         if "${candidate}" -c 'import yaml' >/dev/null 2>&1; then
             echo "${candidate}"
             return 0
         fi
     done
-    llmb_die "no Python with PyYAML found (tried the active venv, ${LLMB_INSTALL}/venvs/${workload} and python3); activate the workload venv or set LLMB_PYTHON"
+    llmb_die "no Python with PyYAML found (tried the active venv, ${LLMB_INSTALL:-\$LLMB_INSTALL}/venvs/${workload} and python3); activate the workload venv or set LLMB_PYTHON"
+}
+
+# setup_recipe_dir RECIPE: the recipe's folder: RECIPE itself when absolute (a recipe kept
+# outside the repository), else the repository's folder of that name.
+setup_recipe_dir() {
+    if [[ "$1" == /* ]]; then
+        printf '%s' "$1"
+    else
+        printf '%s' "${SETUP_REPO}/$1"
+    fi
 }
 
 setup_check_env() {
@@ -57,8 +81,8 @@ setup_check_env() {
     if [[ -z "${LLMB_INSTALL:-}" ]]; then
         llmb_die "LLMB_INSTALL is not set; export LLMB_INSTALL=/path/on/a/shared/filesystem"
     fi
-    if [[ ! -f "${SETUP_REPO}/${recipe}/metadata.yaml" ]]; then
-        llmb_die "recipe=${recipe} has no ${SETUP_REPO}/${recipe}/metadata.yaml"
+    if [[ ! -f "$(setup_recipe_dir "${recipe}")/metadata.yaml" ]]; then
+        llmb_die "recipe=${recipe} has no $(setup_recipe_dir "${recipe}")/metadata.yaml"
     fi
     case "${CLUSTER_TYPE:-slurm}" in
         slurm | runai | local) ;;
@@ -96,20 +120,20 @@ setup_steps() {
     local steps="${LLMB_SETUP_STEPS:-}" step
     if [[ -z "${steps}" ]]; then
         if [[ "${CLUSTER_TYPE:-slurm}" == runai ]]; then
-            steps=venv
+            steps=venv,sources
         else
-            steps=venv,image
+            steps=venv,sources,image
         fi
     fi
     local -a words=()
     IFS=', ' read -r -a words <<<"${steps}"  # read -a: no glob expansion of a '*'
     for step in "${words[@]}"; do
         case "${step}" in
-            venv | image) SETUP_STEPS+=("${step}") ;;
-            *) llmb_die "LLMB_SETUP_STEPS=${LLMB_SETUP_STEPS} has unknown step ${step}; allowed: venv, image" ;;
+            venv | sources | image) SETUP_STEPS+=("${step}") ;;
+            *) llmb_die "LLMB_SETUP_STEPS=${LLMB_SETUP_STEPS} has unknown step ${step}; allowed: venv, sources, image" ;;
         esac
     done
-    ((${#SETUP_STEPS[@]})) || llmb_die "LLMB_SETUP_STEPS=${LLMB_SETUP_STEPS:-} selects no step; allowed: venv, image"
+    ((${#SETUP_STEPS[@]})) || llmb_die "LLMB_SETUP_STEPS=${LLMB_SETUP_STEPS:-} selects no step; allowed: venv, sources, image"
 }
 
 setup_layout() {
@@ -195,18 +219,13 @@ setup_cleanup() {
     fi
 }
 
+# setup_image PYTHON URI FILE ARCH ESTIMATE: the image `llmb.install.sources facts` names for
+# GPU_TYPE (a recipe's gpu_overrides may name another).
 setup_image() {
-    local workload="$1" recipe="$2" python uri file arch estimate need_gb images target avail_kb
-    local -a info=() arch_args=()
+    local python="$1" uri="$2" file="$3" arch="$4" estimate="$5" need_gb images target avail_kb
+    local -a arch_args=()
     command -v enroot >/dev/null 2>&1 \
         || llmb_die "enroot is not installed on $(hostname); run the image step on a node with enroot (sbatch setup.sh, or srun ... with LLMB_SETUP_STEPS=image), or set CLUSTER_TYPE=runai"
-    python="$(setup_python "${workload}")"
-    local answer
-    # llmb.recipes.images prints its own one-line error (e.g. an unknown GPU_TYPE).
-    answer="$(PYTHONPATH="${SETUP_REPO}/common" "${python}" -m llmb.recipes.images "${recipe}" "${GPU_TYPE:-}")" \
-        || exit 1
-    mapfile -t info <<<"${answer}"
-    uri="${info[0]}" file="${info[1]}" arch="${info[2]}" estimate="${info[3]}"
     images="${LLMB_INSTALL}/images"
     target="${images}/${file}"
     if setup_image_valid "${target}"; then
@@ -249,9 +268,49 @@ setup_image() {
     setup_log "image ready: ${target}"
 }
 
+# setup_sources PYTHON RECIPE: the sources step (llmb.install.sources prints its own one-line
+# error); NeMo-Run goes into the active venv.
+setup_sources() {
+    local python="$1" recipe="$2" prefix
+    local -a venv_python=()
+    prefix="${VIRTUAL_ENV:-${CONDA_PREFIX:-}}"
+    if [[ -n "${prefix}" ]]; then
+        venv_python=(--python "${prefix}/bin/python")
+    fi
+    PYTHONPATH="${SETUP_REPO}/common" "${python}" -m llmb.install.sources prepare \
+        "$(setup_recipe_dir "${recipe}")" "${GPU_TYPE:-}" "${venv_python[@]}" || exit 1
+}
+
+# setup_fetch_sources DIR RECIPE...: fill DIR for LLMB_SOURCES (needs the network, not LLMB_INSTALL).
+setup_fetch_sources() {
+    local dir="${1:-}" recipe python
+    shift || true
+    [[ -n "${dir}" && $# -gt 0 ]] || llmb_die "usage: common/setup.sh --fetch-sources DIR <recipe>... (e.g. bridge/llama3.1)"
+    llmb_check_printable "${SETUP_VARS[@]}"
+    if [[ "${dir}" == *[[:cntrl:]]* ]]; then
+        llmb_die "--fetch-sources DIR=$(printf '%q' "${dir:0:60}") contains control character(s); give a plain folder path"
+    fi
+    local -a dirs=()
+    for recipe in "$@"; do
+        llmb_check_printable recipe
+        dirs+=("$(setup_recipe_dir "${recipe}")")
+        [[ -f "${dirs[-1]}/metadata.yaml" ]] \
+            || llmb_die "recipe=${recipe} has no ${dirs[-1]}/metadata.yaml"
+    done
+    python="$(setup_python "${1}")"
+    PYTHONPATH="${SETUP_REPO}/common" "${python}" -m llmb.install.sources fill "${dir}" "${dirs[@]}" \
+        || exit 1
+}
+
 setup_main() {
-    local recipe="${1:-}" workload python step
-    [[ -n "${recipe}" ]] || llmb_die "usage: common/setup.sh <recipe> (llama3.1, nemotron, nemotronh)"
+    local recipe="${1:-}" workload python step answer
+    local -a facts=()
+    if [[ "${recipe}" == --fetch-sources ]]; then
+        shift
+        setup_fetch_sources "$@"
+        return 0
+    fi
+    [[ -n "${recipe}" ]] || llmb_die "usage: common/setup.sh <recipe> (llama3.1, nemotron, nemotronh, bridge/<name>) | --fetch-sources DIR <recipe>..."
     setup_check_env "${recipe}"
     setup_steps
     setup_install_dir
@@ -260,17 +319,20 @@ setup_main() {
             setup_venv "${recipe}"
         fi
     done
-    # The workload key (pretrain_nemotron4 for nemotron/) comes from the catalog, asked once
-    # the venv step has made PyYAML available.
+    # The workload key (pretrain_nemotron4 for nemotron/) and GPU_TYPE's image come from the
+    # recipe's metadata.yaml, asked once the venv step has made PyYAML available
+    # (llmb.install.sources prints its own one-line error, e.g. an unknown GPU_TYPE).
     python="$(setup_python "${recipe}")"
-    workload="$(PYTHONPATH="${SETUP_REPO}/common" "${python}" -c \
-        'import sys; from llmb.recipes import catalog; print(catalog.find_recipe(sys.argv[1]).workload)' \
-        "${recipe}")"
+    answer="$(PYTHONPATH="${SETUP_REPO}/common" "${python}" -m llmb.install.sources facts \
+        "$(setup_recipe_dir "${recipe}")" "${GPU_TYPE:-}")" || exit 1
+    mapfile -t facts <<<"${answer}"
+    workload="${facts[0]}"
     setup_layout "${workload}"
     for step in "${SETUP_STEPS[@]}"; do
-        if [[ "${step}" == image ]]; then
-            setup_image "${workload}" "${recipe}"
-        fi
+        case "${step}" in
+            sources) setup_sources "${python}" "${recipe}" ;;
+            image) setup_image "${python}" "${facts[2]}" "${facts[3]}" "${facts[4]}" "${facts[5]}" ;;
+        esac
     done
     setup_log "done: ${recipe} (${workload}) steps: ${SETUP_STEPS[*]}"
 }

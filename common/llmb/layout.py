@@ -9,6 +9,7 @@ llmb-run share, named in one place.
       cluster_config.yaml                    the install, as llmb-run reads it (0600)
       llmb-run                               the wrapper that runs installer/llmb-run (0700)
       .hf_token                              the Hugging Face token, where one is needed (0600)
+      .cache/huggingface/                    HF_HOME: the Hugging Face configs setup placed (hub/)
       .llmb_install_state.json               the installer's record of its setup steps
       llmb_run_history.jsonl                 llmb-run's record of what it submitted
       preflight/<stamp>/, preflight/latest.json    llmb-run preflight's reports
@@ -36,6 +37,7 @@ TOP_DIRS = ("images", "datasets", "venvs", "workloads")
 CONFIG_FILE = "cluster_config.yaml"
 WRAPPER = "llmb-run"
 HF_TOKEN_FILE = ".hf_token"
+HF_HOME_DIR = ".cache/huggingface"
 INSTALL_STATE_FILE = ".llmb_install_state.json"
 HISTORY_FILE = "llmb_run_history.jsonl"
 PREFLIGHT_DIR = "preflight"
@@ -96,6 +98,11 @@ class Install:
     @property
     def hf_token(self) -> Path:
         return self.root / HF_TOKEN_FILE
+
+    @property
+    def hf_home(self) -> Path:
+        """HF_HOME of every job: the Hugging Face cache setup fills (hub/models--org--name)."""
+        return self.root / HF_HOME_DIR
 
     @property
     def install_state(self) -> Path:

@@ -126,7 +126,7 @@ setup() {
     [ "$(head -c 4 "${IMAGE}")" = hsqs ]
 }
 
-@test "runai: venv only, no enroot needed" {
+@test "runai: no image step, no enroot needed" {
     PATH="/usr/bin:/bin" CLUSTER_TYPE=runai run --separate-stderr bash "${REPO}/nemotron/setup.sh"
     [ "${status}" -eq 0 ]
     [ -d "${LLMB_INSTALL}/workloads/pretrain_nemotron4" ]
@@ -193,7 +193,7 @@ setup() {
     [[ "${stderr}" == "llmb: CLUSTER_TYPE=k8s is not supported; allowed: slurm, runai, local" ]]
     LLMB_SETUP_STEPS=venv,dataset run --separate-stderr bash "${REPO}/llama3.1/setup.sh"
     [ "${status}" -eq 1 ]
-    [[ "${stderr}" == *"unknown step dataset; allowed: venv, image" ]]
+    [[ "${stderr}" == *"unknown step dataset; allowed: venv, sources, image" ]]
     GPU_TYPE=a100 LLMB_SETUP_STEPS=image run --separate-stderr bash "${REPO}/llama3.1/setup.sh"
     [ "${status}" -eq 1 ]
     [ "${stderr}" = "llmb: GPU_TYPE: unknown GPU type a100; allowed: h100, b200, gb200, h200, b300, gb300" ]
@@ -233,13 +233,16 @@ refused() {
     refused "CLUSTER_TYPE=\$'slurm\\E[2J' contains control character(s)" CLUSTER_TYPE=$'slurm\e[2J'
     refused "CLUSTER_TYPE=k8s is not supported" CLUSTER_TYPE=k8s
     refused "GPU_TYPE=\$'h100\\r' contains control character(s)" GPU_TYPE=$'h100\r'
-    refused "LLMB_SETUP_STEPS=* has unknown step *; allowed: venv, image" 'LLMB_SETUP_STEPS=*'
+    refused "LLMB_SETUP_STEPS=* has unknown step *; allowed: venv, sources, image" 'LLMB_SETUP_STEPS=*'
     refused "LLMB_SETUP_STEPS=\$'venv\\nimage' contains control character(s)" \
         LLMB_SETUP_STEPS=$'venv\nimage'
     refused "LLMB_REQUIREMENTS=\$'/a\\n/b' contains control character(s)" \
         LLMB_REQUIREMENTS=$'/a\n/b'
     refused "LLMB_PIP_ARGS=\$'--pre\\n--x' contains control character(s)" \
         LLMB_PIP_ARGS=$'--pre\n--x'
+    refused "LLMB_SOURCES=\$'/src\\n' contains control character(s)" LLMB_SOURCES=$'/src\n'
+    refused "HF_ENDPOINT=\$'http://hub\\E[2J' contains control character(s)" \
+        HF_ENDPOINT=$'http://hub\e[2J'
 }
 
 @test "hostile values for the image step: refused before any import" {
@@ -259,4 +262,89 @@ refused() {
         run --separate-stderr bash "${REPO}/llama3.1/setup.sh"
     [ "${status}" -eq 0 ]
     [[ "${output}" != *dry-run-trap* && "${stderr}" != *dry-run-trap* ]]
+}
+
+# --- a Megatron-Bridge recipe: pinned repositories, with and without the network -------------
+# The recipe (kept outside the repository: an absolute recipe folder) and the repositories its
+# urls name are built by tests/helpers/sourcesworld.py; --clone-only: Megatron-Bridge alone
+# (NeMo-Run's pip install and the Hugging Face configs run in tests/install/test_sources.py and
+# test_hfcache.py, against a real venv and a local Hub).
+
+bridge_world() {
+    eval "$("${REPO}/.venv/bin/python" "${REPO}/tests/helpers/sourcesworld.py" \
+        "${BATS_TEST_TMPDIR}/world" --clone-only)"
+    export LLMB_PYTHON="${REPO}/.venv/bin/python"
+    CHECKOUT="${LLMB_INSTALL}/workloads/pretrain_bridgetest/Megatron-Bridge"
+}
+
+@test "bridge: the sources step clones Megatron-Bridge at its commit; a rerun keeps it" {
+    bridge_world
+    LLMB_SETUP_STEPS=sources run --separate-stderr bash "${REPO}/common/setup.sh" "${RECIPE}"
+    [ "${status}" -eq 0 ]
+    [[ "${output}" == *"Megatron-Bridge at ${MB_COMMIT}: cloned (${CHECKOUT})"* ]]
+    [ "$(git -C "${CHECKOUT}" rev-parse HEAD)" = "${MB_COMMIT}" ]
+    LLMB_SETUP_STEPS=sources run --separate-stderr bash "${REPO}/common/setup.sh" "${RECIPE}"
+    [ "${status}" -eq 0 ]
+    [[ "${output}" == *"Megatron-Bridge at ${MB_COMMIT}: kept"* ]]
+}
+
+@test "bridge: GPU_TYPE's overrides choose the commit and the image" {
+    bridge_world
+    GPU_TYPE=b200 LLMB_SETUP_STEPS=sources,image run --separate-stderr bash "${REPO}/common/setup.sh" "${RECIPE}"
+    [ "${status}" -eq 0 ]
+    [ "$(git -C "${CHECKOUT}" rev-parse HEAD)" = "${B200_MB_COMMIT}" ]
+    grep -q "docker://nvcr.io#nvidia/nemo:26.04.01$" "${ENROOT_SHIM_LOG}"
+    [ "$(head -c 4 "${LLMB_INSTALL}/images/nvidia+nemo+26.04.01.sqsh")" = hsqs ]
+}
+
+@test "bridge: a checkout at another commit is refused in one line and left as it is" {
+    bridge_world
+    LLMB_SETUP_STEPS=sources bash "${REPO}/common/setup.sh" "${RECIPE}" >/dev/null
+    git -C "${CHECKOUT}" checkout -q "${MB_NEWER}"
+    LLMB_SETUP_STEPS=sources run --separate-stderr bash "${REPO}/common/setup.sh" "${RECIPE}"
+    [ "${status}" -eq 1 ]
+    [ "${#stderr_lines[@]}" -eq 1 ]
+    [ "${stderr}" = "llmb: ${CHECKOUT} is checked out at ${MB_NEWER}, not repositories.megatron_bridge.commit ${MB_COMMIT}; check out ${MB_COMMIT} there (git -C ${CHECKOUT} checkout ${MB_COMMIT}) or move it away and run setup again" ]
+    [ "$(git -C "${CHECKOUT}" rev-parse HEAD)" = "${MB_NEWER}" ]
+}
+
+@test "bridge: --fetch-sources fills a folder; setup with LLMB_SOURCES needs no network" {
+    bridge_world
+    # a connected machine needs no install: LLMB_INSTALL unset
+    run --separate-stderr env -u LLMB_INSTALL bash "${REPO}/common/setup.sh" --fetch-sources "${BATS_TEST_TMPDIR}/sources" "${RECIPE}"
+    [ "${status}" -eq 0 ]
+    [[ "${output}" == *"sources ready in ${BATS_TEST_TMPDIR}/sources"* ]]
+    [ "$(git --git-dir "${BATS_TEST_TMPDIR}/sources/Megatron-Bridge.git" rev-parse --is-bare-repository)" = true ]
+    rm -rf "${UPSTREAM}"  # the recipe's urls lead nowhere now
+    LLMB_SOURCES="${BATS_TEST_TMPDIR}/sources" GPU_TYPE=b200 LLMB_SETUP_STEPS=sources \
+        run --separate-stderr bash "${REPO}/common/setup.sh" "${RECIPE}"
+    [ "${status}" -eq 0 ]
+    [ "$(git -C "${CHECKOUT}" rev-parse HEAD)" = "${B200_MB_COMMIT}" ]  # every GPU type's commit
+}
+
+@test "bridge: without the network or a sources folder, one line says what to do" {
+    bridge_world
+    rm -rf "${UPSTREAM}"
+    LLMB_SETUP_STEPS=sources run --separate-stderr bash "${REPO}/common/setup.sh" "${RECIPE}"
+    [ "${status}" -eq 1 ]
+    [ "${#stderr_lines[@]}" -eq 1 ]
+    [[ "${stderr}" == "llmb: git clone ${UPSTREAM}/Megatron-Bridge.git failed: "* ]]
+    [ ! -e "${CHECKOUT}" ]
+    [ -z "$(find "${LLMB_INSTALL}/workloads" -name '.*partial*')" ]
+    LLMB_SOURCES="${BATS_TEST_TMPDIR}/none" LLMB_SETUP_STEPS=sources run --separate-stderr bash "${REPO}/common/setup.sh" "${RECIPE}"
+    [ "${status}" -eq 1 ]
+    [[ "${stderr}" == "llmb: LLMB_SOURCES=${BATS_TEST_TMPDIR}/none does not exist; give the folder common/setup.sh --fetch-sources filled, or unset it to use the network" ]]
+}
+
+@test "--fetch-sources: usage and an unknown recipe are one line" {
+    run --separate-stderr bash "${REPO}/common/setup.sh" --fetch-sources "${BATS_TEST_TMPDIR}/s"
+    [ "${status}" -eq 1 ]
+    [ "${stderr}" = "llmb: usage: common/setup.sh --fetch-sources DIR <recipe>... (e.g. bridge/llama3.1)" ]
+    run --separate-stderr bash "${REPO}/common/setup.sh" --fetch-sources "${BATS_TEST_TMPDIR}/s" nosuch
+    [ "${status}" -eq 1 ]
+    [ "${stderr}" = "llmb: recipe=nosuch has no ${REPO}/nosuch/metadata.yaml" ]
+    [ ! -e "${BATS_TEST_TMPDIR}/s" ]
+    run --separate-stderr bash "${REPO}/common/setup.sh" --fetch-sources $'/tmp/s\n' llama3.1
+    [ "${status}" -eq 1 ]
+    [ "${stderr}" = "llmb: --fetch-sources DIR=\$'/tmp/s\\n' contains control character(s); give a plain folder path" ]
 }

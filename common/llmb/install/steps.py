@@ -9,7 +9,9 @@ what the disk still lacks; nothing is counted as done because a record says so:
                       exists: a creation killed midway is detected and rebuilt
     setup:<w>         <recipe>/setup.sh installed these requirements into THIS venv (its
                       identity and the requirements' digest, recorded 0600 in
-                      $LLMB_INSTALL/.llmb_install_state.json)
+                      $LLMB_INSTALL/.llmb_install_state.json), and its sources step left the
+                      recipe's pinned checkouts and Hugging Face configs on disk
+                      (llmb.install.sources.present)
     image:<file>      a squashfs image (magic "hsqs") is at its final name
     cluster_config    cluster_config.yaml holds exactly this plan, mode 0600
     llmb_run          $LLMB_INSTALL/llmb-run is exactly this wrapper, mode 0700
@@ -36,6 +38,7 @@ from typing import Any, TypedDict
 import yaml
 
 from llmb import layout
+from llmb.install import sources
 from llmb.recipes import catalog, images
 from llmb.shared import clock, files, progress, records
 from llmb.shared.errors import LlmbError
@@ -115,6 +118,11 @@ def _same_file(path: Path, text: str, mode: int) -> bool:
 
 def _recipe_dir(workload: str) -> Path:
     return catalog.find_recipe(workload).directory
+
+
+def workload_image(plan: Plan, workload: str) -> images.Image:
+    """The image the workload runs on the plan's GPU type (a recipe's gpu_overrides)."""
+    return sources.resolve(_recipe_dir(workload), plan.gpu_type).image
 
 
 def valid_image(path: Path) -> bool:
@@ -227,7 +235,8 @@ def record_setup(root: Path, workload: str, fingerprint: str) -> None:
 def setup_done(plan: Plan, workload: str) -> bool:
     """Whether the state records this workload's setup with its current fingerprint."""
     return bool(load_state(plan.root).get("setup", {}).get(workload)
-                == setup_fingerprint(plan, workload))
+                == setup_fingerprint(plan, workload)) and sources.present(
+        sources.resolve(_recipe_dir(workload), plan.gpu_type), plan.root)
 
 
 def setup_fingerprint(plan: Plan, workload: str) -> str:
@@ -251,7 +260,7 @@ def cluster_config(plan: Plan) -> dict[str, object]:
         "workloads": {
             w: {"recipe": catalog.find_recipe(w).directory.name,
                 "venv": str(plan.venv_path(w)), "venv_kind": plan.venv["kind"],
-                "image": str(plan.tree.image(images.for_recipe(w).file_name))
+                "image": str(plan.tree.image(workload_image(plan, w).file_name))
                 if plan.image["method"] != "skip" else None}
             for w in plan.workloads
         },
@@ -325,7 +334,7 @@ def build_steps(plan: Plan, python: str) -> list[Step]:
 
         def setup_venv(w: str = w, recipe_dir: Path = recipe_dir) -> None:
             env = venv_env(plan, w)
-            env["LLMB_SETUP_STEPS"] = "venv"
+            env["LLMB_SETUP_STEPS"] = "venv,sources"
             env["LLMB_REQUIREMENTS"] = ":".join(str(REPO / r) for r in plan.venv["requirements"])
             env["LLMB_PIP_ARGS"] = " ".join(plan.venv["pip_args"])
             _check_call(["bash", str(recipe_dir / "setup.sh")], env, f"{recipe_dir.name}/setup.sh")
@@ -335,7 +344,7 @@ def build_steps(plan: Plan, python: str) -> list[Step]:
                           setup_venv, functools.partial(setup_done, plan, w)))
     seen: set[str] = set()
     for w in plan.workloads:
-        image = images.for_recipe(w)
+        image = workload_image(plan, w)
         if plan.image["method"] == "skip" or image.file_name in seen:
             continue
         seen.add(image.file_name)

@@ -30,6 +30,9 @@ TOP_KEYS = {
     "sources", "nemo", "profile",
 }
 TOP_OPTIONAL = {"logged_tflops"}
+# What setup fetches for a recipe (pinned repositories, Hugging Face configs, per-GPU image and
+# repositories); their shapes are checked where setup reads them (llmb.install.sources).
+TOP_OPTIONAL |= {"repositories", "downloads", "gpu_overrides"}
 SIZE_KEYS = {"nemo_recipe", "time_limit", "model", "checkpoint", "env"}
 SIZE_OPTIONAL = {"nemo"}
 CHECKPOINT_KEYS = {"size", "save_min_scale", "load_min_scale"}
