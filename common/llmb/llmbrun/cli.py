@@ -14,10 +14,12 @@
     llmb-run archive [--output FILE] [--suite ID]
     llmb-run verify-archive FILE
     llmb-run suite submit [--max-scale N] [--min-scale N] [-w W ...] [--dtype D ...]
-        [--repeats R] [--max-jobs K] [--smoke] [--dry-run] [--yes] [PLACEMENT]
-        [--exclude-suspect]
+        [--repeats R] [--set NAME [--scale N]] [--max-jobs K] [--smoke] [--dry-run] [--yes]
+        [PLACEMENT] [--exclude-suspect]
     llmb-run suite status [ID] [--wait [--timeout S]] [--format=table|json]
     llmb-run suite report [ID] [--check] [--format=table|json] [--output DIR]
+        [--baseline FILE]
+    llmb-run suite baseline [ID] --save FILE
     llmb-run suite resume [ID] [--exclude-suspect] [--dry-run]
 
 PLACEMENT: --nodelist, --exclude, --reservation, --qos, --segment, --slurm-arg=--KEY=VALUE.
@@ -28,8 +30,9 @@ Exit status: 0 success; 1 a refused request (validation against the recipe metad
 install), a failed submission, a failed preflight check, a screen that could not run or an
 incomplete archive; 2 a command line that cannot be used (an unknown option, a flag's value);
 3 a screen that named a GPU, node or link, or `suite report --check`: a configuration is below
-its reference or lacks its successful runs; 130 interrupted; 141 the reader of the output went
-away (a broken pipe).
+its reference or lacks its successful runs (with --baseline: a workload of the set is not
+above 95% of its baseline, or has no run or no baseline); 130 interrupted; 141 the reader of
+the output went away (a broken pipe).
 """
 
 from __future__ import annotations
@@ -213,12 +216,12 @@ def add_check_parsers(sub: argparse._SubParsersAction[Parser]) -> None:
 
 def add_suite_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     """`llmb-run suite submit | status | report | resume` (llmb.llmbrun.suite.commands)."""
-    from llmb.llmbrun.suite import DEFAULT_REPEATS
+    from llmb.llmbrun.suite import DEFAULT_REPEATS, SET_NAMES
 
     su = sub.add_parser("suite", help="the published configurations in one pass: submit, "
                         "status, report, resume", allow_abbrev=False)
     ssub = su.add_subparsers(dest="suite_command", required=True,
-                             metavar="submit|status|report|resume")
+                             metavar="submit|status|report|resume|baseline")
     sb = ssub.add_parser("submit", help="every published configuration up to the cluster's "
                          "size, each --repeats times", allow_abbrev=False)
     sb.add_argument("--max-scale", type=whole_number("a GPU count", MAX_SCALE), metavar="N",
@@ -230,7 +233,11 @@ def add_suite_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     sb.add_argument("--dtype", action="append", default=[], metavar="D",
                     help="only this dtype (repeatable)")
     sb.add_argument("--repeats", type=whole_number("a number of repeats", 1000),
-                    default=DEFAULT_REPEATS, help=f"runs per configuration ({DEFAULT_REPEATS})")
+                    help=f"runs per configuration ({DEFAULT_REPEATS}; a set's own)")
+    sb.add_argument("--set", metavar="NAME", help="an acceptance set's workloads and dtypes "
+                    f"for this GPU type, at its scale ({', '.join(SET_NAMES)})")
+    sb.add_argument("--scale", type=whole_number("a GPU count", MAX_SCALE), metavar="N",
+                    help="with --set: rehearse at N GPUs (at most the set's scale)")
     sb.add_argument("--max-jobs", type=whole_number("a number of jobs", MAX_NODES),
                     metavar="K", help="at most K of the suite's jobs in the queue at once")
     sb.add_argument("--smoke", action="store_true",
@@ -242,7 +249,8 @@ def add_suite_parser(sub: argparse._SubParsersAction[Parser]) -> None:
     add_placement(sb)
     for name, what in (("status", "runs done, running, pending, held and failed per "
                         "configuration"), ("report", "the analyzer's verdicts over the "
-                        "suite's runs"), ("resume", "submit again what the suite is missing")):
+                        "suite's runs"), ("resume", "submit again what the suite is missing"),
+                       ("baseline", "a set suite's own step times as a baseline file")):
         q = ssub.add_parser(name, help=what, allow_abbrev=False)
         q.add_argument("suite_id", nargs="?", metavar="ID", help="default: the newest suite")
         if name == "status":
@@ -258,6 +266,10 @@ def add_suite_parser(sub: argparse._SubParsersAction[Parser]) -> None:
                            "lacks repeats")
             q.add_argument("--output", metavar="DIR",
                            help="the HTML report (default: $LLMB_INSTALL/suites/ID/report)")
+            q.add_argument("--baseline", metavar="FILE", help="a set suite: each workload "
+                           "above 95%% of this file's")
+        if name == "baseline":
+            q.add_argument("--save", metavar="FILE", required=True, help="the new file (YAML)")
         if name == "resume":
             q.add_argument("--exclude-suspect", action="store_true",
                            help="leave out the nodes the newest llmb-run screen named")
@@ -275,7 +287,10 @@ def cmd_suite(cfg: ClusterConfig, args: argparse.Namespace) -> int:
                              "drop --timeout")
         return suite.cmd_status(cfg, suite_id, args.wait, args.timeout, args.format)
     if command == "report":
-        return suite.cmd_report(cfg, suite_id, args.check, args.format, args.output)
+        return suite.cmd_report(cfg, suite_id, args.check, args.format, args.output,
+                                args.baseline)
+    if command == "baseline":
+        return suite.cmd_baseline(cfg, suite_id, args.save)
     check_environment(dict(os.environ))
     if command == "resume":
         return suite.cmd_resume(cfg, suite_id, args.exclude_suspect, args.dry_run)
@@ -284,7 +299,8 @@ def cmd_suite(cfg: ClusterConfig, args: argparse.Namespace) -> int:
                     args.max_scale)
     return suite.cmd_submit(cfg, sel, args.repeats, args.max_jobs, args.smoke,
                                args.dry_run, args.yes, placement_of(args),
-                               args.exclude_suspect)
+                               args.exclude_suspect, set_name=suite.check_name(args.set)
+                               if args.set is not None else None, scale=args.scale)
 
 
 def check_environment(environ: dict[str, str]) -> None:

@@ -12,6 +12,9 @@ An archive (`.tar.gz`, everything under `llmb-archive/`) holds:
     history.jsonl, preflight.json             llmb-run's history; the newest preflight report
     suite.json                                with --suite ID: the suite's record (then runs/
                                               and history.jsonl hold that suite's alone)
+    verdict.json, baseline.yaml               a set suite's newest verdict (`suite report
+                                              --baseline`) and the baseline it was judged
+                                              against, when it has one
     screen/                                   the newest screen: screen.json, the install's
                                               baseline it was held to (baseline.json), and
                                               its job's output (its section is in the report
@@ -273,6 +276,7 @@ class SuiteScope:
     record: Path  # suite.json
     run_dirs: set[Path]  # resolved
     jobs: set[str]
+    kept: tuple[Path, ...] = ()  # a set suite's verdict and its baseline, beside its record
 
 
 def suite_scope(cfg: ClusterConfig, suite_id: str) -> SuiteScope:
@@ -281,7 +285,8 @@ def suite_scope(cfg: ClusterConfig, suite_id: str) -> SuiteScope:
     found = suite.load(cfg, suite_id)
     recs = [r for attempts in suite.submissions(cfg, found).values() for r in attempts]
     dirs = {Path(str(r["experiment_dir"])).resolve() for r in recs if r.get("experiment_dir")}
-    return SuiteScope(found.id, found.path, dirs, {str(r["job_id"]) for r in recs})
+    kept = tuple(found.path.parent / name for name in (suite.VERDICT_FILE, suite.BASELINE_FILE))
+    return SuiteScope(found.id, found.path, dirs, {str(r["job_id"]) for r in recs}, kept)
 
 
 def copy_history(cfg: ClusterConfig, target: Path, secrets: set[str],
@@ -310,6 +315,9 @@ def stage(cfg: ClusterConfig, root: Path, progress: Progress,
             print(f"{PROG}: archive: warning: the history is left out: {exc}", file=sys.stderr)
     if scope is not None and not linked(cfg, scope.record, "the suite's record", left):
         copy_redacted(scope.record, root / "suite.json", secrets)
+    for path in scope.kept if scope is not None else ():
+        if os.path.lexists(path) and not linked(cfg, path, f"the suite's {path.name}", left):
+            copy_redacted(path, root / path.name, secrets)
     latest = stage_preflight(cfg, root, secrets, left)
     progress.update("system facts (sinfo, scontrol, nvidia-smi)")
     files.atomic_write(root / "system.json", redact.redact_text(
@@ -452,6 +460,8 @@ def summarize(out: Path, index: ArchiveIndex) -> None:
         if not run["manifest"]:
             print(f"  note: {values.shown(run['run'])} has no {manifest.NAME} (a run made "
                   "without llmb's launch)")
+    if "verdict.json" in index["files"]:
+        print("  set verdict: verdict.json, judged against baseline.yaml")
     if noted := index.get("screen"):
         named = ",".join(noted["suspects"] or []) or "none"
         print(f"  screen {noted['stamp']}: suspects {named}")

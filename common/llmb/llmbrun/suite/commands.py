@@ -1,11 +1,13 @@
 """`llmb-run suite submit | status | resume`: accept a cluster in one pass.
 
     suite submit [--max-scale N] [--min-scale N] [-w W ...] [--dtype D ...] [--repeats R]
-                 [--max-jobs K] [--smoke] [--dry-run] [--yes] [PLACEMENT] [--exclude-suspect]
+                 [--set NAME [--scale N]] [--max-jobs K] [--smoke] [--dry-run] [--yes]
+                 [PLACEMENT] [--exclude-suspect]
     suite status [ID] [--wait [--timeout S]] [--format=table|json]
     suite resume [ID] [--exclude-suspect] [--dry-run]
 
-`submit` plans (llmb.llmbrun.suite.plan), validates every run as `bulk` does (metadata, scale,
+`submit` plans (llmb.llmbrun.suite.plan; with --set, an acceptance set's workloads at its
+scale: llmb.llmbrun.suite.sets), validates every run as `bulk` does (metadata, scale,
 placement, launch environment) before the first submission, prints the plan with its
 GPU-hours, asks on a terminal (not with --yes), records the suite (llmb.llmbrun.suite.record) and
 submits its runs largest first, at most --max-jobs of them. `status` counts per configuration
@@ -31,10 +33,11 @@ from llmb.launch.placement import Placement
 from llmb.llmbrun import rerun, screen, submit
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import PROG, RunError
-from llmb.llmbrun.suite import plan, record
+from llmb.llmbrun.suite import plan, record, sets
 from llmb.llmbrun.suite.plan import Selection
 from llmb.llmbrun.suite.record import Slot, Suite
 from llmb.shared import values
+from llmb.shared.errors import UsageError
 from llmb.shared.progress import Progress
 
 POLL_S = 5.0
@@ -62,21 +65,18 @@ def _confirm(question: str, ask: Callable[[str], str]) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-def cmd_submit(cfg: ClusterConfig, sel: Selection, repeats: int, max_jobs: int | None,
+def cmd_submit(cfg: ClusterConfig, sel: Selection, repeats: int | None, max_jobs: int | None,
                smoke: bool, dry_run: bool, yes: bool, place: Placement,
-               exclude_suspect: bool, ask: Callable[[str], str] = input) -> int:
+               exclude_suspect: bool, ask: Callable[[str], str] = input,
+               set_name: str | None = None, scale: int | None = None) -> int:
     cfg.require_slurm("suite")
-    extra = record.SuiteSettings(repeats=repeats)
+    extra = record.SuiteSettings(repeats=DEFAULT_REPEATS)
     if exclude_suspect:
         nodes, screen_json = _suspect_nodes(cfg)
         place, new = rerun.excluding(place, nodes, "--exclude-suspect")
         extra["excluded_suspects"], extra["screen"] = list(new), str(screen_json)
-    origin = "--max-scale"
-    plan.check_selection(cfg, sel)
-    if sel.max_scale is None:
-        gpus, origin = plan.partition_gpus(cfg)
-        sel = replace(sel, max_scale=gpus)
-    configs = plan.published(cfg, sel)
+    configs, sel, origin = _planned(cfg, sel, repeats, set_name, scale, extra)
+    repeats = extra["repeats"]
     runs = plan.order_runs(configs, repeats)
     steps = plan.steps_per_run(cfg, os.environ)
     extra.update({"max_jobs": max_jobs, "smoke": smoke, "steps": steps,
@@ -112,6 +112,55 @@ def cmd_submit(cfg: ClusterConfig, sel: Selection, repeats: int, max_jobs: int |
     return rc
 
 
+def _planned(cfg: ClusterConfig, sel: Selection, repeats: int | None, set_name: str | None,
+             scale: int | None, extra: record.SuiteSettings
+             ) -> tuple[list[plan.SuiteConfig], Selection, str]:
+    """The configurations to run, the selection as recorded and where its largest scale comes
+    from; sets extra's repeats (and, with a set, its record)."""
+    if set_name is None:
+        if scale is not None:
+            raise UsageError(f"--scale {scale} applies with --set only; give --max-scale and "
+                             "--min-scale for the published configurations")
+        extra["repeats"] = DEFAULT_REPEATS if repeats is None else repeats
+        plan.check_selection(cfg, sel)
+        if sel.max_scale is not None:
+            return plan.published(cfg, sel), sel, "--max-scale"
+        gpus, origin = plan.partition_gpus(cfg)
+        sel = replace(sel, max_scale=gpus)
+        return plan.published(cfg, sel), sel, origin
+    if sel != Selection():
+        raise UsageError(f"--set {set_name} plans the set's workloads, dtypes and scale; drop "
+                         "-w, --dtype, --min-scale and --max-scale (--scale N rehearses at N "
+                         "GPUs)")
+    the_set = sets.load(set_name)
+    if repeats is not None and repeats != the_set.repeats:
+        raise UsageError(f"--repeats {repeats}: the {the_set.name} set runs each workload "
+                         f"{the_set.repeats} time(s); drop --repeats")
+    configs, found = sets.plan_set(cfg, the_set, the_set.scale if scale is None else scale,
+                                   os.environ)
+    extra["repeats"], extra["set"] = the_set.repeats, found
+    n = found["planned_scale"]
+    origin = (f"the {the_set.name} set" if n == the_set.scale else
+              f"--scale {n}, a rehearsal of the {the_set.name} set's {the_set.scale}")
+    return configs, Selection(min_scale=n, max_scale=n), origin
+
+
+def set_lines(suite: Suite) -> list[str]:
+    """What a suite planned from a set says of it: the set, a rehearsal, what is missing."""
+    found = suite.data.get("set")
+    if found is None:
+        return []
+    src = found["source"]
+    planned = sum(e["config"] is not None for e in found["entries"])
+    lines = [f"Set {found['name']} ({src['repository']} {src['release']}, {src['path']}) on "
+             f"{found['gpu_type']}: {planned} of {len(found['entries'])} workload x dtype "
+             f"planned at {found['planned_scale']} GPUs"]
+    if found["planned_scale"] != found["scale"]:
+        lines.append(f"Rehearsal: {found['planned_scale']} GPUs, not the set's "
+                     f"{found['scale']}: its verdict accepts nothing")
+    return lines + [f"  {line}" for line in sets.missing_lines(found)]
+
+
 def print_plan(cfg: ClusterConfig, suite: Suite, origin: str, steps: int) -> None:
     configs = suite.configs
     workloads = list(dict.fromkeys(c.workload for c in configs))
@@ -121,6 +170,8 @@ def print_plan(cfg: ClusterConfig, suite: Suite, origin: str, steps: int) -> Non
           f"{scales[0]} to {scales[-1]} GPUs (at most {suite.data['selection']['max_scale']}: "
           f"{origin})")
     sys.stdout.write(plan.render_plan(configs, suite.repeats, steps))
+    for line in set_lines(suite):
+        print(line)
     print(plan.estimate_line(configs, suite.repeats, steps))
     if suite.smoke:
         print("Smoke: every job runs the tiny test workload (SMOKE_TEST), not NeMo; the "

@@ -183,8 +183,8 @@ def partition_gpus(cfg: ClusterConfig) -> tuple[int, str]:
                   f"{cfg.gpu_type} GPUs")
 
 
-def _time_limit(cfg: ClusterConfig, recipe: catalog.Recipe, size: str,
-                environ: Mapping[str, str]) -> int:
+def time_limit_of(cfg: ClusterConfig, recipe: catalog.Recipe, size: str,
+                  environ: Mapping[str, str]) -> int:
     text = launch_settings(cfg, environ).get("TIME_LIMIT") or str(recipe.size(size)["time_limit"])
     return time_limit_seconds(text)
 
@@ -212,8 +212,8 @@ def published(cfg: ClusterConfig, sel: Selection, environ: Mapping[str, str] | N
             ref = recipe.reference(row.model_size, row.dtype, gpu, row.num_gpus, row.scaling)
             found.append(SuiteConfig(
                 recipe.workload, row.model_size, row.dtype, row.scaling, row.num_gpus,
-                ref.step_time if ref else None, _time_limit(cfg, recipe, row.model_size,
-                                                            environ)))
+                ref.step_time if ref else None, time_limit_of(cfg, recipe, row.model_size,
+                                                              environ)))
     if not found:
         bounds = f"{sel.min_scale} to {sel.max_scale if sel.max_scale else 'any'} GPUs"
         offered = ", ".join(map(str, sorted(scales))) or "none"

@@ -51,6 +51,7 @@ from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import RunError
 from llmb.llmbrun.history import SubmitRecord
 from llmb.llmbrun.suite.plan import NAME_LEN, ConfigRecord, Run, SuiteConfig
+from llmb.llmbrun.suite.sets import SetRecord
 from llmb.llmbrun.tasks import Task
 from llmb.shared import clock, files, records, slurmquery, values
 from llmb.shared.errors import UsageError
@@ -107,6 +108,7 @@ class SuiteSettings(_SettingsKeys, total=False):
     selection: SelectionRecord
     excluded_suspects: Annotated[list[Name], Bound(items=placement.MAX_HOSTS)]
     screen: str  # the screen.json the suspects came from
+    set: SetRecord  # planned from a set (--set): its workload x dtype entries
 
 
 class _SuiteKeys(_SettingsKeys):
@@ -246,6 +248,9 @@ def parse(suite_id: str, path: Path, data: object) -> Suite:
     if not configs or any(not 0 <= r.config < len(configs) for r in runs) \
             or [r.number for r in runs] != list(range(1, len(runs) + 1)):
         raise ValueError("runs are not numbered 1, 2, ... over its configurations")
+    entries = record["set"]["entries"] if "set" in record else []
+    if any(e["config"] is not None and not 0 <= e["config"] < len(configs) for e in entries):
+        raise ValueError("set.entries name a configuration the suite does not have")
     _whole("repeats", record["repeats"])
     if record.get("max_jobs") is not None:
         _whole("max_jobs", record.get("max_jobs"))

@@ -1,5 +1,6 @@
-"""`llmb-run suite report [ID] [--check] [--format=table|json] [--output DIR]`: the analyzer's
-verdicts over exactly one suite's runs, and one verdict for the cluster.
+"""`llmb-run suite report [ID] [--check] [--format=table|json] [--output DIR] [--baseline FILE]`:
+the analyzer's verdicts over exactly one suite's runs, and one verdict for the cluster; and
+`llmb-run suite baseline [ID] --save FILE`.
 
 The analyzer runs once (llmb.llmbrun.analyzer), over a folder
 `suite-<id>` of links to the run directories of every ended job of the suite (earlier attempts
@@ -12,6 +13,10 @@ done, and its count of done runs against the suite's repeats.
 --check exits 3 while a configuration is below the reference, has no successful run, or has
 fewer runs done than the suite's repeats (failed runs not resumed yet, or runs still queued):
 verdicts need their repeats. Exit 0 otherwise, and without --check.
+
+A suite planned from a set (`submit --set`) can instead be judged against a baseline file
+(--baseline: llmb.llmbrun.suite.verdict): that verdict is then the one --check exits 3 on.
+`suite baseline --save` writes such a suite's own step times as a baseline file.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pathlib import Path
 from llmb.llmbrun import analyzer, report
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import PROG, RunError
-from llmb.llmbrun.suite import record
+from llmb.llmbrun.suite import baseline, record, verdict
 from llmb.llmbrun.suite.plan import ConfigRowKey
 from llmb.llmbrun.suite.record import Slot, Suite
 from llmb.shared import values
@@ -134,11 +139,53 @@ def render(suite: Suite, rows: list[ReportRow]) -> str:
 
 
 def cmd_report(cfg: ClusterConfig, suite_id: str | None, check: bool, fmt: str,
-               output: str | None) -> int:
+               output: str | None, baseline_path: str | None = None) -> int:
     cfg.require_slurm("suite")
     output = report.checked_output(output)
     suite = record.load(cfg, suite_id)
+    base = verdict.baseline_for(suite, baseline_path) if baseline_path else None
     out = Path(output) if output else cfg.tree.suite(suite.id) / "report"
+    rows, data, missing = _analyzed(cfg, suite, out)
+    found = problems(rows)
+    failing = [p for p in found if not p.startswith(("failed runs", "runs still"))]
+    judged = None
+    if base is not None:  # upstream's rule decides, over the set's workloads
+        judged = verdict.judge(suite, measured(rows), base)
+        page = verdict.keep(suite, judged, base, out)
+        failing = found = judged["problems"]
+    where = None if missing else str(out / "index.html")
+    if fmt == "json":
+        print(json.dumps({"suite": suite.id, "configurations": rows,
+                          "check": {"passed": not failing, "problems": found},
+                          "report": where, "set_verdict": judged,
+                          "summary": data["summary"] if data is not None else None}, indent=2))
+    else:
+        sys.stdout.write(render(suite, rows) + (verdict.render(judged) if judged else ""))
+    note = sys.stderr if fmt == "json" else sys.stdout
+    print(f"report: {values.shown(where)}" if where else
+          f"{PROG}: no HTML report ({values.shown(missing)})", file=note)
+    if judged is not None:
+        print(f"set verdict page: {values.shown(page)}", file=note)
+    line = verdict.summary(judged) if judged else None
+    if not failing:
+        if line is not None:
+            print(("check: " if check else "") + line, file=note)
+        else:
+            print("check: passed" if check else "verdict: every configuration passes or has "
+                  "no reference", file=note)
+        return 0
+    if check:
+        print(f"{PROG}: suite {suite.id} check failed: " + (line or "; ".join(found)),
+              file=sys.stderr)
+        return EXIT_CHECK
+    print(line or "verdict: " + "; ".join(found), file=note)
+    return 0
+
+
+def _analyzed(cfg: ClusterConfig, suite: Suite, out: Path
+              ) -> tuple[list[ReportRow], analyzer.AnalyzerJson | None, str | None]:
+    """The suite's rows, the analyzer's JSON and why there is no HTML report (None: there is
+    one in `out`)."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -148,26 +195,42 @@ def cmd_report(cfg: ClusterConfig, suite_id: str | None, check: bool, fmt: str,
     data, missing = analyze(suite, view, out)
     analysis = analyzer.from_json(data) if data is not None else analyzer.RunAnalysis()
     record.classify(view, analysis)
-    rows = configurations(suite, view, analysis)
-    found = problems(rows)
-    failing = [p for p in found if not p.startswith(("failed runs", "runs still"))]
-    where = None if missing else str(out / "index.html")
-    if fmt == "json":
-        print(json.dumps({"suite": suite.id, "configurations": rows,
-                          "check": {"passed": not failing, "problems": found},
-                          "report": where,
-                          "summary": data["summary"] if data is not None else None}, indent=2))
-    else:
-        sys.stdout.write(render(suite, rows))
-    note = sys.stderr if fmt == "json" else sys.stdout
-    print(f"report: {values.shown(where)}" if where else
-          f"{PROG}: no HTML report ({values.shown(missing)})", file=note)
-    if not failing:
-        print("check: passed" if check else "verdict: every configuration passes or has no "
-              "reference", file=note)
-        return 0
-    if check:
-        print(f"{PROG}: suite {suite.id} check failed: " + "; ".join(found), file=sys.stderr)
-        return EXIT_CHECK
-    print("verdict: " + "; ".join(found), file=note)
+    return configurations(suite, view, analysis), data, missing
+
+
+def measured(rows: list[ReportRow]) -> list[float | None]:
+    """Each configuration's measured step time: the analyzer's median once a run is done."""
+    return [r["time_median"] if r["successful_runs"] else None for r in rows]
+
+
+def cmd_baseline(cfg: ClusterConfig, suite_id: str | None, save: str) -> int:
+    """`suite baseline [ID] --save FILE`: a set suite's own figures as a baseline file."""
+    cfg.require_slurm("suite")
+    suite = record.load(cfg, suite_id)
+    found = verdict.set_of(suite)
+    if not save.strip():
+        raise RunError("--save is empty; give the path of the new baseline file")
+    try:
+        target = Path(values.require_printable("--save", save))
+    except values.BadValue as exc:
+        raise RunError(str(exc)) from None
+    rows, _, _ = _analyzed(cfg, suite, cfg.tree.suite(suite.id) / "report")
+    figures: dict[str, dict[str, float]] = {}
+    for e, step in ((e, measured(rows)[e["config"]] if e["config"] is not None else None)
+                    for e in found["entries"]):
+        if step is None:
+            print(f"{PROG}: suite baseline: {e['workload']} {e['dtype']} has no figure (no "
+                  "successful run); left out", file=sys.stderr)
+            continue
+        figures.setdefault(e["workload"], {})[e["dtype"]] = round(step, 6)
+    if not figures:
+        raise RunError(f"suite {suite.id} has no successful run of its set; nothing to save")
+    data = baseline.BaselineFile(
+        schema=baseline.SCHEMA, set=found["name"], release=found["source"]["release"],
+        figure="step_time_s", scale=found["planned_scale"], suite=suite.id,
+        source=f"llmb-run suite {suite.id} ({suite.data.get('created')})",
+        baselines={found["gpu_type"]: figures})
+    baseline.save(target, data)
+    print(f"baseline: {values.shown(target)} ({sum(map(len, figures.values()))} figure(s) of "
+          f"suite {suite.id} at {found['planned_scale']} GPUs)")
     return 0
