@@ -16,6 +16,7 @@ alone holds only the Step Time lines; one of the last rank alone only the iterat
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 
 def iteration_line(*, iteration: int, total: int, consumed: int, seconds: float, lr: float,
@@ -35,18 +36,26 @@ def step_time_line(seconds: float, tflops: float) -> str:
 
 
 def startup_lines(world_size: int, data_parallel: int, seq_length: int, gbs: int,
-                  train_iters: int) -> list[str]:
+                  train_iters: int, mbs: int = 1,
+                  layout: Mapping[str, int] | None = None) -> list[str]:
     """What rank 0 prints before the first step, shortened to what a reader takes from it: the
-    launcher's world sizes, the configuration's YAML keys (seq_length, global_batch_size,
-    train_iters: the run's iteration count), the set-up lines."""
+    launcher's world sizes, the configuration summary of the pinned Megatron-Bridge (its model
+    section lists only values other than Megatron Core's defaults: `layout`, e.g.
+    {"tensor_model_parallel_size": 2}; its train and dataset sections the batch sizes, the
+    iteration count and the sequence length; llmb.analysis.bridgelayout reads it), the set-up
+    lines."""
+    rule, thin = "=" * 70, "-" * 70
+    model = [f"  {name}: {value}  (Mcore default: 1)" for name, value in (layout or {}).items()]
     return [
         f"  global_world_sizes=[{', '.join([str(world_size)] * min(world_size, 8))}]",
         "> initializing torch distributed ...",
-        "dataset:",
-        f"  seq_length: {seq_length}",
-        "train:",
-        f"  global_batch_size: {gbs}",
+        "", rule, "Configuration Summary (Non-Default Values vs Megatron Core)", rule,
+        "", "[model] Non-default values (vs Mcore TransformerConfig):", *model,
+        "", thin, "Other Configuration Values:", thin,
+        "", "[train]:", f"  global_batch_size: {gbs}", f"  micro_batch_size: {mbs}",
         f"  train_iters: {train_iters}",
+        "", "[dataset]:", f"  sequence_length: {seq_length}",
+        "", rule,
         f"data_parallel_size: {data_parallel}",
         "done with setup ...",
         "training ...",
