@@ -42,6 +42,7 @@ def test_rows_leave_the_layout_to_megatron_bridge(recipe: catalog.Recipe) -> Non
         assert cfg.experiment_name == \
             f"{recipe.workload}_{cfg.model_size}_{cfg.dtype}_gpus{cfg.num_gpus}"
         assert cfg.nodes * cfg.gpus_per_node == cfg.num_gpus
+    assert recipe.model_flops(recipe.sizes[0]) is None  # no model shape recorded: no FLOPs
 
 
 def test_qwen3_scales_are_upstreams() -> None:

@@ -273,8 +273,11 @@ class Recipe:
         found.sort(key=lambda r: SOURCE_PRECEDENCE.index(r.source))
         return found[0] if found else None
 
-    def model_flops(self, model_size: str, num_layers: int | None = None) -> float:
-        """FLOPs per sample; num_layers overrides the depth (405b proxies)."""
+    def model_flops(self, model_size: str, num_layers: int | None = None) -> float | None:
+        """FLOPs per sample; num_layers overrides the depth (405b proxies). None for a
+        Megatron-Bridge recipe: its model shape is Megatron-Bridge's, not recorded here."""
+        if self.is_bridge:
+            return None
         shape = dict(self.size(model_size)["model"])
         if num_layers is not None:
             shape["num_layers"] = num_layers
