@@ -198,3 +198,51 @@ def test_llmb_run_lists_and_dry_runs_a_bridge_workload(tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     assert "#SBATCH --nodes=128" in done.stdout
     assert "--compute_dtype fp8_mx --model_family_name qwen" in done.stdout
+
+
+def test_llama31_rules_gbs_fp8_recipe_and_checkpoints() -> None:
+    key = "pretrain_llama3.1"
+    on_b200 = job(key, GPU_TYPE="b200", MODEL_SIZE="405b", JOB_TOTAL_GPUS="256")
+    assert on_b200.args[on_b200.args.index("-gb") + 1] == "1536"  # 6 per GPU
+    with pytest.raises(RequestError, match=r"^GBS=512: upstream's launch.sh sets GBS=1536 .*"
+                                           "unset it$"):
+        job(key, GPU_TYPE="b200", MODEL_SIZE="405b", JOB_TOTAL_GPUS="256", GBS="512")
+    assert job(key, GPU_TYPE="b300", MODEL_SIZE="70b", JOB_TOTAL_GPUS="128").compute_dtype == \
+        "fp8_mx"
+    assert job(key, GPU_TYPE="b300", MODEL_SIZE="70b", JOB_TOTAL_GPUS="64").compute_dtype == \
+        "fp8_cs"
+    with pytest.raises(RequestError, match=r"allowed: mx$"):
+        job(key, GPU_TYPE="b300", MODEL_SIZE="70b", JOB_TOTAL_GPUS="128", FP8_RECIPE="cs")
+    with pytest.raises(RequestError, match="known NCCL error"):
+        job(key, GPU_TYPE="gb300", MODEL_SIZE="70b", JOB_TOTAL_GPUS="64", ENABLE_CHECKPOINT="1")
+    small = job(key, GPU_TYPE="gb300", MODEL_SIZE="8b", JOB_TOTAL_GPUS="8",
+                ENABLE_CHECKPOINT="true")
+    assert "--save_interval=50" in small.args
+    assert small.request.llmb_workload == INSTALL / "workloads" / "pretrain_llama3.1-bridge"
+
+
+def test_gpt_oss_ep_and_mbs_defaults_yield_to_the_variables() -> None:
+    at_72 = job("pretrain_gpt_oss", GPU_TYPE="gb300", JOB_TOTAL_GPUS="72")
+    assert at_72.args[at_72.args.index("-ep") + 1] == "8"
+    assert at_72.args[at_72.args.index("-mb") + 1] == "5"
+    own = job("pretrain_gpt_oss", GPU_TYPE="gb300", JOB_TOTAL_GPUS="72", EP="4")
+    assert own.args[own.args.index("-ep") + 1] == "4"
+    assert "-ep" not in job("pretrain_gpt_oss", GPU_TYPE="gb300", JOB_TOTAL_GPUS="64").args
+
+
+def test_deepseek_layouts_at_128_and_h100_time_limit() -> None:
+    gb200 = job("pretrain_deepseek-v3", GPU_TYPE="gb200", DTYPE="fp8", JOB_TOTAL_GPUS="128")
+    assert " ".join(gb200.args).count("-tp 2 -pp 2 -vp 8 -ep 32") == 1
+    assert gb200.compute_dtype == "fp8_mx"
+    h100 = job("pretrain_deepseek-v3", GPU_TYPE="h100", DTYPE="fp8", JOB_TOTAL_GPUS="1024")
+    assert (h100.compute_dtype, h100.request.time_limit) == ("fp8_sc", "01:30:00")
+    own = job("pretrain_deepseek-v3", GPU_TYPE="h100", JOB_TOTAL_GPUS="1024",
+              TIME_LIMIT="00:10:00")
+    assert own.request.time_limit == "00:10:00"
+
+
+def test_kimi_k2_on_b200_runs_the_image_it_pins() -> None:
+    bj = job("pretrain_kimi-k2", GPU_TYPE="b200", JOB_TOTAL_GPUS="256")
+    assert bj.image == str(INSTALL / "images" / "nvidia+nemo+26.04.01.sqsh")
+    assert job("pretrain_kimi-k2", GPU_TYPE="gb200", JOB_TOTAL_GPUS="256").image == \
+        str(INSTALL / "images" / "nvidia+nemo+26.06.01.sqsh")
