@@ -21,7 +21,7 @@ from paths import REPO, SHIMS
 from stacks import fresh_python
 from trainmanifests import find, make_manifest
 
-RECIPES = {r.name: r for r in catalog.all_recipes()}
+RECIPES = {r.name: r for r in catalog.all_recipes() if not r.is_bridge}  # bridge/*: below
 
 
 def script(recipe: str) -> Path:

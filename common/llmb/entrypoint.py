@@ -83,6 +83,8 @@ def login(recipe_dir: Path) -> int:
         catalog.require_gpu_type(recipe, gpu_type)
     except catalog.CatalogError as err:
         raise BadRequest(f"GPU_TYPE={err}") from None
+    if recipe.is_bridge:  # a Megatron-Bridge recipe: one launcher serves them all
+        return _bridge(recipe)
     try:
         req = request.from_env(recipe)
     except (request.RequestError, catalog.CatalogError) as err:
@@ -102,6 +104,19 @@ def login(recipe_dir: Path) -> int:
         detail = (getattr(result, "stderr", "") or "").strip().splitlines()
         message = detail[-1] if detail else f"{type(err).__name__}: {err}"
         raise SubmitFailed(f"submission failed: {' '.join(message.split())}") from None
+
+
+def _bridge(recipe) -> int:
+    from llmb.launch import bridgejob, request
+
+    try:
+        return bridgejob.launch(recipe)
+    except request.RequestError as err:
+        raise BadRequest(str(err)) from None
+    except (LlmbError, BrokenPipeError):
+        raise
+    except Exception as err:  # nemo-run's submission: one line, as login's
+        raise SubmitFailed(f"submission failed: {type(err).__name__}: {err}") from None
 
 
 def dry_runs(recipe_dir: Path, runs: list[dict[str, object]]) -> int:

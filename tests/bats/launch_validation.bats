@@ -49,7 +49,7 @@ each_recipe() {
 }
 
 @test "a GPU type with no published row: the recipe's GPU types, and what else knows it" {
-    local also="the analyzer (--gpu-type) and llmb-run screen also support h200, b300, gb300"
+    local also="the analyzer (--gpu-type) and llmb-run screen also support h200"
     export LAUNCH="$REPO/llama3.1/launch.sh"
     fails_with "GPU_TYPE=b300 is not supported by llama3.1; allowed: h100 (the GPU types it publishes rows for); ${also}" \
         GPU_TYPE=b300 JOB_TOTAL_GPUS=8 DRY_RUN=true HF_TOKEN=hf_abcdefghijklmnop

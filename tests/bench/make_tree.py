@@ -208,7 +208,8 @@ def generate(tree: Path) -> None:
     rng = random.Random(20261121)
     rows = [(cfg, recipe.reference(cfg.model_size, cfg.dtype, cfg.gpu_type, cfg.num_gpus,
                                    cfg.scaling), recipe.model_flops(cfg.model_size, cfg.num_layers))
-            for recipe in catalog.all_recipes() for cfg in recipe.rows() if cfg.num_gpus <= 512]
+            for recipe in catalog.all_recipes() if not recipe.is_bridge  # NeMo runs, FLOPs
+            for cfg in recipe.rows() if cfg.num_gpus <= 512]
     rows = [(cfg, ref.step_time, flops) for cfg, ref, flops in rows if ref is not None]
     for n in range(RUNS):
         cfg, ref, flops = rows[(n * 3) % len(rows)]  # every row about twice in 100 runs: repeats

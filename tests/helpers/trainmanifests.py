@@ -54,7 +54,7 @@ def make_manifest(recipe: catalog.Recipe, cfg: catalog.Config, cluster_type: str
 
 def all_cases() -> list[tuple[str, catalog.Recipe, catalog.Config]]:
     return [(f"{r.name}-{c.model_size}-{c.dtype}-{c.gpu_type}-{c.scaling}-{c.num_gpus}", r, c)
-            for r in catalog.all_recipes() for c in r.rows()]
+            for r in catalog.all_recipes() if not r.is_bridge for c in r.rows()]
 
 
 CASES = all_cases()

@@ -225,14 +225,14 @@ def test_the_gpu_type_of_the_install_decides(tmp_path: Path) -> None:
 
 
 def test_a_gpu_type_no_recipe_publishes_is_refused_saying_which_it_has(tmp_path: Path) -> None:
-    """B300 is known to the analyzer and the screen (gpus.yaml), not to the recipes: a run on a
-    B300 install is refused in one line, before anything is submitted."""
+    """B300 is known to the analyzer and the screen (gpus.yaml) and to the Megatron-Bridge
+    recipes, not to nemotron: a run of it on a B300 install is refused in one line, before
+    anything is submitted."""
     b300 = installed(tmp_path / "b300", gpu_type="b300")
     errors, warnings, above = tasks.check_task(b300, task("15b", scale=16))
     assert errors == [f"{task('15b', scale=16).label()}: gpu_type b300 is not supported by "
                       "nemotron; allowed: h100, gb200, b200 (the GPU types it publishes rows "
-                      "for); the analyzer (--gpu-type) and llmb-run screen also support h200, "
-                      "b300, gb300"]
+                      "for); the analyzer (--gpu-type) and llmb-run screen also support h200"]
     assert (warnings, above) == ([], False)
 
 

@@ -56,9 +56,9 @@ def job_env(recipe: catalog.Recipe, config: catalog.Config, nccl_trace: bool = F
             env["HF_HOME"] = str(Path(workload) / HF_HOME_DIR)
     else:
         env["TRANSFORMERS_OFFLINE"] = "1"
-    if config.tp > 1 or config.cp > 1:
+    if (config.tp or 1) > 1 or (config.cp or 1) > 1:  # None: a Megatron-Bridge row
         env["CUDA_DEVICE_MAX_CONNECTIONS"] = str(gpu.cuda_device_max_connections)
-    if config.pp > 1:
+    if (config.pp or 1) > 1:
         env.update(PIPELINE_ENV)
     env.update(_strings(gpu.env))
     env.update(_strings(recipe.data.get("env") or {}))

@@ -118,12 +118,17 @@ def render(req: Request, paths: JobPaths) -> str:
     AppDef, materialize a SlurmBatchRequest. tests/launch/test_experiment.py checks the result
     equals the script nemo-run writes on a real submission.
     """
+    return render_batch(executor(req), task(req, paths), paths)
+
+
+def render_batch(built, work, paths: JobPaths) -> str:
+    """The sbatch script nemo-run writes for executor `built` running `work` (a nemo-run
+    Script): the one renderer of every benchmark job (llmb.launch.bridgejob's too)."""
     from nemo_run.core.execution.slurm import SlurmBatchRequest
     from nemo_run.run.torchx_backend.packaging import package
 
-    built = executor(req)
     built.assign(paths.run_id, str(paths.run_dir), paths.experiment, paths.experiment)
-    app = package(paths.experiment, task(req, paths), built,
+    app = package(paths.experiment, work, built,
                   serialize_metadata_for_scripts=False)
     values = built.macro_values()
     roles = [values.apply(role) if values else role for role in app.roles]

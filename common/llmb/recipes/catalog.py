@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llmb.recipes import nemojob, perf, schema
+from llmb.recipes import bridgeschema, nemojob, perf, schema
 from llmb.recipes.schema import CLUSTER_TYPES as CLUSTER_TYPES  # the names metadata.yaml uses
 from llmb.recipes.schema import DTYPES, SCALINGS, SOURCE_PRECEDENCE, CatalogError
 from llmb.shared import yamlfile
@@ -74,15 +74,17 @@ class Config:
     num_gpus: int
     gpus_per_node: int
     scaling: str
-    tp: int
-    pp: int
-    cp: int
+    # The layout; None in a Megatron-Bridge recipe's row (bridge/*): its workload base config
+    # in Megatron-Bridge chooses the parallelism and batch sizes, not llmb.
+    tp: int | None
+    pp: int | None
+    cp: int | None
     vp: int | None
     ep: int | None
-    mbs: int
-    gbs: int
-    dp: int
-    ga: int
+    mbs: int | None
+    gbs: int | None
+    dp: int | None
+    ga: int | None
     num_layers: int
     seq_length: int
     source: str
@@ -100,6 +102,8 @@ class Config:
 
     @property
     def experiment_name(self) -> str:
+        if self.tp is None:  # a Megatron-Bridge row: its layout is not llmb's to name
+            return f"{self.workload}_{self.model_size}_{self.dtype}_gpus{self.num_gpus}"
         return (
             f"{self.workload}_{self.model_size}_{self.dtype}_gpus{self.num_gpus}"
             f"_tp{self.tp}_pp{self.pp}_cp{self.cp}_vp{self.vp}_mbs{self.mbs}_gbs{self.gbs}"
@@ -219,7 +223,7 @@ class Recipe:
         and still must satisfy the DP/GA arithmetic.
         """
         self._check_choice("model_size", model_size, self.sizes)
-        self._check_choice("dtype", dtype, DTYPES)
+        self._check_choice("dtype", dtype, bridgeschema.DTYPES if self.is_bridge else DTYPES)
         self._check_choice("gpu_type", gpu_type, gpu_types())
         self._check_choice("scaling", scaling, SCALINGS)
         what = f"{self.name} {model_size}"
@@ -269,8 +273,11 @@ class Recipe:
         found.sort(key=lambda r: SOURCE_PRECEDENCE.index(r.source))
         return found[0] if found else None
 
-    def model_flops(self, model_size: str, num_layers: int | None = None) -> float:
-        """FLOPs per sample; num_layers overrides the depth (405b proxies)."""
+    def model_flops(self, model_size: str, num_layers: int | None = None) -> float | None:
+        """FLOPs per sample; num_layers overrides the depth (405b proxies). None for a
+        Megatron-Bridge recipe: its model shape is Megatron-Bridge's, not recorded here."""
+        if self.is_bridge:
+            return None
         shape = dict(self.size(model_size)["model"])
         if num_layers is not None:
             shape["num_layers"] = num_layers
@@ -291,8 +298,15 @@ class Recipe:
             raise CatalogError(f"{self.name} has no {fld} {value}; allowed: {', '.join(allowed)}",
                                fld, value, allowed)
 
+    @property
+    def is_bridge(self) -> bool:
+        """A Megatron-Bridge recipe (bridge/*): its job is llmb.recipes.bridgejob's."""
+        return schema.is_bridge(self.data)
+
     def _build(self, entry: Mapping[str, Any], dtype: str, gpu_type: str, num_gpus: int,
                gpus_per_node: int | None, published: bool) -> Config:
+        if self.is_bridge:
+            return self._bridge_row(entry, dtype, gpu_type, num_gpus, gpus_per_node, published)
         tp, pp, cp, mbs = entry["tp"], entry["pp"], entry["cp"], entry["mbs"]
         gbs_float = entry["gbs"] if "gbs" in entry else entry["gbs_per_gpu"] * num_gpus
         where = f"{self.name} {entry['size']} {dtype} {gpu_type} at {num_gpus} GPUs"
@@ -316,6 +330,20 @@ class Recipe:
             scaling=entry["scaling"], tp=tp, pp=pp, cp=cp, vp=entry["vp"], ep=entry["ep"],
             mbs=mbs, gbs=gbs, dp=dp, ga=gbs // (mbs * dp),
             num_layers=entry.get("num_layers", self.size(entry["size"])["model"]["num_layers"]),
+            seq_length=self.seq_length, source=entry["source"], published=published,
+            entry=self._index(entry),
+        )
+
+    def _bridge_row(self, entry: Mapping[str, Any], dtype: str, gpu_type: str, num_gpus: int,
+                    gpus_per_node: int | None, published: bool) -> Config:
+        """A Megatron-Bridge row: the scale and the GPUs per node are llmb's; the layout is
+        left to Megatron-Bridge (None)."""
+        gpu = _gpu_table()[gpu_type]
+        return Config(
+            recipe=self.name, workload=self.workload, model_size=entry["size"], dtype=dtype,
+            gpu=gpu, num_gpus=num_gpus, gpus_per_node=gpus_per_node or gpu.gpus_per_node,
+            scaling=entry["scaling"], tp=None, pp=None, cp=None, vp=None, ep=None, mbs=None,
+            gbs=None, dp=None, ga=None, num_layers=int(self.size(entry["size"])["num_layers"]),
             seq_length=self.seq_length, source=entry["source"], published=published,
             entry=self._index(entry),
         )
@@ -413,7 +441,10 @@ def load_recipe(directory: Path | str) -> Recipe:
 
 
 def recipe_dirs(root: Path = REPO_ROOT) -> list[Path]:
-    return sorted(p.parent for p in root.glob("*/metadata.yaml"))
+    """The recipe folders: the NeMo ones at the root, then the Megatron-Bridge ones under
+    bridge/ (a name both use, llama3.1, finds the root one first)."""
+    return [p.parent for pattern in ("*/metadata.yaml", "bridge/*/metadata.yaml")
+            for p in sorted(root.glob(pattern))]
 
 
 def all_recipes(root: Path = REPO_ROOT) -> list[Recipe]:

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
-from llmb.recipes import nemojob, perf, screenfacts
+from llmb.recipes import bridgeschema, nemojob, perf, screenfacts
+from llmb.recipes.bridgeschema import BRIDGE_FRAMEWORK
 from llmb.shared.errors import UsageError
 
 # Seed documents in order of precedence: where two publish the same row, the newer one wins.
@@ -77,9 +78,20 @@ def _check_keys(where: str, data: object, required: set[str],
         raise CatalogError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
 
 
+def is_bridge(data: Mapping[str, Any]) -> bool:
+    """A Megatron-Bridge recipe (bridge/*/metadata.yaml): framework megatron-bridge."""
+    framework = data.get("framework")
+    return isinstance(framework, Mapping) and framework.get("name") == BRIDGE_FRAMEWORK
+
+
 def validate(data: Mapping[str, Any], where: str, known_gpus: Collection[str]) -> None:
     """Check a parsed metadata.yaml; raise CatalogError naming the first problem. `known_gpus`:
     the GPU types of gpus.yaml."""
+    if is_bridge(data):
+        problem = bridgeschema.problem(data, where, known_gpus)
+        if problem:
+            raise CatalogError(problem)
+        return
     _check_keys(where, data, TOP_KEYS, TOP_OPTIONAL)
     if not isinstance(data.get("logged_tflops", True), bool):
         raise CatalogError(f"{where}: logged_tflops must be true or false")

@@ -1,0 +1,200 @@
+"""The schema of a Megatron-Bridge recipe's metadata.yaml (bridge/<name>/metadata.yaml).
+
+Such a recipe is a folder of facts: its identity upstream (NVIDIA/exemplar-performance), the
+stack (image, pinned repositories, per-GPU-type overrides), what setup downloads, the matrix
+of sizes x GPU types x dtypes x scales, and what its job asks of Megatron-Bridge's
+scripts/performance/setup_experiment.py (`bridge:`, read by llmb.launch.bridgejob). `problem`
+names the first thing wrong in one line (llmb.recipes.schema raises it as CatalogError), or
+None; the layout of a row (TP, PP, ..., GBS) is Megatron-Bridge's and is not recorded.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping
+from typing import Any
+
+BRIDGE_FRAMEWORK = "megatron-bridge"
+DTYPES = ("bf16", "fp8", "nvfp4")
+FP8_RECIPES = ("cs", "mx", "sc")
+TOP_KEYS = {
+    "recipe", "workload", "name", "family", "framework", "image", "upstream", "repositories",
+    "downloads", "seq_length", "entrypoint", "requires_hf_token", "cluster_types", "defaults",
+    "env", "profile", "bridge", "sizes", "configs", "references",
+}
+TOP_OPTIONAL = {"gpu_overrides", "logged_tflops"}
+UPSTREAM_KEYS = {"workload", "path", "release"}
+REPO_KEYS = {"megatron_bridge", "nemo_run"}
+BRIDGE_KEYS = {"model_family_name", "offline", "nemo_home", "hf_home", "fp8_recipes",
+               "overrides", "profile_args", "args", "checkpoint", "rules"}
+RULE_KEYS = {"when"}
+RULE_OPTIONAL = {"env", "args", "fp8_recipe", "time_limit", "defaults", "gbs_per_gpu",
+                 "no_checkpoint"}
+WHEN_KEYS = {"sizes", "dtypes", "gpu_types", "scales"}
+SIZE_KEYS = {"recipe_name", "num_layers", "time_limit", "checkpoint", "env"}
+CONFIG_KEYS = {"size", "gpu_types", "dtypes", "scaling", "scales", "source"}
+OVERRIDE_VARS = ("TP", "PP", "CP", "EP", "ETP", "ET", "GBS", "MBS", "VP")
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+# An argument or environment value of the job: it lands unquoted inside the job's single-quoted
+# `bash -c '...'` (Megatron-Bridge's launcher template), so no quote, space or shell character.
+_WORD = re.compile(r"[A-Za-z0-9_.,=:/+-]+")
+_IMAGE = re.compile(r"nvcr\.io/nvidia/[a-z0-9._-]+:[0-9A-Za-z._-]+")
+
+
+def _keys(where: str, data: object, required: set[str],
+          optional: set[str] | frozenset[str] = frozenset()) -> str | None:
+    if not isinstance(data, Mapping):
+        return f"{where}: expected a mapping, got {type(data).__name__}"
+    missing, unknown = required - set(data), set(data) - required - optional
+    if missing:
+        return f"{where}: missing key(s) {', '.join(sorted(missing))}"
+    if unknown:
+        return f"{where}: unknown key(s) {', '.join(sorted(unknown))}"
+    return None
+
+
+def problem(data: Mapping[str, Any], where: str, known_gpus: Collection[str]) -> str | None:
+    """The first problem of a parsed Megatron-Bridge metadata.yaml, in one line, or None."""
+    return (_keys(where, data, TOP_KEYS, TOP_OPTIONAL)
+            or _keys(f"{where}: upstream", data["upstream"], UPSTREAM_KEYS)
+            or _stack(data, where, known_gpus)
+            or _downloads(data["downloads"], f"{where}: downloads")
+            or _bridge(data["bridge"], f"{where}: bridge", known_gpus)
+            or _sizes(data["sizes"], f"{where}: sizes")
+            or _configs(data, where, known_gpus)
+            or (f"{where}: references: a Megatron-Bridge recipe publishes no step times yet"
+                if data["references"] else None))
+
+
+def _stack(data: Mapping[str, Any], where: str, known_gpus: Collection[str]) -> str | None:
+    """framework, image and repositories; each GPU type's overrides of image and repositories."""
+    framework = data["framework"]
+    if not isinstance(framework, Mapping) or set(framework) != {"name", "version"}:
+        return f"{where}: framework: expected {{name: {BRIDGE_FRAMEWORK}, version: ...}}"
+    found = _image(data["image"], f"{where}: image") or \
+        _repositories(data["repositories"], f"{where}: repositories", REPO_KEYS)
+    if found:
+        return found
+    for gpu, pinned in (data.get("gpu_overrides") or {}).items():
+        at = f"{where}: gpu_overrides.{gpu}"
+        if gpu not in known_gpus:
+            return f"{at}: GPU type {gpu!r} is not in gpus.yaml"
+        found = _keys(at, pinned, set(), {"image", "repositories"})
+        if not found and "image" in pinned:
+            found = _image(pinned["image"], f"{at}.image")
+        if not found and "repositories" in pinned:
+            found = _repositories(pinned["repositories"], f"{at}.repositories", set())
+        if found:
+            return found
+    return None
+
+
+def _image(value: object, where: str) -> str | None:
+    if not isinstance(value, str) or not _IMAGE.fullmatch(value):
+        return f"{where}: {value!r} is not an image reference such as nvcr.io/nvidia/nemo:26.06.01"
+    return None
+
+
+def _repositories(repos: object, where: str, required: set[str]) -> str | None:
+    found = _keys(where, repos, required, REPO_KEYS)
+    if found:
+        return found
+    assert isinstance(repos, Mapping)
+    for name, repo in repos.items():
+        at = f"{where}.{name}"
+        found = _keys(at, repo, {"url", "commit"})
+        if found:
+            return found
+        if not str(repo["url"]).startswith("https://"):
+            return f"{at}.url: {repo['url']!r} is not an https:// URL"
+        if not isinstance(repo["commit"], str) or not _COMMIT.fullmatch(repo["commit"]):
+            return f"{at}.commit: {repo['commit']!r} is not a full 40-hex commit"
+    return None
+
+
+def _downloads(downloads: object, where: str) -> str | None:
+    found = _keys(where, downloads, {"huggingface"})
+    if found:
+        return found
+    assert isinstance(downloads, Mapping)
+    for i, item in enumerate(downloads["huggingface"] or []):
+        at = f"{where}.huggingface[{i}]"
+        found = _keys(at, item, {"repo_id", "assets"})
+        if found:
+            return found
+        if not re.fullmatch(r"[\w.-]+/[\w.-]+", str(item["repo_id"])):
+            return f"{at}.repo_id: {item['repo_id']!r} is not owner/name"
+        if item["assets"] != ["config"]:
+            return f"{at}.assets: only [config] is downloaded (the model's config, no weights)"
+    return None
+
+
+def _bridge(bridge: object, where: str, known_gpus: Collection[str]) -> str | None:
+    found = _keys(where, bridge, BRIDGE_KEYS)
+    if found:
+        return found
+    assert isinstance(bridge, Mapping)
+    for gpu, allowed in (bridge["fp8_recipes"] or {}).items():
+        if gpu not in known_gpus or not allowed or not set(allowed) <= set(FP8_RECIPES):
+            return (f"{where}.fp8_recipes.{gpu}: {allowed!r} is not a list within "
+                    f"{', '.join(FP8_RECIPES)} for a GPU type of gpus.yaml")
+    words = [*bridge["args"], *(a for r in bridge["rules"] or [] for a in r.get("args") or []),
+             *(v for r in bridge["rules"] or [] for v in (r.get("env") or {}).values())]
+    bad = [w for w in words if not _WORD.fullmatch(str(w))]
+    if bad:
+        return f"{where}: argument {bad[0]!r} holds a character other than {_WORD.pattern}"
+    if not set(bridge["overrides"]) <= set(OVERRIDE_VARS):
+        return f"{where}.overrides: variables must be among {', '.join(OVERRIDE_VARS)}"
+    if bridge["checkpoint"] not in (None, {"save_interval": True}):
+        return (f"{where}.checkpoint: null (ENABLE_CHECKPOINT refused) or {{save_interval: "
+                "true}} (--save_interval=MAX_STEPS: one checkpoint at the end)")
+    for i, rule in enumerate(bridge["rules"] or []):
+        at = f"{where}.rules[{i}]"
+        found = _keys(at, rule, RULE_KEYS, RULE_OPTIONAL) or \
+            _keys(f"{at}.when", rule["when"], set(), WHEN_KEYS)
+        if found:
+            return found
+        if "gbs_per_gpu" in rule and "GBS" not in bridge["overrides"]:
+            return f"{at}.gbs_per_gpu: GBS must be one of overrides"
+        if not set(rule.get("defaults") or {}) <= set(bridge["overrides"]):
+            return f"{at}.defaults: only the variables of overrides may have a default"
+        if "fp8_recipe" in rule and rule["fp8_recipe"] not in FP8_RECIPES:
+            return f"{at}.fp8_recipe: {rule['fp8_recipe']!r} is not one of {FP8_RECIPES}"
+    return None
+
+
+def _sizes(sizes: object, where: str) -> str | None:
+    if not isinstance(sizes, Mapping) or not sizes:
+        return f"{where}: expected a mapping of sizes"
+    for name, size in sizes.items():
+        found = _keys(f"{where}.{name}", size, SIZE_KEYS)
+        if found:
+            return found
+        if not isinstance(size["num_layers"], int) or size["num_layers"] < 1:
+            return f"{where}.{name}.num_layers: {size['num_layers']!r} is not a positive integer"
+    return None
+
+
+def _configs(data: Mapping[str, Any], where: str, known_gpus: Collection[str]) -> str | None:
+    seen: dict[tuple[object, ...], int] = {}
+    for i, entry in enumerate(data["configs"]):
+        at = f"{where}: configs[{i}]"
+        found = _keys(at, entry, CONFIG_KEYS)
+        if found:
+            return found
+        if entry["size"] not in data["sizes"]:
+            return f"{at}: size {entry['size']} is not under sizes"
+        if entry["source"] != data["upstream"]["release"] or entry["scaling"] != "weak":
+            return f"{at}: source must be upstream.release and scaling weak"
+        for name, values, allowed in (("dtype", entry["dtypes"], DTYPES),
+                                      ("GPU type", entry["gpu_types"], known_gpus)):
+            bad = [v for v in values if v not in allowed]
+            if bad:
+                return f"{at}: {name} {bad[0]!r} is not one of {', '.join(allowed)}"
+        for key in ((entry["size"], d, g, n) for d in entry["dtypes"]
+                    for g in entry["gpu_types"] for n in entry["scales"]):
+            if key in seen:
+                return f"{at}: {' '.join(map(str, key))} GPUs is already listed by " \
+                       f"configs[{seen[key]}]"
+            seen[key] = i
+    return None
