@@ -76,11 +76,20 @@ class Versions(TypedDict):
     python: str
 
 
+class Bridge(TypedDict):
+    """What a Megatron-Bridge run asked Megatron-Bridge's performance scripts."""
+
+    compute_dtype: str  # bf16, fp8_cs, fp8_mx, fp8_sc, nvfp4 (--compute_dtype)
+    model_recipe_name: str  # --model_recipe_name, e.g. qwen3_235b_a22b
+    args: list[str]  # every argument run_script.py gets
+
+
 class _Placed(TypedDict, total=False):
     placement: dict[str, Any]  # llmb.launch.placement's record, when a placement was given
     # the recipe's framework: "nemo" (the 25.04 recipes; a manifest without the field is one)
     # or "megatron-bridge"
     framework: str
+    bridge: Bridge  # a Megatron-Bridge run's (framework megatron-bridge)
 
 
 class Manifest(_Placed):
