@@ -105,6 +105,9 @@ _NEW_REST = (_SIZE + "_" + _DTYPE + r"_gpus(?P<gpus>\d{1,9})"
              r"(?P<fields>(?:_[a-z]{1,8}(?:\d{1,12}|none))*?)_gbs(?P<gbs>\d{1,12})"
              r"(?P<tags>(?:_[a-z][a-z0-9]*)*)(?P<suffix>(?:_\d+)*)")
 _NEW_NAME = re.compile(_NEW_REST, re.I)
+# a Megatron-Bridge recipe's run: <size>_<compute dtype>_gpus<N> (its layout is in the log)
+_GPUS_NAME = re.compile(_SIZE + "_" + _DTYPE + r"_gpus(?P<gpus>\d{1,9})"
+                        r"(?P<tags>(?:_[a-z][a-z0-9]*)*)(?P<suffix>(?:_\d+)*)", re.I)
 _OLD_NAME = re.compile(
     _SIZE + "_" + _DTYPE + r"_(?P<gpus>\d{1,9})"
     r"(?P<tags>(?:_[a-z][a-z0-9]*)*)(?P<suffix>(?:_\d+)*)", re.I)
@@ -172,7 +175,8 @@ def parse_name(name: str, workloads: list[str]) -> NameInfo | None:
             if not name.startswith(prefix + "_"):
                 continue
             rest = name[len(prefix) + 1:]
-            m = _NEW_NAME.fullmatch(rest) or _OLD_NAME.fullmatch(rest)
+            m = (_NEW_NAME.fullmatch(rest) or _OLD_NAME.fullmatch(rest)
+                 or _GPUS_NAME.fullmatch(rest))
             if m and (info := _info(m, name, workload)) is not None:
                 return info
     m = _ANY_NEW_NAME.fullmatch(name)
@@ -318,6 +322,7 @@ class Identifier:
                                 f"recipe ({', '.join(self.recipes) or 'no catalog'})")
         par = _section(m, "parallelism")
         opts = _section(m, "options")
+        bridge = getattr(recipe, "is_bridge", False) is True
         scaling, experiment = m.get("scaling"), m.get("experiment")
         if scaling is not None and scaling not in SCALINGS:
             raise ManifestError(f"scaling is {shown(scaling)[:40]}, not weak or strong")
@@ -328,9 +333,13 @@ class Identifier:
         max_steps = _count(opts, "max_steps", "options.", required=False)
         ident: Identity = {
             "recipe": recipe, "experiment": experiment if isinstance(experiment, str) else None,
-            "model_size": _text(m, "model_size"), "dtype": _text(m, "dtype"),
+            "model_size": _text(m, "model_size"),
+            "dtype": _text(_section(m, "bridge"), "compute_dtype") if bridge and "bridge" in m
+            else _text(m, "dtype"),
             "gpu_type": _text(m, "gpu_type") if gpu is not None else self.gpu_type,
-            "num_gpus": _count(m, "num_gpus"), "gbs": _count(par, "gbs", "parallelism."),
+            "num_gpus": _count(m, "num_gpus"),
+            # (a Megatron-Bridge run's layout is Megatron-Bridge's: its log states the GBS)
+            "gbs": _count(par, "gbs", "parallelism.", required=not bridge),
             "gbs_from": "manifest", "scaling": scaling if isinstance(scaling, str) else None,
             "num_layers": _count(par, "num_layers", "parallelism.", required=False),
             "parallel": _parallel(par),

@@ -18,9 +18,10 @@ import re
 from collections import OrderedDict
 from collections.abc import Collection
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from llmb.analysis import crosscheck, discover, failures, timing
+from llmb.analysis import bridgeref, crosscheck, discover, failures, timing
 from llmb.analysis.formats import RESULT_FIELDS
 from llmb.analysis.identify import display
 from llmb.analysis.record import AnalyzedRun
@@ -110,7 +111,9 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: Identity | Non
     once for many logs; else read now)."""
     result = empty_result(rel, path)
     checked = crosscheck.log_facts(scan, ident, identifier)
-    ident = checked.ident
+    ident, no_reference = checked.ident, None
+    if ident is not None and not ident["smoke"] and bridgeref.applies(ident["recipe"]):
+        ident, no_reference = bridgeref.with_reference(ident, Path(path))
     if ident is not None and ident["seq_length"] is None and scan.seq_length:
         ident = {**ident, "seq_length": scan.seq_length}  # a model the catalog does not know
     final_hint = ident["final_index"] if ident else None
@@ -128,6 +131,7 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: Identity | Non
     flops = peak = None
     if ident is not None and identifier is not None:
         flops, peak = _identity(result, ident, identifier)
+        result["reference_source"] = result["reference_source"] or no_reference
     _tflops(result, scan, ident, idx, flops)
     mfu = _derived(result, ident, times.mean, flops, peak)
 

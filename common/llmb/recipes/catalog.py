@@ -121,11 +121,13 @@ class Reference:
     upstream: str | None = None  # NVIDIA/dgxc-benchmarking release(s)
 
     def describe(self) -> str:
-        """Where the number comes from, in one short phrase: `seed 003, nemo 25.02.01`."""
-        if not self.image:
-            return f"seed {self.source}"
+        """Where the number comes from, in one short phrase: `seed 003, nemo 25.02.01`; a
+        Megatron-Bridge row as published.Row.where() gives it."""
+        seed = f"seed {self.source}" if self.source.isdigit() else self.source
+        if not self.image or not self.source.isdigit():  # (a published row names its container)
+            return seed
         name, _, tag = self.image.rpartition("/")[2].partition(":")
-        return f"seed {self.source}, {name} {tag}".rstrip()
+        return f"{seed}, {name} {tag}".rstrip()
 
 
 @dataclass(frozen=True)
