@@ -56,11 +56,6 @@ llmb_check_bash() {
     fi
 }
 
-# llmb_lower VALUE: VALUE in lower case on stdout.
-llmb_lower() {
-    printf '%s' "${1,,}"
-}
-
 # llmb_bool_value NAME VALUE: print "true" or "false" for a boolean spelling (any case):
 # true/false, yes/no, y/n, 1/0, on/off; an empty VALUE is false. Anything else is an error.
 llmb_bool_value() {
@@ -80,17 +75,6 @@ llmb_normalize_bool() {
         if [[ -n "${!name+set}" ]]; then
             value="$(llmb_bool_value "$name" "${!name}")" || exit 1
             printf -v "$name" '%s' "$value"
-            export "${name?}"
-        fi
-    done
-}
-
-# llmb_normalize_lower NAME...: lower-case each named variable that is set, and export it.
-llmb_normalize_lower() {
-    local name
-    for name in "$@"; do
-        if [[ -n "${!name+set}" ]]; then
-            printf -v "$name" '%s' "${!name,,}"
             export "${name?}"
         fi
     done
@@ -136,12 +120,13 @@ llmb_repo_root() {
     dirname "$LLMB_LIB_DIR"
 }
 
-# Variables the launchers read, normalised once here (values are case-insensitive).
+# Variables the launchers read: the booleans normalised once here; the choices below are
+# case-insensitive too, but Python lower-cases them, so that a refusal quotes what was typed.
 LLMB_BOOL_VARS=(
     DRY_RUN SMOKE_TEST STRONG_SCALING ENABLE_PROFILE ENABLE_GPU_METRICS ENABLE_NCCLTRACE
     ENABLE_CHECKPOINT
 )
-LLMB_LOWER_VARS=(DTYPE MODEL_SIZE GPU_TYPE CLUSTER_TYPE)
+LLMB_CHOICE_VARS=(DTYPE MODEL_SIZE GPU_TYPE CLUSTER_TYPE)
 # What bash itself reads or prints before handing off (Python checks every other variable).
 LLMB_SHELL_VARS=(STAGE_PATH LLMB_INSTALL LLMB_WORKLOAD LLMB_PYTHON)
 
@@ -152,10 +137,9 @@ llmb_launch() {
     local recipe_dir="$1" key="$2" entrypoint="$3"
     shift 3
     llmb_check_bash 4 2
-    llmb_check_printable "${LLMB_SHELL_VARS[@]}" "${LLMB_BOOL_VARS[@]}" "${LLMB_LOWER_VARS[@]}"
+    llmb_check_printable "${LLMB_SHELL_VARS[@]}" "${LLMB_BOOL_VARS[@]}" "${LLMB_CHOICE_VARS[@]}"
     llmb_check_stage_path
     llmb_normalize_bool "${LLMB_BOOL_VARS[@]}"
-    llmb_normalize_lower "${LLMB_LOWER_VARS[@]}"
     llmb_require_install "$key"
     llmb_check_venv "$key"
     local python="${LLMB_PYTHON:-python3}"

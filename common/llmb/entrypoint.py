@@ -27,6 +27,7 @@ from typing import NoReturn
 
 from llmb.shared import front
 from llmb.shared.errors import EXIT_USAGE, LlmbError, UsageError
+from llmb.shared.values import shown
 
 PROG = "llmb"
 
@@ -78,11 +79,12 @@ def login(recipe_dir: Path) -> int:
         recipe = catalog.load_recipe(recipe_dir)
     except catalog.CatalogError as err:
         raise BadRequest(str(err)) from None
-    gpu_type = os.environ.get("GPU_TYPE", "").strip().lower()
+    given = os.environ.get("GPU_TYPE", "")
+    gpu_type = given.strip().lower()
     try:  # a GPU type the recipe has no row for: say which it has, and what else knows it
         catalog.require_gpu_type(recipe, gpu_type)
-    except catalog.CatalogError as err:
-        raise BadRequest(f"GPU_TYPE={err}") from None
+    except catalog.CatalogError as err:  # (quoting the value as it was given)
+        raise BadRequest(f"GPU_TYPE={shown(given)}{str(err).removeprefix(gpu_type)}") from None
     if recipe.is_bridge:  # a Megatron-Bridge recipe: one launcher serves them all
         return _bridge(recipe)
     try:

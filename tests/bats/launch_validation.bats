@@ -54,7 +54,7 @@ each_recipe() {
     fails_with "GPU_TYPE=b300 is not supported by llama3.1; allowed: h100 (the GPU types it publishes rows for); ${also}" \
         GPU_TYPE=b300 JOB_TOTAL_GPUS=8 DRY_RUN=true HF_TOKEN=hf_abcdefghijklmnop
     export LAUNCH="$REPO/nemotron/launch.sh"
-    fails_with "GPU_TYPE=gb300 is not supported by nemotron; allowed: h100, gb200, b200 (the GPU types it publishes rows for); ${also}" \
+    fails_with "GPU_TYPE=GB300 is not supported by nemotron; allowed: h100, gb200, b200 (the GPU types it publishes rows for); ${also}" \
         GPU_TYPE=GB300 JOB_TOTAL_GPUS=16
     export LAUNCH="$REPO/nemotronh/launch.sh"
     fails_with "GPU_TYPE=h200 is not supported by nemotronh; allowed: h100 (the GPU types it publishes rows for); ${also}" \

@@ -254,12 +254,13 @@ def from_env(recipe: catalog.Recipe, env: Mapping[str, str] | None = None) -> Re
 
 def _cluster_type(recipe: catalog.Recipe, env: Mapping[str, str]) -> str:
     cluster_types = list(recipe.data["cluster_types"])
-    cluster_type = (setting(env, "CLUSTER_TYPE") or "slurm").lower()
+    given = setting(env, "CLUSTER_TYPE") or "slurm"
+    cluster_type = given.lower()
     if cluster_type not in catalog.CLUSTER_TYPES:
-        raise RequestError(f"CLUSTER_TYPE={shown(cluster_type)} is not known; allowed: "
+        raise RequestError(f"CLUSTER_TYPE={shown(given)} is not known; allowed: "
                            f"{', '.join(catalog.CLUSTER_TYPES)}")
     if cluster_type not in cluster_types:
-        raise RequestError(f"CLUSTER_TYPE={cluster_type} is not supported by {recipe.name}; "
+        raise RequestError(f"CLUSTER_TYPE={shown(given)} is not supported by {recipe.name}; "
                            f"allowed: {', '.join(cluster_types)}")
     return cluster_type
 

@@ -73,8 +73,9 @@ def checked(check: Callable[..., _T], *args: object) -> _T:
 
 def parse_choice(env: Mapping[str, str], name: str, default: str, allowed: list[str],
                  owner: str) -> str:
-    value = (setting(env, name) or default).lower()
+    given = setting(env, name) or default
+    value = given.lower()  # (values are case-insensitive; a refusal quotes what was given)
     if value not in allowed:
-        raise RequestError(f"{name}={shown(value)} is not supported by {owner}; "
+        raise RequestError(f"{name}={shown(given)} is not supported by {owner}; "
                            f"allowed: {', '.join(allowed)}")
     return value
