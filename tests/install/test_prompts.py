@@ -49,10 +49,8 @@ def test_a_wrong_answer_is_asked_again_with_the_reason(capsys):
         "   3) gb200  4 GPUs per node, aarch64, 2450/4900 dense TFLOPS per GPU (BF16/FP8)",
         ("   4) h200   8 GPUs per node, x86_64, 989/1979 dense TFLOPS per GPU (BF16/FP8)"
          "; no recipe publishes it: llmb-run screen and the analyzer only"),
-        ("   5) b300   8 GPUs per node, x86_64, 2250/4500 dense TFLOPS per GPU (BF16/FP8)"
-         "; no recipe publishes it: llmb-run screen and the analyzer only"),
-        ("   6) gb300  4 GPUs per node, aarch64, 2450/4900 dense TFLOPS per GPU (BF16/FP8)"
-         "; no recipe publishes it: llmb-run screen and the analyzer only")]
+        "   5) b300   8 GPUs per node, x86_64, 2250/4500 dense TFLOPS per GPU (BF16/FP8)",
+        "   6) gb300  4 GPUs per node, aarch64, 2450/4900 dense TFLOPS per GPU (BF16/FP8)"]
     assert "  7 is not one of: h100, b200, gb200, h200, b300, gb300 (or their numbers 1-6)" in out
     assert "  b200 gb200: give one number or name" in out
     assert asked == ["GPU type (a number or a name) (default: h100): "] * 3
@@ -82,7 +80,13 @@ def test_descriptions_come_from_the_data():
     assert h100 == {
         "pretrain_llama3.1": "Llama 3.1 8b, 70b, 405b on h100; needs a Hugging Face token",
         "pretrain_nemotron4": "Nemotron-4 15b, 340b on h100",
-        "pretrain_nemotronh": "Nemotron-H 56b on h100"}
+        "pretrain_nemotronh": "Nemotron-H 56b on h100",
+        "pretrain_deepseek-v3": "DeepSeek-V3 671b on h100",
+        "pretrain_gpt_oss": "gpt-oss 120b on h100",
+        "pretrain_llama3.1-bridge": "Llama 3.1 (Megatron-Bridge) 405b, 70b, 8b on h100",
+        "pretrain_nemotron-h": "Nemotron-H (Megatron-Bridge) 56b on h100",
+        "pretrain_nemotron_3": "Nemotron 3 30b on h100",
+        "pretrain_qwen3": "Qwen3 235b, 30b on h100"}
     assert [c.name for c in prompts.workload_choices("gb200", "runai")] == [
         r.workload for r in catalog.all_recipes()
         if "gb200" in r.gpu_types and "runai" in r.data["cluster_types"]]

@@ -318,8 +318,10 @@ class Identifier:
     def _manifest_identity(self, m: ManifestData) -> Identity:
         recipe = self.recipe(m.get("workload")) or self.recipe(m.get("recipe"))
         if recipe is None:
+            known = f"{len(self.recipes)} known: llmb-run list names them" if self.recipes \
+                else "no catalog"
             raise ManifestError(f"workload {shown(m.get('workload'))[:60]} is not a known "
-                                f"recipe ({', '.join(self.recipes) or 'no catalog'})")
+                                f"recipe ({known})")
         par = _section(m, "parallelism")
         opts = _section(m, "options")
         bridge = getattr(recipe, "is_bridge", False) is True

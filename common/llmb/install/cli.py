@@ -184,8 +184,9 @@ def plan_from_config(path: Path, environ: Mapping[str, str]) -> Plan:
             sections[name] = dict(fields.check_map(name, data.get(name)))
             fields.unknown_keys(name, sections[name], keys)
         workloads = data.get("workloads", [])
-        if workloads == "all":
-            workloads = workload_keys()
+        if workloads == "all":  # every workload that publishes rows for the GPU and cluster type
+            workloads = [c.name for c in prompts.workload_choices(
+                str(data.get("gpu_type", "h100")), str(data.get("cluster_type", "slurm")))]
         workloads = fields.string_list("workloads", workloads,
                                              "[pretrain_nemotron4] or all")
         install = data.get("install_path") or environ.get("LLMB_INSTALL") or ""
