@@ -2,7 +2,8 @@
 
 No arguments: login-node launch of the recipe in LLMB_RECIPE_DIR (launch.sh sets it) or, when
 that is unset, in the working directory (llmb-run runs dry runs there). `dry-runs`: llmb-run's
-dry runs, as every recipe's entrypoint (llmb.entrypoint).
+dry runs, as every recipe's entrypoint (llmb.entrypoint). `train --manifest PATH`: what every
+rank of a SMOKE_TEST job runs (llmb's smoke workload, printing Megatron-Bridge's log lines).
 """
 
 import os

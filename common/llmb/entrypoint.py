@@ -170,6 +170,10 @@ def train(argv: list[str]) -> int:
         raise BadRequest(str(err)) from None
     options = manifest.get("options")
     smoke_test = isinstance(options, dict) and options.get("smoke_test") is True
+    if manifest.get("framework", "nemo") != "nemo" and not smoke_test:
+        raise BadRequest(f"manifest {args.manifest} is a {manifest.get('framework')} run: its "
+                         "own scripts train it; train --manifest runs its SMOKE_TEST workload "
+                         "only")
     if smoke_test and args.print_config:
         raise BadRequest(f"manifest {args.manifest} is a SMOKE_TEST run: it trains a tiny PyTorch "
                       "model, no NeMo recipe; --print-config needs a benchmark manifest")

@@ -10,7 +10,10 @@ llmb-run's archive and verify-archive carry it. Its fields (schema 1):
     model, parallelism {tp, pp, cp, vp, ep, mbs, gbs, dp, ga, num_layers}, cluster_type,
     placement (when given), options {max_steps, smoke_test, profile, profile_start_step,
     profile_stop_step, gpu_metrics, nccl_trace, checkpoint_save, checkpoint_load_path,
-    time_limit, dry_run}, image, job_dir, versions, git_commit, created
+    time_limit, dry_run}, image, job_dir, versions, git_commit, created; a Megatron-Bridge
+    run's also framework ("megatron-bridge") and bridge {compute_dtype, model_recipe_name,
+    args}, and its NeMo fields empty: nemo_recipe "", nemo {}, model {}, parallelism null but
+    num_layers
 
 It holds the user's values (paths, account-derived names) but never a secret, and is written
 owner-only. `read` gives a Manifest: every field above of its type and within
@@ -39,17 +42,18 @@ MAX_BYTES = 1 << 20  # a manifest is a few KB; a larger file is not one
 
 class Parallelism(TypedDict):
     """The row's layout: parallel sizes (vp and ep null where the row has none), batch sizes,
-    data parallelism, gradient accumulation and the model's depth."""
+    data parallelism, gradient accumulation and the model's depth. A Megatron-Bridge run's
+    are all null but num_layers: its workload base config in Megatron-Bridge chooses them."""
 
-    tp: int
-    pp: int
-    cp: int
+    tp: int | None
+    pp: int | None
+    cp: int | None
     vp: int | None
     ep: int | None
-    mbs: int
-    gbs: int
-    dp: int
-    ga: int
+    mbs: int | None
+    gbs: int | None
+    dp: int | None
+    ga: int | None
     num_layers: int
 
 
@@ -110,9 +114,9 @@ class Manifest(_Placed):
     source: str
     seq_length: int
     family: str
-    nemo_recipe: str
-    nemo: dict[str, Any]  # the row's NeMo job: llmb.recipes.nemojob checks its settings
-    model: dict[str, Any]  # the model's shape from metadata.yaml (hidden_size, ...)
+    nemo_recipe: str  # "" for a Megatron-Bridge run (bridge.model_recipe_name names it)
+    nemo: dict[str, Any]  # the row's NeMo job: llmb.recipes.nemojob checks its settings ({})
+    model: dict[str, Any]  # the model's shape from metadata.yaml (hidden_size, ...) ({})
     parallelism: Parallelism
     cluster_type: str
     options: Options

@@ -73,7 +73,7 @@ def job(key: str, **extra: str) -> bridgejob.BridgeJob:
 def rendered(bj: bridgejob.BridgeJob) -> str:
     out = io.StringIO()
     assert bridgejob.dry_run(bj, bj.paths(stamp=STAMP), out) == 0
-    return out.getvalue().replace(str(INSTALL), "<INSTALL>")
+    return out.getvalue().replace(str(INSTALL), "<INSTALL>").replace(str(REPO), "<REPO>")
 
 
 @pytest.mark.parametrize("row", ROWS, ids=["_".join(r) for r in ROWS])
@@ -146,7 +146,8 @@ REFUSALS = [
     (dict(GPU_TYPE="gb300", JOB_TOTAL_GPUS="128"), "JOB_TOTAL_GPUS=128",
      "published: 256, 512"),
     (dict(GPU_TYPE="gb300", ENABLE_CHECKPOINT="true"), "ENABLE_CHECKPOINT=true", "unset it"),
-    (dict(GPU_TYPE="gb300", SMOKE_TEST="true"), "SMOKE_TEST=true", "unset it"),
+    (dict(GPU_TYPE="gb300", SMOKE_TEST="true"), "SMOKE_TEST=true",
+     "has: llama, nemotron4, nemotronh"),
     (dict(GPU_TYPE="gb300", ENABLE_PROFILE="true"), "ENABLE_PROFILE=true", "unset it"),
     (dict(GPU_TYPE="gb300", TP="0"), "TP=0", "positive integer"),
     (dict(GPU_TYPE="gb300", GPUS_PER_NODE="8"), "GPUS_PER_NODE=8", "unset it"),
@@ -246,3 +247,91 @@ def test_kimi_k2_on_b200_runs_the_image_it_pins() -> None:
     assert bj.image == str(INSTALL / "images" / "nvidia+nemo+26.04.01.sqsh")
     assert job("pretrain_kimi-k2", GPU_TYPE="gb200", JOB_TOTAL_GPUS="256").image == \
         str(INSTALL / "images" / "nvidia+nemo+26.06.01.sqsh")
+
+
+# --- SMOKE_TEST and the run manifest ----------------------------------------------------------
+
+SMOKE = dict(GPU_TYPE="h100", MODEL_SIZE="8b", DTYPE="fp8", JOB_TOTAL_GPUS="16",
+             SMOKE_TEST="true")
+
+
+def test_smoke_golden() -> None:
+    """The smoke job of pretrain_llama3.1-bridge: llmb's directives and the recipe's
+    environment and image, every rank running the recipes' entrypoint with the run's manifest,
+    the repository and the workload directory mounted, no Megatron-Bridge checkout."""
+    bj = job("pretrain_llama3.1", **SMOKE)
+    text = rendered(bj)
+    path = GOLDEN / "smoke_llama3.1-bridge_8b_fp8_h100_16.txt"
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.write_text(text)
+    assert text == path.read_text()
+    manifest = str(bj.paths(stamp=STAMP).manifest).replace(str(INSTALL), "<INSTALL>")
+    assert f"python <REPO>/bridge/entry.py train --manifest {manifest}'" in text
+    assert "run_script.py" not in text and "print_sha" not in text
+    assert "<REPO>:<REPO>" in text and "#SBATCH --nodes=2" in text
+    assert "#SBATCH --ntasks-per-node=8" in text
+    for name, value in bj.env.items():  # the real job's environment
+        assert f"export {name}={value}".replace(str(INSTALL), "<INSTALL>") in text
+
+
+def test_smoke_dry_run_writes_nothing_and_needs_no_checkout(tmp_path) -> None:
+    bj = bridgejob.from_environment(BRIDGE["pretrain_nemotron-h"], env_for(
+        LLMB_INSTALL=str(tmp_path), GPU_TYPE="h100", JOB_TOTAL_GPUS="16", SMOKE_TEST="true"))
+    out = io.StringIO()
+    bridgejob.dry_run(bj, out=out)
+    assert list(tmp_path.iterdir()) == []
+    assert "# SMOKE_TEST: every rank runs llmb's smoke workload" in out.getvalue()
+    assert "Megatron-Bridge checkout" not in out.getvalue()
+
+
+def test_smoke_families_are_the_smoke_workloads() -> None:
+    from llmb.container.smokemodel import TINY_SHAPES
+
+    assert set(bridgejob.SMOKE_FAMILIES) == set(TINY_SHAPES)
+    for recipe in BRIDGE.values():  # every other family is refused before a job is built
+        if recipe.family not in TINY_SHAPES:
+            with pytest.raises(RequestError, match=f"no model of family {recipe.family}"):
+                row = recipe.rows()[0]
+                bridgejob.from_environment(recipe, env_for(
+                    SMOKE_TEST="true", GPU_TYPE=row.gpu_type, MODEL_SIZE=row.model_size,
+                    DTYPE=row.dtype, JOB_TOTAL_GPUS=str(row.num_gpus)))
+
+
+@pytest.mark.parametrize("smoke", [False, True])
+def test_manifest_is_a_run_manifest_of_a_megatron_bridge_run(smoke: bool) -> None:
+    """The 25.04 recipes' schema, checked by llmb.manifest, with the framework, what
+    Megatron-Bridge is asked, and the NeMo fields empty."""
+    from llmb import manifest as run_manifest
+
+    extra = dict(SMOKE) if smoke else dict(GPU_TYPE="h100", MODEL_SIZE="70b", DTYPE="fp8",
+                                           JOB_TOTAL_GPUS="64")
+    bj = job("pretrain_llama3.1", **extra)
+    paths = bj.paths(stamp=STAMP)
+    m = run_manifest.check(bridgejob.manifest(bj, paths, created="2026-01-01T00:00:00Z"))
+    assert m["framework"] == "megatron-bridge" and m["family"] == "llama"
+    size = extra["MODEL_SIZE"]
+    assert m["bridge"] == {"compute_dtype": "fp8_cs",
+                           "model_recipe_name": f"llama3_{size}",
+                           "args": list(bj.args)}
+    assert (m["nemo_recipe"], m["nemo"], m["model"]) == ("", {}, {})
+    assert m["parallelism"]["tp"] is None and m["parallelism"]["gbs"] is None
+    assert m["parallelism"]["num_layers"] == bj.request.config.num_layers
+    assert (m["options"]["smoke_test"], m["num_gpus"], m["image"]) == (
+        smoke, int(extra["JOB_TOTAL_GPUS"]), bj.image)
+    assert m["job_dir"] == str(paths.job_dir) and m["experiment"] == bj.experiment
+    assert m["workload"] == "pretrain_llama3.1-bridge"
+
+
+def test_train_refuses_a_megatron_bridge_manifest_it_cannot_train(tmp_path, capsys) -> None:
+    """`train --manifest` of a Megatron-Bridge run: its smoke workload only."""
+    from llmb import entrypoint
+    from llmb import manifest as run_manifest
+
+    bj = job("pretrain_llama3.1", GPU_TYPE="h100", MODEL_SIZE="70b", DTYPE="fp8",
+             JOB_TOTAL_GPUS="64")
+    path = tmp_path / "llmb_manifest.json"
+    run_manifest.write(bridgejob.manifest(bj, bj.paths(stamp=STAMP)), path)
+    assert entrypoint.main(REPO / "bridge" / "llama3.1", ["train", "--manifest", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"llmb: manifest {path} is a megatron-bridge run: its own scripts train it; train "
+        "--manifest runs its SMOKE_TEST workload only\n")

@@ -126,8 +126,8 @@ class Plan(TypedDict):
     resume: Resume
 
 
-def _positive(name: str, value: int) -> int:
-    if value < 1:
+def _positive(name: str, value: int | None) -> int:
+    if value is None or value < 1:  # None: a Megatron-Bridge run's layout, not NeMo's
         raise ManifestError(f"manifest {name}={value!r} is not a positive integer")
     return value
 

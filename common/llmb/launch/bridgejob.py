@@ -12,7 +12,15 @@ builds that job itself, from the recipe's `bridge:` block:
 - `executor`/`task`: the nemo-run objects Megatron-Bridge's slurm_executor (commit
   b50da4c7, scripts/performance/utils/executors.py) builds, with llmb's Slurm directives
   (llmb.launch.slurmjob) and llmb.launch.slurm's renderer;
-- `launch`: print the job (DRY_RUN) or submit it.
+- `launch`: print the job (DRY_RUN) or submit it, its run manifest (llmb.manifest) written
+  into the run directory first, as the 25.04 recipes' (`framework: megatron-bridge`, what
+  Megatron-Bridge was asked under `bridge`).
+
+SMOKE_TEST=true: the same job (llmb's directives, one task per GPU, the same environment and
+image), but every rank runs llmb's smoke workload (llmb.container.smoke, through the recipes'
+entrypoint `train --manifest`) instead of run_script.py: it prints Megatron-Bridge's log lines
+and needs no Megatron-Bridge checkout. The repository and the workload directory are mounted,
+as in the 25.04 recipes' smoke job.
 
 nemo-run is imported only inside the functions that build the job.
 """
@@ -30,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from llmb import layout
+from llmb import manifest as run_manifest
 from llmb.launch import job, slurm, slurmjob
 from llmb.launch.request import Request, RequestError, from_env
 from llmb.launch.variables import checked, parse_positive_int, setting
@@ -40,10 +49,12 @@ from llmb.shared.values import shown
 # The variables read here beyond llmb.launch.request's.
 BRIDGE_VARS = ("FP8_RECIPE", "TP", "PP", "CP", "EP", "ETP", "ET", "GBS", "MBS", "VP")
 # Variables of the 25.04 recipes a Megatron-Bridge job has no place for.
-REFUSED = {"SMOKE_TEST": "there is no smoke workload for Megatron-Bridge recipes",
-           "ENABLE_NCCLTRACE": "upstream's launch.sh offers no NCCL trace",
+REFUSED = {"ENABLE_NCCLTRACE": "upstream's launch.sh offers no NCCL trace",
            "LOAD_CHECKPOINT_PATH": "upstream's launch.sh offers no checkpoint load",
            "ENABLE_PROFILE": "llmb does not yet carry Megatron-Bridge's nsys plugin"}
+# The families the smoke workload has a tiny model of (llmb.container.smokemodel.TINY_SHAPES,
+# which llmb.launch may not import; tests/launch/test_bridgejob.py holds the two equal).
+SMOKE_FAMILIES = ("llama", "nemotron4", "nemotronh")
 SCRIPTS = "scripts/performance"  # in the Megatron-Bridge checkout
 RUN_SCRIPT = "run_script.py"
 CHECKOUT = "Megatron-Bridge"  # under $LLMB_WORKLOAD, where setup clones the pinned commit
@@ -87,6 +98,10 @@ class BridgeJob:
     def script(self) -> Path:
         return self.checkout / SCRIPTS / RUN_SCRIPT
 
+    @property
+    def smoke(self) -> bool:
+        return self.request.smoke_test
+
     def paths(self, stamp: int | None = None) -> job.JobPaths:
         exp = self.experiment
         run_id = f"{exp}_{stamp if stamp is not None else _now()}"
@@ -113,6 +128,10 @@ def from_environment(recipe: catalog.Recipe, env: Mapping[str, str] | None = Non
                                f"{why}; unset it")
     req = from_env(recipe, env)
     cfg, bridge = req.config, bridge_of(recipe)
+    if req.smoke_test and recipe.family not in SMOKE_FAMILIES:
+        raise RequestError(f"SMOKE_TEST=true is not supported by {recipe.name}: the smoke "
+                           f"workload has no model of family {recipe.family} (it has: "
+                           f"{', '.join(SMOKE_FAMILIES)}); unset it")
     rules = matching_rules(bridge, cfg)
     limits = [r["time_limit"] for r in rules if "time_limit" in r]
     if limits and setting(env, "TIME_LIMIT") is None:
@@ -130,6 +149,9 @@ def from_environment(recipe: catalog.Recipe, env: Mapping[str, str] | None = Non
     image = job_image(recipe, req, env)
     checkout = req.llmb_workload / CHECKOUT
     env_out, mounts = job_env(recipe, req, rules, checkout)
+    if req.smoke_test:  # llmb's entrypoint and the run's manifest, not Megatron-Bridge's
+        mounts = (f"{req.llmb_workload}:{req.llmb_workload}",
+                  f"{job.repo_root()}:{job.repo_root()}")
     args = arguments(recipe, req, env, rules, compute, image)
     return BridgeJob(req, compute, image, checkout, args, env_out, mounts)
 
@@ -242,12 +264,13 @@ def arguments(recipe: catalog.Recipe, req: Request, env: Mapping[str, str],
 # --- the nemo-run job -------------------------------------------------------------------------
 
 def command(bj: BridgeJob) -> str:
-    """What the launcher template runs before the script: the repository status, then the
-    NUMA binding the script runs under."""
+    """What the launcher template runs before the script: the repository status (of the
+    image's Megatron-Bridge, which a smoke job does not run), then the NUMA binding the script
+    runs under."""
     div = NUMA_DIVISOR.get(bj.request.config.gpu_type, 4)
     numa = (f"numactl --cpunodebind=$((SLURM_LOCALID/{div})) "
             f"--membind=$((SLURM_LOCALID/{div}))")
-    return f"{PRINT_SHA} ; {numa}"
+    return numa if bj.smoke else f"{PRINT_SHA} ; {numa}"
 
 
 def executor(bj: BridgeJob):
@@ -277,9 +300,14 @@ def executor(bj: BridgeJob):
     )
 
 
-def task(bj: BridgeJob):
+def task(bj: BridgeJob, paths: job.JobPaths):
+    """run_script.py with its arguments; for a smoke job llmb's entrypoint, `train --manifest`
+    with the run's manifest."""
     import nemo_run as run
 
+    if bj.smoke:
+        _, entry, *args = job.train_command(bj.request, paths)
+        return run.Script(path=os.path.normpath(entry), entrypoint="python", args=args)
     scripts = bj.checkout / SCRIPTS
     return run.Script(path=str(bj.script), entrypoint="python",
                       env={"PYTHONPATH": f"{scripts}:$PYTHONPATH"}, args=list(bj.args))
@@ -292,7 +320,7 @@ def render(bj: BridgeJob, paths: job.JobPaths) -> str:
     with tempfile.TemporaryDirectory(prefix="llmb-dry-run-") as tmp:
         scratch = Path(tmp) / paths.run_id
         built = executor(bj)
-        batch = slurm.render_batch(built, task(bj), job.JobPaths(
+        batch = slurm.render_batch(built, task(bj, paths), job.JobPaths(
             paths.experiment, paths.run_id, scratch, scratch / paths.experiment))
         rank = (scratch / paths.experiment / "scripts" / f"{paths.experiment}.sh").read_text()
     where = paths.job_dir / "scripts" / f"{paths.experiment}.sh"
@@ -305,29 +333,45 @@ def dry_run(bj: BridgeJob, paths: job.JobPaths | None = None, out=None) -> int:
     """Print the job that would be submitted; write nothing, submit nothing."""
     out = out or sys.stdout
     paths = paths or bj.paths()
+    what = (f"# SMOKE_TEST: every rank runs llmb's smoke workload (a tiny PyTorch model, "
+            f"Megatron-Bridge's log lines), not Megatron-Bridge, with the run manifest written "
+            f"at submission: {paths.manifest}\n" if bj.smoke
+            else f"# Megatron-Bridge checkout: {bj.checkout}\n")
     text = (f"# llmb DRY_RUN: nothing written, nothing submitted\n"
             f"# experiment: {bj.experiment}\n"
             f"# run directory (its timestamp is set at submission): {paths.run_dir}\n"
-            f"# Megatron-Bridge checkout: {bj.checkout}\n"
-            f"# ---- sbatch script ----\n{render(bj, paths)}\n")
+            f"{what}# ---- sbatch script ----\n{render(bj, paths)}\n")
     out.write(redact.redact(text, redact.secret_values(os.environ)))
     return 0
+
+
+def manifest(bj: BridgeJob, paths: job.JobPaths, created: str | None = None,
+             commit: str | None = None) -> dict[str, object]:
+    """The run manifest: the 25.04 recipes' schema, with what Megatron-Bridge is asked."""
+    recipe, cfg = bj.request.recipe, bj.request.config
+    asked: run_manifest.Bridge = {
+        "compute_dtype": bj.compute_dtype,
+        "model_recipe_name": str(recipe.size(cfg.model_size)["recipe_name"]),
+        "args": list(bj.args)}
+    return {**job.build_manifest(bj.request, paths, created, commit, bridge=asked),
+            "image": bj.image}
 
 
 def submit(bj: BridgeJob) -> int:
     from llmb.launch import experiment, placement
 
-    if not bj.script.is_file():
+    if not bj.smoke and not bj.script.is_file():
         raise RequestError(f"{bj.script} does not exist; run ./setup.sh (it clones the pinned "
                            "Megatron-Bridge)")
     paths = bj.paths()
-    built, work = executor(bj), task(bj)
+    built, work = executor(bj), task(bj, paths)
     with experiment.__getattr__("LlmbExperiment")(
             paths.experiment, executor=built, id=paths.run_id,
             base_dir=str(bj.request.llmb_workload), log_level="WARN",
             skip_status_at_exit=True, enable_goodbye_message=False, clean_mode=True,
             serialize_metadata_for_scripts=False) as exp:
         exp.add(work, executor=built, name=paths.experiment)
+        run_manifest.write(manifest(bj, paths, commit=job.git_commit()), paths.manifest)
         with placement.sbatch_environment():
             exp.run(detach=True, tail_logs=False)
         job_id = experiment._job_id(exp)

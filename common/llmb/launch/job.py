@@ -84,10 +84,11 @@ def nemo_run_version() -> str:
 
 
 def build_manifest(req: Request, paths: JobPaths, created: str | None = None,
-                   commit: str | None = None) -> dict[str, object]:
-    """The run manifest (schema 1): what the in-container half needs; never a secret."""
+                   commit: str | None = None,
+                   bridge: run_manifest.Bridge | None = None) -> dict[str, object]:
+    """The run manifest (schema 1): what the in-container half needs; never a secret.
+    `bridge`: a Megatron-Bridge run's (llmb.launch.bridgejob), whose NeMo fields are empty."""
     cfg = req.config
-    size = req.recipe.size(cfg.model_size)
     return {
         "schema": run_manifest.SCHEMA,
         "recipe": req.recipe.name,
@@ -104,9 +105,7 @@ def build_manifest(req: Request, paths: JobPaths, created: str | None = None,
         "source": cfg.source,
         "seq_length": cfg.seq_length,
         "family": req.recipe.family,
-        "nemo_recipe": size["nemo_recipe"],
-        "nemo": req.recipe.nemo_settings(cfg),
-        "model": dict(size["model"]),
+        **_nemo_fields(req, bridge is not None),
         "parallelism": {"tp": cfg.tp, "pp": cfg.pp, "cp": cfg.cp, "vp": cfg.vp, "ep": cfg.ep,
                         "mbs": cfg.mbs, "gbs": cfg.gbs, "dp": cfg.dp, "ga": cfg.ga,
                         "num_layers": cfg.num_layers},
@@ -136,7 +135,18 @@ def build_manifest(req: Request, paths: JobPaths, created: str | None = None,
         },
         "git_commit": commit,
         "created": created or clock.iso(),
+        **({"framework": "megatron-bridge", "bridge": dict(bridge)} if bridge else {}),
     }
+
+
+def _nemo_fields(req: Request, bridge: bool) -> dict[str, object]:
+    """The NeMo recipe, job settings and model shape of the row; empty for a Megatron-Bridge
+    run, whose model recipe in Megatron-Bridge holds them."""
+    if bridge:
+        return {"nemo_recipe": "", "nemo": {}, "model": {}}
+    size = req.recipe.size(req.config.model_size)
+    return {"nemo_recipe": size["nemo_recipe"], "nemo": req.recipe.nemo_settings(req.config),
+            "model": dict(size["model"])}
 
 
 # --- the command each rank runs ---------------------------------------------------------------
