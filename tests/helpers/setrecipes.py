@@ -1,8 +1,9 @@
 """Recipe folders shaped as the Megatron-Bridge recipes (bridge/<name>/) are for an acceptance
 set (llmb.llmbrun.suite.sets): copies of the repository's recipes written under a tmp folder,
-each carrying `upstream: {workload, path, release}`, which the catalog lists beside the
-repository's own (catalog.recipe_dirs answers with them too: a test of a set needs recipes that
-carry the field, whatever the repository holds at the time).
+each carrying `upstream: {workload, path, release}`, which the catalog lists in place of the
+repository's bridge/ folders (catalog.recipe_dirs answers with them: a test of a set's rules
+needs recipes that carry the field, whatever the repository holds at the time;
+tests/llmbrun/suite/test_sets.py also plans the set with the repository's own recipes).
 
 The schema is given the `upstream` key for the test (monkeypatch): the bridge recipes carry it.
 
@@ -63,8 +64,8 @@ def seen(root: Path, monkeypatch: pytest.MonkeyPatch, release: str = RELEASE) ->
     monkeypatch.setattr(schema, "TOP_OPTIONAL", schema.TOP_OPTIONAL | {"upstream"})
     own = catalog.recipe_dirs
 
-    def dirs(where: Path = catalog.REPO_ROOT) -> list[Path]:
-        return [*own(where), *(f for f in folders if f not in own(where))]
+    def dirs(where: Path = catalog.REPO_ROOT) -> list[Path]:  # the copies stand in for bridge/
+        return [*(d for d in own(where) if d.parent.name != "bridge"), *folders]
 
     monkeypatch.setattr(catalog, "recipe_dirs", dirs)
     return folders

@@ -240,8 +240,9 @@ def test_interactive_uses_discovered_defaults_and_revalidates(tmp_path, capsys):
     secrets = iter(["", "hf_typed_secret"])
     plan = cli.interactive_plan(input_fn, lambda _p: next(secrets), {}, found)
     out = capsys.readouterr().out
-    assert "pretrain_gpt3 is not one of: pretrain_llama3.1, pretrain_nemotron4, " \
-        "pretrain_nemotronh (or their numbers 1-3, or all)" in out
+    offered = [c.name for c in prompts.workload_choices("h100", "slurm")]
+    assert (f"pretrain_gpt3 is not one of: {', '.join(offered)} (or their numbers "
+            f"1-{len(offered)}, or all)") in out
     assert "nobody is not one of: bench, other (or their numbers 1-2)" in out
     assert "hf_typed_secret" not in out
     assert plan.workloads == ["pretrain_llama3.1"]

@@ -111,9 +111,7 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: Identity | Non
     once for many logs; else read now)."""
     result = empty_result(rel, path)
     checked = crosscheck.log_facts(scan, ident, identifier)
-    ident, no_reference = checked.ident, None
-    if ident is not None and not ident["smoke"] and bridgeref.applies(ident["recipe"]):
-        ident, no_reference = bridgeref.with_reference(ident, Path(path))
+    ident, no_reference = _bridge_reference(checked.ident, path)
     if ident is not None and ident["seq_length"] is None and scan.seq_length:
         ident = {**ident, "seq_length": scan.seq_length}  # a model the catalog does not know
     final_hint = ident["final_index"] if ident else None
@@ -165,6 +163,14 @@ def analyze_log(path: str, rel: str, scan: timing.LogScan, ident: Identity | Non
     result["suspect_nodes"] = sorted(set(scan.findings.suspects())
                                      | set(scan.before_restart.suspects()))
     return result
+
+
+def _bridge_reference(ident: Identity | None, path: str) -> tuple[Identity | None, str | None]:
+    """A Megatron-Bridge run's reference, from the layout its log states (llmb.analysis.
+    bridgeref), and why it has none; other runs as they are."""
+    if ident is None or ident["smoke"] or not bridgeref.applies(ident["recipe"]):
+        return ident, None
+    return bridgeref.with_reference(ident, Path(path))
 
 
 def _identity(result: AnalyzedRun, ident: Identity, identifier: Identifier

@@ -192,3 +192,16 @@ def test_the_set_record_is_kept_and_read_back(tmp_path, monkeypatch):
                                                            "config": 7}]}}
     with pytest.raises(ValueError, match=r"set\.entries name a configuration"):
         suites.parse(made.id, made.path, damaged)
+
+
+def test_the_repositorys_bridge_recipes_carry_the_h100_set(tmp_path):
+    """Without stand-ins: each workload of the set for h100 resolves to the bridge recipe that
+    carries its upstream name, at the set's scale, fp8 being the recipe's own FP8 recipe."""
+    cfg = install(tmp_path, "h100", workloads=("pretrain_gpt_oss", "pretrain_llama3.1-bridge",
+                                               "pretrain_nemotron-h", "pretrain_qwen3"))
+    configs, found = sets.plan_set(cfg, sets.load("exemplar"), 512, {})
+    assert [c.key for c in configs] == [
+        "pretrain_gpt_oss/120b/bf16/weak/512", "pretrain_llama3.1-bridge/70b/bf16/weak/512",
+        "pretrain_llama3.1-bridge/70b/fp8/weak/512", "pretrain_nemotron-h/56b/fp8/weak/512",
+        "pretrain_qwen3/235b/bf16/weak/512"]
+    assert sets.missing_lines(found) == []
