@@ -56,7 +56,7 @@ SCRIPT = "screen.sbatch"
 # figures measured side by side would measure the sharing.
 GPU_PARAMS: Params = {
     "sizes": [1 << p for p in range(20, 31)], "iters": 20, "warmup": 5, "window_s": 1.0,
-    "matmul_n": 8192, "memory_bytes": 1 << 30, "dtypes": ["bf16", "fp8"], "repeats": 5,
+    "matmul_n": 8192, "memory_bytes": 1 << 30, "dtypes": ["bf16", "fp8"], "repeats": 7,
     "allreduce_repeats": 10, "allreduce_window_s": 0.5, "serial": False}
 CPU_PARAMS: Params = {
     "sizes": [1 << 18, 1 << 20], "iters": 10, "warmup": 2, "window_s": 0.2,
