@@ -23,6 +23,7 @@ at least 18 of 20 healthy screens. The clean model (today's noise alone) is one 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -30,6 +31,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # the fit's matrices are small: one thread
 sys.path[:0] = [str(Path(__file__).resolve().parent),
                 str(Path(__file__).resolve().parents[2] / "common")]
 

@@ -87,3 +87,15 @@ def test_stragglers_list_the_slowest_and_say_beyond_the_tolerance():
     assert [s["element"] for s in got] == ["d", "b", "a"]
     assert got[0]["beyond"] and not got[1]["beyond"]
     assert got[0]["below"] == round(1 - 93.0 / 100.0, 5)
+
+
+def test_the_table_says_each_figures_slowest_and_whether_beyond_the_tolerance():
+    from llmb.llmbrun.screen import render
+
+    listed = stragglers.slowest("memory_gbps", "gpu", {"a GPU 0": 100.0, "a GPU 1": 93.0,
+                                                        "b GPU 0": 100.5})
+    listed += stragglers.slowest("pairs busbw_gbps", "link", {"a - b": 45.0, "b - c": 44.5})
+    line = render.stragglers_line({"stragglers": listed})  # type: ignore[typeddict-item]
+    assert line is not None and line.startswith("slowest (beyond 5% below the median: 1): ")
+    assert "memory_gbps a GPU 1 7% below BEYOND" in line
+    assert "pairs busbw_gbps b - c" in line and line.count("BEYOND") == 1

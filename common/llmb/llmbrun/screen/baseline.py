@@ -275,10 +275,11 @@ def compare_figure(figure: str, then: BaselineFigure, now: BaselineFigure, margi
     k = precision.k_for(len(ratios))
     wide = precision.widened(error, len(ratios) - 1)
     below = []
+    everyone = statistics.median(ratios)
     for i, element in enumerate(common):
         if len(ratios) < 2:
             break
-        others = _others(ratios, i)
+        others = everyone if len(ratios) > 64 else _others(ratios, i)
         own = max(margin, k * wide)
         if others > 0 and ratios[i] / others < 1 - own:  # others 0: the cluster, not one
             below.append(Below(element=element, ratio=round(ratios[i], 5),

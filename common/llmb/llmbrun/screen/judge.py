@@ -436,7 +436,9 @@ def fitted_resolution(pairs: list[Pair], mode: str, leaves: Mapping[str, str] | 
             ("link", fitted.link, fitted.link_se, len(measured)),
             ("network", fitted.node, fitted.node_se, len(fitted.nodes))):
         spread = network.robust_sd(effects)
-        error = float(statistics.median(errors))
+        # the 95th percentile of the standard errors: a link's depends on its leverage, and
+        # the resolution is claimed of every link, not of a typical one
+        error = float(sorted(errors)[int(0.95 * (len(errors) - 1))])
         k = precision.k_for(count)
         threshold = max(math.log(1 / (1 - rule.margin)),
                         k * precision.widened(max(spread, error), count - 1))

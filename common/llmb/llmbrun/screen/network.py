@@ -2,8 +2,7 @@
 
 A pair's all-reduce is as slow as the slower of its two NICs and the path between them, so a
 pair's figure alone cannot say which. Every node meets several partners (the pair rounds,
-llmb.container.pairing: four by default), and one least-squares fit over every pair says it
-(numpy.linalg.lstsq):
+llmb.container.pairing: four by default), and one least-squares fit over every pair says it:
 
     log busbw(i, j) = node_i + node_j + tier(i, j) + link(i, j)
 
@@ -14,7 +13,8 @@ residual, what this pair has that neither node has with its other partners. A sl
 lowers every pair of its node: the fit gives it to that node and to neither partner. A slow
 link lowers one pair: its residual. Each link's effect is its residual over 1 - its leverage
 h (what the fit without that pair would have predicted for it; the standard error
-sigma / sqrt(1 - h)), and links found slow are left out and the nodes fitted again, so that
+sigma / sqrt(1 - h)); solved by the normal equations, whose inverse gives the standard
+errors and the leverages too), and links found slow are left out and the nodes fitted again, so that
 a very slow link does not leak into its nodes.
 
 Nodes are known when the pairs join them into one graph that is not bipartite (three partners
@@ -92,11 +92,18 @@ def fit(pairs: Sequence[tuple[str, str]], busbw: Sequence[float], error: float,
     y = np.log(np.asarray(busbw, dtype=float))
     used = np.ones(len(pairs), dtype=bool)
     used[list(drop)] = False
-    beta, _, rank, _ = np.linalg.lstsq(x[used], y[used], rcond=None)
-    if rank < x.shape[1] or used.sum() <= x.shape[1]:
+    normal = x[used].T @ x[used]
+    if used.sum() <= x.shape[1]:
         return None
-    cov = np.linalg.inv(x[used].T @ x[used])
-    lever = np.einsum("ij,jk,ik->i", x, cov, x)
+    try:  # positive definite where the pairs tell every node apart
+        factor = np.linalg.cholesky(normal)
+    except np.linalg.LinAlgError:
+        return None
+    if np.diag(factor).min() < 1e-6 * np.diag(factor).max():
+        return None
+    cov = np.linalg.inv(normal)
+    beta = cov @ (x[used].T @ y[used])  # the least-squares solution, by the normal equations
+    lever = ((x @ cov) * x).sum(axis=1)
     resid = y - x @ beta
     inside = used & (lever < 1 - 1e-9)
     link = np.where(inside, resid / np.where(inside, 1 - lever, 1.0), resid)
