@@ -64,7 +64,9 @@ def test_resolution_is_the_threshold_plus_the_noise_at_95_percent():
     assert got is not None
     sigma = precision.widened(0.005, 1000)
     assert got.threshold == pytest.approx(max(0.03, 4.0 * sigma))
-    assert got.resolves == pytest.approx(got.threshold + 1.6449 * 0.005, rel=1e-3)
+    # the peers' spread and the value's standard error both move where it falls
+    assert got.resolves == pytest.approx(
+        got.threshold + 1.6449 * math.hypot(got.spread, 0.005), rel=1e-3)
     both = precision.resolution("pairs", "network", values, rule, every, must_name=2)
     assert both is not None and both.resolves > got.resolves  # both pairs must be named
     assert precision.resolution("x", "gpu", values, precision.Rule(0.1, 3.5, None, None, 1),

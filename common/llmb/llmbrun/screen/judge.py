@@ -442,7 +442,8 @@ def fitted_resolution(pairs: list[Pair], mode: str, leaves: Mapping[str, str] | 
         k = precision.k_for(count)
         threshold = max(math.log(1 / (1 - rule.margin)),
                         k * precision.widened(max(spread, error), count - 1))
-        resolves = threshold + 1.645 * max(spread, error)
+        # the link's own persistent part and its noise both move where it falls: both added
+        resolves = threshold + 1.645 * math.hypot(spread, error)
         out.append(precision.Resolution(
             f"pairs {NODE_FIGURE}", kind, count, rule.repeats, noise, spread, k,
             rule.margin, 1 - math.exp(-threshold), 1 - math.exp(-resolves)))

@@ -33,7 +33,9 @@ a half-percent difference on a quiet machine (real, but no acceptance fails for 
 margin alone would name noise where it is larger than the margin.
 
 The resolution of a figure is the slowdown that would be named with 95 % probability:
-the threshold above plus 1.645 sigma (for a node's network, every one of its pairs must be
+the threshold above plus 1.645 sigma, sigma here the peers' spread and the standard error
+added (the element's own persistent place among its peers and its noise both move it)
+(for a node's network, every one of its pairs must be
 named: the quantile of 0.95 ** (1 / pairs)).
 
 A figure without repeats (a screen written before repeats, or nccl-tests without its cycles
@@ -195,4 +197,4 @@ def resolution(figure: str, kind: str, values: Sequence[float], rule: Rule,
     threshold = max(rule.margin, rule.k * sigma_rel)
     z = statistics.NormalDist().inv_cdf(DETECT ** (1 / max(must_name, 1)))
     return Resolution(figure, kind, len(values), rule.repeats, rule.noise, spread, rule.k,
-                      rule.margin, threshold, threshold + z * max(spread, error))
+                      rule.margin, threshold, threshold + z * math.hypot(spread, error))
