@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmb.container import screenrun
-from llmb.llmbrun.screen import job, judge, precision
+from llmb.llmbrun.screen import job, judge
 from llmb.recipes import catalog, screenfacts
 
 FAULTS = ("gpu", "node", "network", "link")
@@ -83,11 +83,10 @@ def _noisy(rng: Any, value: Any, noise: float, count: int) -> Any:
 
 
 def _values(repeats: Any) -> Any:
-    """precision.value_of over the last axis, for whole arrays at once."""
-    ordered = repeats.copy()
-    ordered.sort(axis=-1)
-    return ordered[..., 1:-1].mean(axis=-1) if ordered.shape[-1] >= precision.TRIM_FROM \
-        else ordered.mean(axis=-1)
+    """precision.value_of (the median) over the last axis, for whole arrays at once."""
+    import numpy as np
+
+    return np.median(repeats, axis=-1)
 
 
 def names(count: int) -> list[str]:

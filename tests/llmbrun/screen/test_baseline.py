@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import screenfiles
-from llmb.llmbrun.screen import baseline
+from llmb.llmbrun.screen import baseline, precision
 from llmb.shared.errors import UsageError
 
 
@@ -40,12 +40,14 @@ def test_a_screen_kept_per_figure_and_element_with_its_noise(tmp_path):
     assert base["screen"] == doc["stamp"] and base["versions"]["mode"] == "cpu"
     figures = base["figures"]
     assert sorted(figures) == ["all-nodes busbw_gbps", "all-reduce busbw_gbps",
-                               "matmul_fp32_tflops", "memory_gbps", "network busbw_gbps"]
+                               "matmul_fp32_tflops", "memory_gbps", "network busbw_gbps",
+                               "pairs busbw_gbps"]
     assert sorted(figures["memory_gbps"]["values"])[:2] == ["node1 GPU 0", "node1 GPU 1"]
     assert sorted(figures["network busbw_gbps"]["values"]) == screenfiles.NODES
     value, error = figures["all-reduce busbw_gbps"]["values"]["node2"]
     assert value == doc["nodes"][1]["allreduce"]["busbw_gbps"]
-    assert error == pytest.approx(figures["all-reduce busbw_gbps"]["noise"] / 5 ** 0.5)
+    assert error == pytest.approx(figures["all-reduce busbw_gbps"]["noise"]
+                                  * precision.error_factor(7))
     assert baseline.load(tmp_path / "baseline.json") == json.loads(
         (tmp_path / "baseline.json").read_text())
     # any screen.json serves as one

@@ -94,7 +94,8 @@ def test_a_healthy_screen_names_nothing():
         for g in n["gpus"]:
             g["figures"]["matmul_bf16_tflops"] += (i * 7 + g["local_rank"]) % 5
     out = judge.judge(nodes, pairs, "gpu", H100)
-    assert out == {"named": [], "suspects": []}
+    assert (out["named"], out["suspects"]) == ([], [])
+    assert not any(s["beyond"] for s in out["stragglers"])  # a little noise is no straggler
     assert set(verdicts(nodes).values()) == {"pass"}
     assert {p["verdict"] for p in pairs} == {"pass"}
 

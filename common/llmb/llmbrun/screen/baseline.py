@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Annotated, TypedDict
 
 from llmb import layout
-from llmb.llmbrun.screen import judge, precision
+from llmb.llmbrun.screen import judge, network, precision
 from llmb.llmbrun.screen.document import (
     Allreduce,
     BaselineFigure,
@@ -57,8 +57,10 @@ MAX_BYTES = 64 << 20
 SAME = ("gpu_type", "mode", "measured_by", "gpus_per_node")  # else not comparable
 CHANGED = ("image", "driver", "nccl", "torch")  # compared, and said
 NETWORK = "network busbw_gbps"
+LINKS = "pairs busbw_gbps"  # each pair (link), "<node> - <node>"
 OWN = "all-reduce busbw_gbps"
 ALL_NODES = "all-nodes busbw_gbps"
+KINDS = {OWN: "node", NETWORK: "network", LINKS: "link", ALL_NODES: "all"}
 # SAME and CHANGED: what measured the figures
 Versions = Annotated[dict[Name, Name | int | None], Bound(items=64)]
 REDO = "give a file that llmb-run screen --save-baseline wrote, or a screen's screen.json"
@@ -91,7 +93,7 @@ def _figure(series: Mapping[str, tuple[float, Sequence[float] | None]]) -> Basel
     noise = precision.pooled_noise([r for _, r in series.values()])
     out: dict[str, list[float | None]] = {}
     for element, (value, repeats) in series.items():
-        error = noise / math.sqrt(precision.kept(len(repeats))) \
+        error = noise * precision.error_factor(len(repeats)) \
             if noise is not None and repeats else None
         out[element] = [value, error]
     counts = [len(r) for _, r in series.values() if r]
@@ -117,6 +119,11 @@ def figures_of(doc: ScreenDocument) -> dict[str, BaselineFigure]:
         out[OWN] = _figure(own)
     if network := _network(doc):
         out[NETWORK] = network
+    pairs = [p for p in doc.get("pairs") or [] if p.get("busbw_gbps") is not None
+             and not p.get("error")]
+    if pairs:
+        out[LINKS] = _figure({link_name(p["nodes"]): (float(p.get("busbw_gbps") or 0.0),
+                                                      p.get("repeats")) for p in pairs})
     everyone: Allreduce = doc.get("all_nodes") or {}
     if (busbw := everyone.get("busbw_gbps")) is not None and not everyone.get("error"):
         out[ALL_NODES] = _figure({"all": (float(busbw), everyone.get("repeats"))})
@@ -144,6 +151,11 @@ def _network(doc: ScreenDocument) -> BaselineFigure | None:
                      math.sqrt(statistics.fmean(e * e for e in errors) / len(got))
                      if len(errors) == len(got) else None]
     return {"noise": pooled["noise"], "repeats": pooled["repeats"], "values": out}
+
+
+def link_name(nodes: Sequence[str]) -> str:
+    """A link as the baseline keeps it: its two nodes, in order, whichever led the pair."""
+    return " - ".join(sorted(nodes))
 
 
 def _pair(kept: Sequence[float | None]) -> tuple[float, float | None]:
@@ -244,8 +256,8 @@ def _others(ratios: Sequence[float], i: int) -> float:
     return statistics.median(rest) if rest else ratios[i]
 
 
-def compare_figure(figure: str, then: BaselineFigure, now: BaselineFigure, margin: float
-                   ) -> FigureComparison | None:
+def compare_figure(figure: str, then: BaselineFigure, now: BaselineFigure, margin: float,
+                   kind: str = "gpu") -> FigureComparison | None:
     """One figure now against its baseline: the cluster's ratio (the median of its elements'),
     the threshold it is held to, and the elements below their own baseline."""
     both = sorted(set(then["values"]) & set(now["values"]))
@@ -261,12 +273,14 @@ def compare_figure(figure: str, then: BaselineFigure, now: BaselineFigure, margi
     cluster = statistics.median(ratios)
     threshold = max(margin, precision.MIN_K * error * _median_factor(len(ratios)))
     k = precision.k_for(len(ratios))
+    wide = precision.widened(error, len(ratios) - 1)
     below = []
+    everyone = statistics.median(ratios)
     for i, element in enumerate(common):
         if len(ratios) < 2:
             break
-        others = _others(ratios, i)
-        own = max(margin, k * precision.widened(error, len(ratios) - 1))
+        others = everyone if len(ratios) > 64 else _others(ratios, i)
+        own = max(margin, k * wide)
         if others > 0 and ratios[i] / others < 1 - own:  # others 0: the cluster, not one
             below.append(Below(element=element, ratio=round(ratios[i], 5),
                                others=round(others, 5), threshold=round(own, 5),
@@ -276,7 +290,61 @@ def compare_figure(figure: str, then: BaselineFigure, now: BaselineFigure, margi
         threshold=round(threshold, 5), dropped=cluster < 1 - threshold,
         baseline_median=statistics.median(was[e][0] for e in common),
         median=statistics.median(got[e][0] for e in common),
-        below=below, new=sorted(set(now["values"]) - set(then["values"])))
+        below=below, new=sorted(set(now["values"]) - set(then["values"])),
+        kind=kind, resolves=round(max(margin, k * wide) + 1.645 * wide, 5))
+
+
+def compare_network(then: BaselineFigure, now: BaselineFigure, margin: float,
+                    values: tuple[BaselineFigure | None, BaselineFigure | None]
+                    ) -> list[FigureComparison] | None:
+    """Each node's network and each link now against the baseline, by the fit over every
+    link both screens measured (llmb.llmbrun.screen.network) on their ratios now / then: the
+    whole cluster's drift is the median ratio, each node's change and each link's its own
+    beyond it; None where the links do not give a fit. `values`: the network figure then
+    and now (what a node's value is said to be)."""
+    import numpy as np
+
+    both = sorted(set(then["values"]) & set(now["values"]))
+    keys = [(e.split(" - ")[0], e.split(" - ")[-1]) for e in both]
+    was = [_pair(then["values"][e]) for e in both]
+    got = [_pair(now["values"][e]) for e in both]
+    errors = [math.hypot(g[1], w[1]) for g, w in zip(got, was, strict=True)
+              if g[1] is not None and w[1] is not None]
+    error = statistics.median(errors) if errors and len(errors) == len(both) else 0.0
+    ratios = [g[0] / w[0] for g, w in zip(got, was, strict=True)]
+    if not both or min(ratios) <= 0 or not network.fits(keys) or \
+            (fitted := network.fit(keys, ratios, error)) is None:
+        return None
+    drift = float(np.median(np.log(ratios)))
+    threshold = max(margin, precision.MIN_K * error * _median_factor(len(ratios)))
+    out = []
+    for kind, names, effects, ses in (
+            ("network", list(fitted.nodes), fitted.node, fitted.node_se),
+            ("link", both, fitted.link - np.median(fitted.link), fitted.link_se)):
+        k = precision.k_for(len(names))
+        low, _, spread = network.floors(effects, ses, margin, k, precision.widened)
+        then_v, now_v = (values if kind == "network" else (then, now))
+        below = [Below(element=name, ratio=round(math.exp(drift + effects[i]), 5),
+                       others=round(math.exp(drift), 5),
+                       threshold=round(1 - math.exp(low[i]), 5),
+                       value=_value(now_v, name), baseline=_value(then_v, name))
+                 for i, name in enumerate(names) if effects[i] < low[i]]
+        se = max(spread, float(np.median(ses)))
+        out.append(FigureComparison(
+            figure=NETWORK if kind == "network" else LINKS, elements=len(names),
+            ratio=round(math.exp(drift), 5), threshold=round(threshold, 5),
+            dropped=math.exp(drift) < 1 - threshold,
+            baseline_median=statistics.median(w[0] for w in was),
+            median=statistics.median(g[0] for g in got), below=below,
+            new=sorted(set(now["values"]) - set(then["values"])) if kind == "link" else [],
+            kind=kind, resolves=round(1 - math.exp(-(max(math.log(1 / (1 - margin)), k * se)
+                                                     + 1.645 * se)), 5)))
+    return out
+
+
+def _value(figure: BaselineFigure | None, element: str) -> float:
+    kept = (figure or {"values": {}})["values"].get(element)
+    return _pair(kept)[0] if kept else 0.0
 
 
 def compare(doc: ScreenDocument, base: Baseline, where: str) -> Comparison:
@@ -295,9 +363,16 @@ def compare(doc: ScreenDocument, base: Baseline, where: str) -> Comparison:
                       if then.get(k) != now.get(k)]
     margin = precision.MARGIN.get(str(doc.get("mode")), max(precision.MARGIN.values()))
     current = figures_of(doc)
+    fitted = compare_network(base["figures"][LINKS], current[LINKS], margin, (
+        base["figures"].get(NETWORK), current.get(NETWORK))) \
+        if LINKS in base["figures"] and LINKS in current else None
     for figure, kept in sorted(base["figures"].items()):
-        if figure in current and (got := compare_figure(figure, kept, current[figure], margin)):
+        if fitted is not None and figure in (NETWORK, LINKS):
+            continue
+        if figure in current and (got := compare_figure(figure, kept, current[figure], margin,
+                                                        KINDS.get(figure, "gpu"))):
             out["figures"].append(got)
+    out["figures"] += fitted or []
     return out
 
 
@@ -316,8 +391,9 @@ def named_of(comparison: Comparison) -> list[Named]:
                              why=f"the cluster's {fig['figure']} is {1 - fig['ratio']:.0%} "
                                  f"below its baseline ({stamp}); changed since: {changed}"))
         for low in fig["below"]:
-            gpu = " GPU " in low["element"]
-            out.append(Named(kind="gpu" if gpu else "node", name=low["element"],
+            kind = "gpu" if " GPU " in low["element"] else \
+                "link" if " - " in low["element"] else "node"
+            out.append(Named(kind=kind, name=low["element"],
                              figure=f"{fig['figure']} against its baseline", value=low["value"],
                              floor=low["baseline"] * low["others"] * (1 - low["threshold"]),
                              expected=low["baseline"], peers_median=None,

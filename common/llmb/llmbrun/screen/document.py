@@ -219,9 +219,7 @@ class Below(TypedDict):
     baseline: Figure
 
 
-class FigureComparison(TypedDict):
-    """One figure now against its baseline (llmb.llmbrun.screen.baseline.compare_figure)."""
-
+class _FigureComparisonKeys(TypedDict):
     figure: Name
     elements: int
     ratio: Figure
@@ -231,6 +229,14 @@ class FigureComparison(TypedDict):
     median: Figure
     below: list[Below]
     new: list[str]
+
+
+class FigureComparison(_FigureComparisonKeys, total=False):
+    """One figure now against its baseline (llmb.llmbrun.screen.baseline.compare_figure):
+    `resolves`, the drop of one element that is named with 95 % probability."""
+
+    kind: Name  # gpu | node | network | link | all
+    resolves: Figure
 
 
 class Comparison(TypedDict):
@@ -283,6 +289,7 @@ class ScreenDocument(_ScreenKeys, total=False):
     driver: Name | None  # the GPU driver (nvidia-smi), None on the CPU
     baseline: Comparison  # llmb.llmbrun.screen.baseline.compare: held to which, and how
     saved_baseline: str  # --save-baseline: where this screen was kept as the baseline
+    stragglers: Annotated[list[Straggler], Bound(items=4096)]  # each figure's slowest
 
 
 class RunInfo(TypedDict, total=False):
@@ -335,11 +342,30 @@ class RankRecord(_RankKeys, total=False):
     run: RunInfo
 
 
-class Verdicts(TypedDict):
-    """What the judge named, and the nodes that did not pass (llmb.llmbrun.screen.judge)."""
+class Straggler(TypedDict):
+    """One of a figure's slowest elements (llmb.llmbrun.screen.stragglers): its value, the
+    figure's median, how far below it (0.05 is 5 %), and whether beyond the acceptance's
+    tolerance."""
 
+    figure: Name
+    kind: Name  # gpu | node | network | link
+    element: Name
+    value: Figure
+    median: Figure
+    below: Figure
+    beyond: bool
+
+
+class _VerdictKeys(TypedDict):
     named: list[Named]
     suspects: list[str]
+
+
+class Verdicts(_VerdictKeys, total=False):
+    """What the judge named, the nodes that did not pass, and each figure's slowest
+    (llmb.llmbrun.screen.judge)."""
+
+    stragglers: list[Straggler]
 
 
 def checked(data: object) -> ScreenDocument:

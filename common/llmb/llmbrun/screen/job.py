@@ -56,13 +56,17 @@ SCRIPT = "screen.sbatch"
 # figures measured side by side would measure the sharing.
 GPU_PARAMS: Params = {
     "sizes": [1 << p for p in range(20, 31)], "iters": 20, "warmup": 5, "window_s": 1.0,
-    "matmul_n": 8192, "memory_bytes": 1 << 30, "dtypes": ["bf16", "fp8"], "repeats": 5,
+    "matmul_n": 8192, "memory_bytes": 1 << 30, "dtypes": ["bf16", "fp8"], "repeats": 7,
     "allreduce_repeats": 10, "allreduce_window_s": 0.5, "serial": False}
 CPU_PARAMS: Params = {
     "sizes": [1 << 18, 1 << 20], "iters": 10, "warmup": 2, "window_s": 0.2,
     "matmul_n": 128, "memory_bytes": 8 << 20, "dtypes": ["fp32"], "repeats": 5,
     "allreduce_repeats": 7, "allreduce_window_s": 0.4, "serial": True}
 COLLECTIVE_TIMEOUT_S = 300
+# a GPU screen's pair rounds: four partners per node (three for an odd count), what the fit
+# of each node's network and each link needs (llmb.llmbrun.screen.network); fewer nodes,
+# as many as there are
+FIT_ROUNDS = 4
 
 
 def node_count(nodes: int | None, place: Placement, rounds: int | None) -> int:
@@ -106,7 +110,10 @@ class Plan(TypedDict):
 
 
 def plan(smoke: bool, rounds: int | None, gpus_per_node: int) -> Plan:
-    return {"schema": 1, "force_cpu": smoke, "rounds": rounds, "gpus_per_node": gpus_per_node,
+    """The job's plan; a GPU screen's rounds FIT_ROUNDS unless --rounds says (the smoke
+    screen keeps the schedule's default: its test cluster's nodes share two cores)."""
+    chosen = rounds if rounds is not None or smoke else FIT_ROUNDS
+    return {"schema": 1, "force_cpu": smoke, "rounds": chosen, "gpus_per_node": gpus_per_node,
             "timeout_s": COLLECTIVE_TIMEOUT_S, "gpu": GPU_PARAMS, "cpu": CPU_PARAMS}
 
 

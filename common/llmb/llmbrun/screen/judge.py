@@ -32,11 +32,13 @@ numpy is imported inside the functions.
 
 from __future__ import annotations
 
+import math
+import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
-from llmb.llmbrun.screen import precision
+from llmb.llmbrun.screen import network, precision, stragglers
 from llmb.llmbrun.screen.document import (
     Allreduce,
     Named,
@@ -227,13 +229,16 @@ def judge_pairs(pairs: list[Pair], mode: str) -> list[Pair]:
     return measured
 
 
-def node_verdict(node: ScreenNode, pairs: Sequence[Pair]) -> None:
-    """A node's verdict from its GPUs, its all-reduce and its pairs; its reasons."""
+def node_verdict(node: ScreenNode, pairs: Sequence[Pair], network_slow: bool | None = None
+                 ) -> None:
+    """A node's verdict from its GPUs, its all-reduce and its pairs (`network_slow`: what the
+    fit said of its network; None: slow when every one of its pairs is); its reasons."""
     reasons = [str(node["error"])] if node.get("error") else []
     gpu_verdicts = [g.get("verdict") for g in node["gpus"]]
     allreduce = node.get("allreduce") or Allreduce()
     mine = [p for p in pairs if node["node"] in p["nodes"]]
-    all_pairs_slow = len(mine) >= 2 and all(p["verdict"] != "pass" for p in mine)
+    all_pairs_slow = len(mine) >= 2 and all(p["verdict"] != "pass" for p in mine) \
+        if network_slow is None else network_slow
     if node.get("error") or "fail" in gpu_verdicts or allreduce.get("verdict") == "fail":
         verdict = "fail"
     elif "slow" in gpu_verdicts or allreduce.get("verdict") == "slow" or all_pairs_slow:
@@ -249,7 +254,10 @@ def node_verdict(node: ScreenNode, pairs: Sequence[Pair]) -> None:
                                                  else "failed")
                        + (f": {allreduce['error']}" if allreduce.get("error") else ""))
     if all_pairs_slow:
-        reasons.append(f"slow with every partner ({', '.join(_partner(p, node) for p in mine)})")
+        reasons.append(("its network is slow, fitted over its pairs with "
+                        if network_slow else "slow with every partner (")
+                       + f"{', '.join(_partner(p, node) for p in mine)}"
+                       + (")" if network_slow is None else ""))
     node["verdict"], node["reasons"] = verdict, reasons
 
 
@@ -284,11 +292,30 @@ def named_nodes(nodes: Sequence[ScreenNode], pairs: Sequence[Pair],
 
 
 def judge(nodes: list[ScreenNode], pairs: list[Pair], mode: str,
-          expectations: Mapping[str, Expectation]) -> Verdicts:
+          expectations: Mapping[str, Expectation],
+          leaves: Mapping[str, str] | None = None) -> Verdicts:
     """Verdicts for every GPU, node and pair (set in place); `named` (what is below a floor,
-    with its figure, floor, expectation and the peers' median) and `suspects`."""
+    with its figure, floor, expectation and the peers' median), `suspects` and `stragglers`
+    (the slowest of each figure). `leaves`: each node's leaf switch, where it is known."""
     named = judge_gpus(nodes, mode, expectations)
     named += judge_nodes(nodes, mode, expectations)
+    net = judge_network(pairs, mode, leaves)
+    if net is None:
+        named += _judge_pairs_apart(nodes, pairs, mode)
+    else:
+        for node in nodes:
+            node_verdict(node, pairs, node["node"] in net.nodes)
+        named += net.links + list(net.nodes.values())
+    suspects = [n["node"] for n in nodes if n["verdict"] != "pass"]
+    return {"named": named, "suspects": suspects,
+            "stragglers": stragglers.of(nodes, pairs, net.network if net else None,
+                                        net.link_values if net else None)}
+
+
+def _judge_pairs_apart(nodes: list[ScreenNode], pairs: list[Pair], mode: str) -> list[Named]:
+    """Without the fit (too few partners): each pair against the pairs that share neither of
+    its nodes; a node slow with every partner, a link slow where both nodes are fine."""
+    named: list[Named] = []
     judge_pairs(pairs, mode)
     for node in nodes:
         node_verdict(node, pairs)
@@ -300,9 +327,85 @@ def judge(nodes: list[ScreenNode], pairs: list[Pair], mode: str,
                                 busbw(pair), _held(
                                     pair, "far below the pairs that share neither node, while "
                                     "both nodes are fine with their other partners")))
-    named += named_nodes(nodes, pairs, named)
-    suspects = [n["node"] for n in nodes if n["verdict"] != "pass"]
-    return {"named": named, "suspects": suspects}
+    return named + named_nodes(nodes, pairs, named)
+
+
+@dataclass(frozen=True)
+class NetworkVerdicts:
+    """What the fit named: the nodes whose network is slow, the slow links; and each node's
+    network and each pair's link as figures (GB/s: the median pair's x the fitted effect)."""
+
+    nodes: dict[str, Named]
+    links: list[Named]
+    network: dict[str, float] = field(default_factory=dict)
+    link_values: dict[str, float] = field(default_factory=dict)
+
+
+def _network_fit(pairs: list[Pair], mode: str, leaves: Mapping[str, str] | None
+                 ) -> tuple[list[Pair], network.Fit, precision.Rule] | None:
+    """The measured pairs, their fit (slow links left out of it) and their rule; None where
+    the fit cannot tell the nodes apart."""
+    measured = [p for p in pairs if not p.get("error") and p.get(NODE_FIGURE) is not None]
+    keys = [(p["nodes"][0], p["nodes"][-1]) for p in measured]
+    if not network.fits(keys):
+        return None
+    rule = rule_of([p.get("repeats") for p in measured], mode)
+    error = statistics.median(rule.errors) if rule.errors else 0.0
+    values = [busbw(p) for p in measured]
+    first = network.fit(keys, values, error, leaves)
+    if first is None:
+        return None
+    k = precision.k_for(len(measured)) if rule.errors else precision.MIN_K
+    low, _, _ = network.floors(first.link, first.link_se, rule.margin, k, precision.widened)
+    dropped = [i for i in range(len(measured)) if first.link[i] < low[i]]
+    again = network.fit(keys, values, error, leaves, dropped) if dropped else first
+    return measured, again or first, rule
+
+
+def judge_network(pairs: list[Pair], mode: str, leaves: Mapping[str, str] | None = None
+                  ) -> NetworkVerdicts | None:
+    """Each node's network and each link from the fit over every pair (llmb.llmbrun.screen.
+    network), each against the others: sets the pairs' verdicts; None where there is no fit
+    (the judge then compares pairs with the pairs that share neither node)."""
+    got = _network_fit(pairs, mode, leaves)
+    if got is None:
+        return None
+    for pair in pairs:
+        pair["verdict"] = "fail" if pair.get("error") or pair.get(NODE_FIGURE) is None \
+            else "pass"
+        pair["link"] = False
+    measured, fitted, rule = got
+    scale = statistics.median(busbw(p) for p in measured)
+    k_nodes = precision.k_for(len(fitted.nodes)) if rule.errors else precision.MIN_K
+    k_links = precision.k_for(len(measured)) if rule.errors else precision.MIN_K
+    node_low, _, _ = network.floors(fitted.node, fitted.node_se, rule.margin, k_nodes,
+                                    precision.widened)
+    link_low, link_mid, _ = network.floors(fitted.link, fitted.link_se, rule.margin, k_links,
+                                           precision.widened)
+    slow: dict[str, Named] = {}
+    for i, name in enumerate(fitted.nodes):
+        if fitted.node[i] < node_low[i]:
+            slow[name] = _named("node", name, f"pairs {NODE_FIGURE}",
+                                scale * math.exp(fitted.node[i]), Floor(
+                                    scale * math.exp(node_low[i]), scale, None,
+                                    "its network, fitted over every pair it is in, is far "
+                                    "below the other nodes'"))
+    links = []
+    for i, pair in enumerate(measured):
+        predicted = busbw(pair) * math.exp(-fitted.link[i])
+        if fitted.link[i] < link_low[i]:
+            pair["verdict"], pair["link"] = "slow", True
+            pair["floor"] = predicted * math.exp(link_low[i])
+            pair["peers_median"] = predicted * math.exp(link_mid)
+            links.append(_named("link", " - ".join(pair["nodes"]), f"all-reduce {NODE_FIGURE}",
+                                busbw(pair), _held(pair, "far below what the fit over every "
+                                                   "pair gives its two nodes")))
+        elif set(pair["nodes"]) & set(slow):
+            pair["verdict"] = "slow"
+    return NetworkVerdicts(slow, links, {
+        n: scale * math.exp(fitted.node[i]) for i, n in enumerate(fitted.nodes)}, {
+        " - ".join(p["nodes"]): scale * math.exp(fitted.link[i] - link_mid)
+        for i, p in enumerate(measured)})
 
 
 def mark(nodes: Sequence[ScreenNode], named: Sequence[Named], verdict: str = "slow"
@@ -321,8 +424,34 @@ def mark(nodes: Sequence[ScreenNode], named: Sequence[Named], verdict: str = "sl
     return [n["node"] for n in nodes if n["verdict"] != "pass"]
 
 
-def resolution(nodes: Sequence[ScreenNode], pairs: Sequence[Pair], mode: str
-               ) -> list[Resolution]:
+def fitted_resolution(pairs: list[Pair], mode: str, leaves: Mapping[str, str] | None
+                      ) -> list[precision.Resolution] | None:
+    """What the fit resolves of a link and of a node's network (None without a fit)."""
+    got = _network_fit(pairs, mode, leaves)
+    if got is None or (noise := got[2].noise) is None:
+        return None
+    measured, fitted, rule = got
+    out = []
+    for kind, effects, errors, count in (
+            ("link", fitted.link, fitted.link_se, len(measured)),
+            ("network", fitted.node, fitted.node_se, len(fitted.nodes))):
+        spread = network.robust_sd(effects)
+        # the 95th percentile of the standard errors: a link's depends on its leverage, and
+        # the resolution is claimed of every link, not of a typical one
+        error = float(sorted(errors)[int(0.95 * (len(errors) - 1))])
+        k = precision.k_for(count)
+        threshold = max(math.log(1 / (1 - rule.margin)),
+                        k * precision.widened(max(spread, error), count - 1))
+        # the link's own persistent part and its noise both move where it falls: both added
+        resolves = threshold + 1.645 * math.hypot(spread, error)
+        out.append(precision.Resolution(
+            f"pairs {NODE_FIGURE}", kind, count, rule.repeats, noise, spread, k,
+            rule.margin, 1 - math.exp(-threshold), 1 - math.exp(-resolves)))
+    return out
+
+
+def resolution(nodes: Sequence[ScreenNode], pairs: list[Pair], mode: str,
+               leaves: Mapping[str, str] | None = None) -> list[Resolution]:
     """What this screen could have seen of each figure (llmb.llmbrun.screen.precision's
     Resolution), for the figures measured in repeats, against the peers the judge used."""
     out = []
@@ -338,6 +467,8 @@ def resolution(nodes: Sequence[ScreenNode], pairs: Sequence[Pair], mode: str
                                     [busbw(a) for a in own],
                                     rule_of([a.get("repeats") for a in own], mode),
                                     others(len(own))))
+    if (fitted := fitted_resolution(pairs, mode, leaves)) is not None:
+        return [r.as_dict() for r in out if r is not None] + [r.as_dict() for r in fitted]
     measured = [p for p in pairs if p.get(NODE_FIGURE) is not None and not p.get("error")]
     values = [busbw(p) for p in measured]
     rule = rule_of([p.get("repeats") for p in measured], mode)

@@ -5,15 +5,17 @@ Every figure (each GPU's matrix multiply and memory bandwidth, each node's all-r
 pair's all-reduce) is measured `repeats` times in the same job (llmb.llmbrun.screen.job's
 plan). From the repeats:
 
-- the value: their mean once the lowest and the highest are left out (from 5 repeats on;
-  the plain mean below that; llmb.container.probe.value_of, which the tasks use too): one
-  disturbed repeat (another job's traffic, a clock ramping up) does not move it, and it is
-  nearly as precise as the mean;
+- the value: their median (`value_of`; the tasks' own figure, llmb.container.probe.value_of,
+  is replaced by it where the repeats are kept): fewer than half the repeats disturbed
+  (another job's traffic, a clock ramping up, a thermal swing; about 1 repeat in 50 on a
+  real fleet) do not move it, where a mean less the lowest and the highest resists one only:
+  of 2048 GPUs x 3 figures x 5 repeats, some two dozen have two disturbed repeats;
 - the noise: the standard deviation of one repeat relative to its figure, pooled over every
   element that has the figure (the median of their standard deviations, made unbiased for a
   normal distribution): one element has few repeats, a screen has many elements, and a
   median is not moved by the few that flap;
-- the standard error of a value: noise / sqrt(the repeats kept).
+- the standard error of a value: noise x sqrt(pi / 2n) for n repeats (a median's; 1 / sqrt(n)
+  below three, where it is their mean).
 
 A value is below its peers (their median m) when it is below both
 
@@ -24,14 +26,16 @@ sigma is the larger of the peers' own spread (1.4826 x their median absolute dev
 relative to m: what really differs between elements, noise included) and the value's
 standard error, widened by the uncertainty of a median of few peers (x sqrt(1 + pi/2n) for
 n peers, x sqrt(1 + 1/n) for one or two); K is the normal quantile that keeps a whole healthy
-screen free of a false suspect with 99 % probability when N elements have the figure,
-z(1 - 0.01/N), and at least 3.5 (Iglewicz and Hoaglin's outlier cut-off, the rule without
-repeats). Why both: the noise
-alone would name a half-percent difference on a quiet machine (real, but no acceptance fails
-for it); the margin alone would name noise where it is larger than the margin.
+screen free of a false suspect with 99 % probability when N elements have the figure, shared
+among the FIGURES a screen judges, z(1 - 0.01/(6N)), and at least 3.5 (Iglewicz and
+Hoaglin's outlier cut-off, the rule without repeats). Why both: the noise alone would name
+a half-percent difference on a quiet machine (real, but no acceptance fails for it); the
+margin alone would name noise where it is larger than the margin.
 
 The resolution of a figure is the slowdown that would be named with 95 % probability:
-the threshold above plus 1.645 sigma (for a node's network, every one of its pairs must be
+the threshold above plus 1.645 sigma, sigma here the peers' spread and the standard error
+added (the element's own persistent place among its peers and its noise both move it)
+(for a node's network, every one of its pairs must be
 named: the quantile of 0.95 ** (1 / pairs)).
 
 A figure without repeats (a screen written before repeats, or nccl-tests without its cycles
@@ -47,18 +51,25 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from llmb.container.probe import TRIM_FROM as TRIM_FROM
-from llmb.container.probe import value_of as value_of
-
 MARGIN = {"gpu": 0.03, "cpu": 0.30}
 FAMILY_ALPHA = 0.01  # a healthy screen names nothing falsely with 99 % probability
+FIGURES = 6  # judged in a screen, among which FAMILY_ALPHA is shared: 3 per GPU, the node's
+# own all-reduce, its network and the links
 MIN_K = 3.5
 DETECT = 0.95  # the probability at which the resolution is stated
 
 
-def kept(repeats: int) -> int:
-    """How many repeats the value averages."""
-    return repeats - 2 if repeats >= TRIM_FROM else repeats
+def value_of(repeats: Sequence[float]) -> float:
+    """One figure from its repeats: their median."""
+    return float(statistics.median(float(r) for r in repeats))
+
+
+def error_factor(repeats: int) -> float:
+    """A value's standard error over one repeat's: sqrt(pi / 2n) for the median of n >= 3
+    repeats (a normal distribution's, large n; a little above it for few), 1 / sqrt(n) below
+    (the median of two is their mean)."""
+    n = max(repeats, 1)
+    return math.sqrt((math.pi / 2 if n >= 3 else 1.0) / n)
 
 
 def _sd_median_factor(dof: int) -> float:
@@ -89,7 +100,8 @@ def pooled_noise(series: Sequence[Sequence[float] | None]) -> float | None:
 
 def k_for(count: int) -> float:
     """How many sigmas below the median a value must be, for `count` values compared."""
-    return max(MIN_K, statistics.NormalDist().inv_cdf(1 - FAMILY_ALPHA / max(count, 1)))
+    return max(MIN_K, statistics.NormalDist().inv_cdf(
+        1 - FAMILY_ALPHA / FIGURES / max(count, 1)))
 
 
 def widened(sigma: float, peers: int) -> float:
@@ -119,7 +131,7 @@ def rule_for(series: Sequence[Sequence[float] | None], mode: str, tolerance: flo
     noise = pooled_noise(series) if series and min(counts) >= 2 else None
     if noise is None:
         return Rule(tolerance, MIN_K, None, None, max(counts, default=0))
-    errors = tuple(noise / math.sqrt(kept(n)) for n in counts)
+    errors = tuple(noise * error_factor(n) for n in counts)
     typical = Counter(counts).most_common(1)[0][0]
     return Rule(MARGIN[mode], k_for(len(series)), errors, noise, typical)
 
@@ -185,4 +197,4 @@ def resolution(figure: str, kind: str, values: Sequence[float], rule: Rule,
     threshold = max(rule.margin, rule.k * sigma_rel)
     z = statistics.NormalDist().inv_cdf(DETECT ** (1 / max(must_name, 1)))
     return Resolution(figure, kind, len(values), rule.repeats, rule.noise, spread, rule.k,
-                      rule.margin, threshold, threshold + z * max(spread, error))
+                      rule.margin, threshold, threshold + z * math.hypot(spread, error))

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from llmb import layout
-from llmb.llmbrun.screen.document import ScreenDocument
+from llmb.llmbrun.screen import stragglers
+from llmb.llmbrun.screen.document import ScreenDocument, Straggler
 from llmb.llmbrun.screen.suspects import newest_screen
 from llmb.shared import values
 from llmb.shared.files import atomic_write
@@ -110,7 +111,10 @@ def baseline_line(doc: ScreenDocument) -> str | None:
         return f"{what}: not compared: {base.get('why_not')}"
     figures = [f for f in base.get("figures") or [] if isinstance(f, dict)]
     ratios = ", ".join(f"{f['figure']} x{f['ratio']:.3g}" + (" DROPPED" if f.get("dropped")
-                                                              else "") for f in figures)
+                                                              else "")
+                       + (f" (resolves {_pct(f['resolves'])} on one {f.get('kind')})"
+                          if isinstance(f.get("resolves"), (int, float)) else "")
+                       for f in figures)
     changed = "; ".join(base.get("changed") or []) or "nothing it records"
     return f"{what}: now against then: {ratios or 'no figure in common'}; changed: {changed}"
 
@@ -133,9 +137,26 @@ def _pct(value: object) -> str:
     return "-" if not isinstance(value, (int, float)) else f"{100 * value:.3g}%"
 
 
+def stragglers_line(doc: ScreenDocument) -> str | None:
+    """Each figure's slowest element, its distance from the median, and whether beyond the
+    acceptance's tolerance (llmb.llmbrun.screen.stragglers); None where none is listed."""
+    found = doc.get("stragglers") or []
+    firsts: dict[str, Straggler] = {}
+    for s in found:
+        firsts.setdefault(f"{s['kind']} {s['figure']}", s)
+    if not firsts:
+        return None
+    beyond = sum(1 for s in found if s["beyond"])
+    return (f"slowest (beyond {stragglers.ACCEPTANCE:.0%} below the median: {beyond}): "
+            + "; ".join(f"{s['figure']} {s['element']} {_pct(s['below'])} below"
+                        + (" BEYOND" if s["beyond"] else "") for s in firsts.values()))
+
+
 def extra_lines(doc: ScreenDocument) -> list[str]:
-    """What the screen says beyond its figures: resolution, transport, baseline."""
-    return [ln for ln in (resolution_line(doc), transport_line(doc), baseline_line(doc)) if ln]
+    """What the screen says beyond its figures: resolution, transport, baseline, the
+    slowest of each figure."""
+    return [ln for ln in (resolution_line(doc), transport_line(doc), baseline_line(doc),
+                          stragglers_line(doc)) if ln]
 
 
 def rounds_line(doc: ScreenDocument) -> str:

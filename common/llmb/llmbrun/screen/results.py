@@ -285,4 +285,4 @@ def document(folder: Path, gpu: catalog.GpuType, allocated: Sequence[str], per_n
                           "source": e.source} for k, e in expectations.items()},
         peers={"k": judge.PEER_K, "tolerance": judge.PEER_TOLERANCE.get(mode)},
         resolution=judge.resolution(nodes, pairs, mode), transport=links,
-        named=named, suspects=suspects)
+        named=named, suspects=suspects, stragglers=verdicts.get("stragglers", []))
