@@ -5,6 +5,7 @@ readers (report, verify-archive, --exclude-suspect) take back and render."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -268,3 +269,32 @@ def test_a_task_figure_that_is_no_figure_is_left_out_and_its_gpu_says_so(tmp_pat
         gpu = node["gpus"][1]
         assert "memory_gbps" not in gpu["figures"] and gpu["error"] == "no memory_gbps"
     job.written(tmp_path, doc)
+
+
+def test_a_screen_whose_baseline_cannot_be_saved_is_still_written_and_shown(
+        tmp_path, monkeypatch, capsys):
+    """The job ran and was judged: --save-baseline failing afterwards keeps screen.json (what
+    report and archive read) and prints the screen, then says why it was not kept."""
+    from llmb.launch.placement import Placement
+    from llmb.llmbrun import slurmjob
+    from llmb.shared import slurmquery
+
+    cfg = cfg_of(tmp_path)
+    doc = screenfiles.screen_json(cfg.tree.root, repeats=5)
+    folder = cfg.tree.screens / "20260102-030405"
+    (folder / "screen.json").unlink()
+
+    def full_disk(*_args: object) -> None:  # the file system fills as the baseline is written
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(baseline, "save", full_disk)
+    monkeypatch.setattr(job, "submit", lambda *a: ("20260102-030405", folder, "77", "img"))
+    monkeypatch.setattr(slurmjob, "wait", lambda *a, **k: slurmjob.Ended(
+        slurmquery.JobInfo("77", "COMPLETED"), False))
+    monkeypatch.setattr(job, "results_of", lambda *a: dict(doc))
+    with pytest.raises(RunError, match=r"--save-baseline: cannot write .*No space left") as err:
+        job.cmd_screen(cfg, 2, Placement(), True, None, "table", save_baseline=True)
+    assert f"this screen is in {folder / 'screen.json'}" in str(err.value)
+    kept = json.loads((folder / "screen.json").read_text())
+    assert kept["job_id"] == "77" and "saved_baseline" not in kept
+    assert capsys.readouterr().out.strip()  # the screen's table was printed

@@ -301,10 +301,17 @@ def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: b
                 "job_state": info.state, "smoke": smoke, "image": image, "output": str(output)})
     if base is not None:
         baseline.apply(doc, base[1], str(base[0]))
+    text = written(folder, doc)  # the screen's own result first, whatever --save-baseline finds
+    unsaved = None
     if save_baseline:
-        keep(cfg, doc, folder)
-    text = written(folder, doc)
+        try:
+            if keep(cfg, doc, folder):
+                text = written(folder, doc)  # with where it was kept
+        except RunError as exc:
+            unsaved = exc
     print(text.rstrip("\n") if fmt == "json" else render.table(doc))
+    if unsaved is not None:
+        raise unsaved
     if doc["named"] or doc["suspects"]:
         print(f"{PROG}: screen: named {len(doc['named'])} figure(s) below their floor; "
               f"suspects: {','.join(doc['suspects']) or 'none'}", file=sys.stderr)
@@ -312,24 +319,27 @@ def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: b
     return 0
 
 
-def keep(cfg: ClusterConfig, doc: results.ScreenDocument, folder: Path) -> None:
-    """--save-baseline: this screen becomes the install's baseline, if it named nothing (a
-    baseline that cannot be written is one line that keeps the job's files)."""
+def keep(cfg: ClusterConfig, doc: results.ScreenDocument, folder: Path) -> bool:
+    """--save-baseline: this screen becomes the install's baseline, if it named nothing;
+    whether it was kept (a baseline that cannot be written is one line that says where the
+    screen and the job's files are)."""
     where = baseline.default_path(cfg.tree)
     if doc["named"] or doc["suspects"]:
         print(f"{PROG}: screen: not saved as the baseline: it named "
               f"{len(doc['named'])} figure(s); a baseline must be a healthy screen",
               file=sys.stderr)
-        return
+        return False
     try:
         baseline.save(where, doc)
     except (OSError, ValueError, records.BadRecord) as exc:  # ValueError: not finite
         why = exc.problem if isinstance(exc, records.BadRecord) else \
             (exc.strerror if isinstance(exc, OSError) and exc.strerror else exc)
         raise kept_results(folder, f"--save-baseline: cannot write {values.shown(where)}: "
-                           f"{why}") from None
+                           f"{why}; this screen is in {values.shown(folder / 'screen.json')}"
+                           ) from None
     doc["saved_baseline"] = str(where)
     print(f"{PROG}: screen: saved as the cluster's baseline: {where}", file=sys.stderr)
+    return True
 
 
 def last_error(output: Path) -> str:
