@@ -63,10 +63,21 @@ class Case:
 
 
 def make_site(root: Path) -> Site:
-    install = runinstall.make_install(root / "install", token=CANARY)
+    """An h100 install with the 25.04 Llama 3.1 and Nemotron-4 and the Megatron-Bridge Qwen3,
+    and one Exemplar suite (planned, not run), so that `suite report --baseline` reads the
+    file it is given."""
+    from llmb.llmbrun import clusterconfig
+    from llmb.llmbrun.suite import record, sets
+
+    install = runinstall.make_install(root / "install", token=CANARY,
+                                      workloads=(*runinstall.WORKLOADS, "pretrain_qwen3"))
     images = install / "images"
     images.mkdir(exist_ok=True)
     (images / "nvidia+nemo+25.04.01.sqsh").write_bytes(b"hsqs" + b"\0" * 60)
+    cfg = clusterconfig.find_config(str(install / "cluster_config.yaml"), {})
+    configs, found = sets.plan_set(cfg, sets.load("exemplar"), 512, {})
+    record.create(cfg, record.plan_data("adversarial", configs, [],
+                                        {"repeats": 1, "set": found}))
     return Site(install, sys.executable)
 
 
@@ -193,8 +204,53 @@ def installer_cases() -> Iterator[Case]:
                    base_env())
 
 
+# --- a Megatron-Bridge recipe's launch.sh ---------------------------------------------------
+
+BRIDGE_VARS = ("GPU_TYPE", "DTYPE", "FP8_RECIPE", "MODEL_SIZE", "JOB_TOTAL_GPUS", "TP", "GBS",
+               "SMOKE_TEST")
+
+
+def bridge_cases() -> Iterator[Case]:
+    settings = {"SBATCH_ACCOUNT": "acct", "SBATCH_PARTITION": "batch", "DRY_RUN": "true",
+                "JOB_TOTAL_GPUS": "512", "GPU_TYPE": "gb300", "MODEL_SIZE": "235b",
+                "DTYPE": "fp8"}
+    script = str(REPO / "bridge" / "qwen3" / "launch.sh")
+    for var in BRIDGE_VARS:
+        for value in VALUES:
+            yield Case("bridge launch.sh", f"{var}={label(value)}", ("bash", script),
+                       base_env(**{**settings, var: value}), cwd="{work}")
+
+
+# --- llmb-run suite report --baseline FILE ------------------------------------------------------
+
+SUITE_BASELINES = (
+    b"", b"schema: 1\n", b"\x00\xff" * 100, b"[1, 2]\n", b"a: &a [*a]\n",
+    b"schema: 1\nset: exemplar\nfigure: step_time_s\nscale: 512\nbaselines:\n  h100:\n"
+    b"    pretrain_qwen3_235b: {bf16: .nan}\n",
+    b"schema: 1\nset: exemplar\nfigure: step_time_s\nscale: 512\nbaselines:\n  h100:\n"
+    b"    pretrain_qwen3_235b: {bf16: -1}\n",
+    b"schema: 1\nset: exemplar\nfigure: step_time_s\nscale: 512\nbaselines:\n  h100:\n"
+    b"    '$(touch {marker})': {bf16: 1}\n",
+    b"schema: 1\nset: exemplar\nfigure: step_time_s\nscale: 512\nbaselines:\n  h100:\n"
+    b"    pretrain_qwen3_235b: {bf16: " + b"9" * 5000 + b"}\n",
+    b"schema: 1\nschema: 2\n", b"- " * 50_000,
+)
+
+
+def suite_baseline_cases() -> Iterator[Case]:
+    script = str(REPO / "installer" / "llmb-run")
+    for i, body in enumerate(SUITE_BASELINES):
+        yield Case("suite baseline", f"file {i}", ("bash", script, "suite", "report",
+                                                   "--baseline", "{work}/b.yaml"),
+                   base_env(), {"b.yaml": body})
+    for path in ("/etc/shadow", "/dev/zero", "/proc/self/environ", "{work}", "-", "--"):
+        yield Case("suite baseline", f"path {path}",
+                   ("bash", script, "suite", "report", "--baseline", path), base_env())
+
+
 SURFACES: tuple[Callable[[], Iterator[Case]], ...] = (
-    launch_cases, llmb_run_cases, bulk_cases, analyzer_cases, installer_cases)
+    launch_cases, bridge_cases, llmb_run_cases, bulk_cases, analyzer_cases, installer_cases,
+    suite_baseline_cases)
 
 
 def all_cases() -> list[Case]:
