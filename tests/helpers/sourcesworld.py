@@ -1,6 +1,6 @@
 """A world for setup's sources step without the network: real git repositories built here,
-a Megatron-Bridge recipe folder (llama3.1's metadata with the setup fields) pointing at them,
-and a local Hugging Face Hub (http.server) that serves config.json as the Hub does.
+a Megatron-Bridge recipe folder (bridge/llama3.1's metadata with these setup fields) pointing
+at them, and a local Hugging Face Hub (http.server) that serves config.json as the Hub does.
 
     python tests/helpers/sourcesworld.py DIR [--clone-only]
                                                  builds the world under DIR (for bats) and
@@ -106,7 +106,7 @@ def build(root: Path) -> World:
     run = make_repo(upstream / "Run.git", [RUN_PACKAGE, {f"{PACKAGE}/later.py": "X = 1\n"}])
     recipe = root / "recipes" / "bridgetest"
     recipe.mkdir(parents=True)
-    data = yaml.safe_load((REPO / "llama3.1" / "metadata.yaml").read_text())
+    data = yaml.safe_load((REPO / "bridge" / "llama3.1" / "metadata.yaml").read_text())
     data.update(
         recipe="bridgetest", workload="pretrain_bridgetest",
         framework={"name": "megatron-bridge", "version": "26.06.01"},

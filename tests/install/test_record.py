@@ -102,9 +102,11 @@ def test_recorded_answers_replay_to_the_same_plan_without_the_token(tmp_path):
                 str(tmp_path / "llmb"))
     term.answer("Cluster type (a number or a name) (default: slurm): ", "1")
     term.answer("GPU type (a number or a name) (default: h100): ", "")
-    term.answer("Workloads to install (numbers or names, or all) (default: all): ", "4")
-    term.answer("  4 is not one of: pretrain_llama3.1, pretrain_nemotron4, pretrain_nemotronh "
-                "(or their numbers 1-3, or all)", "1, pretrain_nemotron4")
+    offered = [c.name for c in prompts.workload_choices("h100", "slurm")]
+    term.answer("Workloads to install (numbers or names, or all) (default: all): ",
+                str(len(offered) + 1))
+    term.answer(f"  {len(offered) + 1} is not one of: {', '.join(offered)} (or their numbers "
+                f"1-{len(offered)}, or all)", "1, pretrain_nemotron4")
     term.answer("Slurm account (a number or a name) (default: bench): ", "2")
     term.answer("GPU partition (a number or a name) (default: batch): ", "")
     term.answer("GPU GRES request per node (none: the cluster needs none) (default: gpu:8): ",
@@ -119,8 +121,9 @@ def test_recorded_answers_replay_to_the_same_plan_without_the_token(tmp_path):
     # the numbered lists and their descriptions, from the data
     assert "   1) h100   8 GPUs per node, x86_64, 989/1979 dense TFLOPS per GPU (BF16/FP8)" \
         in shown
-    assert "   1) pretrain_llama3.1   Llama 3.1 8b, 70b, 405b on h100; needs a Hugging Face " \
-           "token" in shown
+    width = max(map(len, offered))  # the names' column
+    assert (f"   1) {'pretrain_llama3.1':<{width}}  Llama 3.1 8b, 70b, 405b on h100; needs a "
+            "Hugging Face token") in shown
     assert "   1) batch  the default, 8 GPUs per node (gpu:h100:8)" in shown
     assert "   2) srun   enroot on a compute node" in shown
     assert f"Recorded the answers in {recorded}" in shown

@@ -47,7 +47,8 @@ def with_reference(ident: Identity, log: Path) -> tuple[Identity, str | None]:
 
     recipe, gpus = ident["recipe"], ident["num_gpus"]
     layout = bridgelayout.read(log)
-    if layout is None or gpus is None or not isinstance(recipe, Recipe):
+    if layout is None or gpus is None or not isinstance(recipe, Recipe) \
+            or ident["model_size"] not in recipe.sizes:
         return ident, NO_LAYOUT
     gbs, seq = ident["gbs"] or layout.gbs, layout.seq_len or ident["seq_length"]
     ident = {**ident, "gbs": gbs, "gbs_from": ident["gbs_from"] if ident["gbs"] else "log",

@@ -357,8 +357,8 @@ class Identifier:
 
     def from_name(self, info: NameInfo) -> Identity:
         recipe = self.recipes.get(info.workload)
-        if recipe is None:
-            return self._unknown(info)
+        if recipe is None or info.model_size not in recipe.sizes:  # (qwen3's 30b_a3b: a name
+            return self._unknown(info)  # Megatron-Bridge gives, not one of the recipe's sizes)
         gpu = self.gpu_type
         weak = self._resolve(recipe, info, gpu, "weak")
         gbs = info.gbs if info.gbs is not None else (weak.gbs if weak else None)

@@ -42,10 +42,12 @@ _WORLD = (re.compile(r"MEMBER:\s*\d{1,9}\s*/\s*(\d{1,9})(?!\d)", re.A),
                      re.A),
           re.compile(r"global_world_sizes=\[(\d{1,9})[,\]]", re.A),
           re.compile(r"using world size:\s*(\d{1,9})(?!\d)", re.A))
-# The start-up's configuration, as YAML (`seq_length: 8192`), an argument dump (`seq_length
-# ........ 8192`) or a repr (`seq_length=8192`): the sequence length and data-parallel size.
-FACT_NEEDLES = (b"seq_length", b"data_parallel_size", b"data-parallel size")
-_FACT = re.compile(r"(?<![\w-])(seq_length|data_parallel_size|data-parallel size)"
+# The start-up's configuration, as YAML (`seq_length: 8192`; Megatron-Bridge's summary prints
+# its dataset's `sequence_length: 8192`), an argument dump (`seq_length ........ 8192`) or a
+# repr (`seq_length=8192`): the sequence length and data-parallel size.
+FACT_NEEDLES = (b"seq_length", b"sequence_length", b"data_parallel_size", b"data-parallel size")
+_FACT = re.compile(r"(?<![\w-])(seq_length|sequence_length|data_parallel_size|"
+                   r"data-parallel size)"
                    r"(?:\s*[:=]\s*|\s+\.+\s+)(\d{1,9})(?![\d.])", re.A)
 # An iteration this much below the previous one starts the run over (requeue, resume); smaller
 # drops are ranks printing the same steps out of order.
@@ -278,7 +280,7 @@ class LogScan:
         for key, value in _FACT.findall(clean(raw)):
             if int(value) < 1:
                 continue
-            if key == "seq_length":
+            if key in ("seq_length", "sequence_length"):
                 self.seq_length = self.seq_length or int(value)
             else:
                 self.data_parallel = self.data_parallel or int(value)

@@ -24,7 +24,6 @@ TOP_KEYS = {
 }
 TOP_OPTIONAL = {"gpu_overrides", "logged_tflops"}
 UPSTREAM_KEYS = {"workload", "path", "release"}
-REPO_KEYS = {"megatron_bridge", "nemo_run"}
 BRIDGE_KEYS = {"model_family_name", "offline", "nemo_home", "hf_home", "fp8_recipes",
                "overrides", "profile_args", "args", "checkpoint", "rules"}
 RULE_KEYS = {"when"}
@@ -34,7 +33,6 @@ WHEN_KEYS = {"sizes", "dtypes", "gpu_types", "scales"}
 SIZE_KEYS = {"recipe_name", "num_layers", "time_limit", "checkpoint", "env"}
 CONFIG_KEYS = {"size", "gpu_types", "dtypes", "scaling", "scales", "source"}
 OVERRIDE_VARS = ("TP", "PP", "CP", "EP", "ETP", "ET", "GBS", "MBS", "VP")
-_COMMIT = re.compile(r"[0-9a-f]{40}")
 # An argument or environment value of the job: it lands unquoted inside the job's single-quoted
 # `bash -c '...'` (Megatron-Bridge's launcher template), so no quote, space or shell character.
 _WORD = re.compile(r"[A-Za-z0-9_.,=:/+-]+")
@@ -58,7 +56,6 @@ def problem(data: Mapping[str, Any], where: str, known_gpus: Collection[str]) ->
     return (_keys(where, data, TOP_KEYS, TOP_OPTIONAL)
             or _keys(f"{where}: upstream", data["upstream"], UPSTREAM_KEYS)
             or _stack(data, where, known_gpus)
-            or _downloads(data["downloads"], f"{where}: downloads")
             or _bridge(data["bridge"], f"{where}: bridge", known_gpus)
             or _sizes(data["sizes"], f"{where}: sizes")
             or _configs(data, where, known_gpus)
@@ -71,8 +68,9 @@ def _stack(data: Mapping[str, Any], where: str, known_gpus: Collection[str]) -> 
     framework = data["framework"]
     if not isinstance(framework, Mapping) or set(framework) != {"name", "version"}:
         return f"{where}: framework: expected {{name: {BRIDGE_FRAMEWORK}, version: ...}}"
-    found = _image(data["image"], f"{where}: image") or \
-        _repositories(data["repositories"], f"{where}: repositories", REPO_KEYS)
+    # (repositories, downloads and the overrides' repositories are what setup fetches: their
+    # shapes are checked once, where setup reads them, by llmb.install.sources)
+    found = _image(data["image"], f"{where}: image")
     if found:
         return found
     for gpu, pinned in (data.get("gpu_overrides") or {}).items():
@@ -82,8 +80,6 @@ def _stack(data: Mapping[str, Any], where: str, known_gpus: Collection[str]) -> 
         found = _keys(at, pinned, set(), {"image", "repositories"})
         if not found and "image" in pinned:
             found = _image(pinned["image"], f"{at}.image")
-        if not found and "repositories" in pinned:
-            found = _repositories(pinned["repositories"], f"{at}.repositories", set())
         if found:
             return found
     return None
@@ -92,40 +88,6 @@ def _stack(data: Mapping[str, Any], where: str, known_gpus: Collection[str]) -> 
 def _image(value: object, where: str) -> str | None:
     if not isinstance(value, str) or not _IMAGE.fullmatch(value):
         return f"{where}: {value!r} is not an image reference such as nvcr.io/nvidia/nemo:26.06.01"
-    return None
-
-
-def _repositories(repos: object, where: str, required: set[str]) -> str | None:
-    found = _keys(where, repos, required, REPO_KEYS)
-    if found:
-        return found
-    assert isinstance(repos, Mapping)
-    for name, repo in repos.items():
-        at = f"{where}.{name}"
-        found = _keys(at, repo, {"url", "commit"})
-        if found:
-            return found
-        if not str(repo["url"]).startswith("https://"):
-            return f"{at}.url: {repo['url']!r} is not an https:// URL"
-        if not isinstance(repo["commit"], str) or not _COMMIT.fullmatch(repo["commit"]):
-            return f"{at}.commit: {repo['commit']!r} is not a full 40-hex commit"
-    return None
-
-
-def _downloads(downloads: object, where: str) -> str | None:
-    found = _keys(where, downloads, {"huggingface"})
-    if found:
-        return found
-    assert isinstance(downloads, Mapping)
-    for i, item in enumerate(downloads["huggingface"] or []):
-        at = f"{where}.huggingface[{i}]"
-        found = _keys(at, item, {"repo_id", "assets"})
-        if found:
-            return found
-        if not re.fullmatch(r"[\w.-]+/[\w.-]+", str(item["repo_id"])):
-            return f"{at}.repo_id: {item['repo_id']!r} is not owner/name"
-        if item["assets"] != ["config"]:
-            return f"{at}.assets: only [config] is downloaded (the model's config, no weights)"
     return None
 
 
