@@ -19,10 +19,11 @@ DTYPES = ("bf16", "fp8", "nvfp4")
 FP8_RECIPES = ("cs", "mx", "sc")
 TOP_KEYS = {
     "recipe", "workload", "name", "family", "framework", "image", "upstream", "repositories",
-    "downloads", "seq_length", "entrypoint", "requires_hf_token", "cluster_types", "defaults",
+    "seq_length", "entrypoint", "requires_hf_token", "cluster_types", "defaults",
     "env", "profile", "bridge", "sizes", "configs", "references",
 }
-TOP_OPTIONAL = {"gpu_overrides", "logged_tflops"}
+# downloads: a recipe without Hugging Face configs to fetch has none (llmb.install.sources)
+TOP_OPTIONAL = {"gpu_overrides", "logged_tflops", "downloads"}
 UPSTREAM_KEYS = {"workload", "path", "release"}
 BRIDGE_KEYS = {"model_family_name", "offline", "nemo_home", "hf_home", "fp8_recipes",
                "overrides", "profile_args", "args", "checkpoint", "rules"}
