@@ -6,8 +6,8 @@ space, with a canary token in the environment and in the install's token file an
 marks the disk if any value is ever run as code. An input is a defect when its front:
 - runs past the deadline or is killed (memory),
 - prints a Python traceback, or a non-zero exit without a line on stderr that starts with the
-  front's name (`llmb:`, `llmb-run:`, `parse_train_timing.sh:`, ...), with more than two lines
-  there (the error and one hint), or with a status outside 1, 2, 3,
+  front's name (`llmb:`, `llmb-run:`, `llmb-install:`, `parse_train_timing.sh:`, ...), with
+  more than two lines there (the error and one hint), or with a status outside 1, 2, 3,
 - shows the canary token anywhere, or the payload marked the disk.
 Prints the counts per surface (inputs, accepted, refused, defects) and each defect; exits 1 on any.
 Cases come from the surfaces' generators in tests/tools/adversarial_cases.py.
@@ -39,7 +39,7 @@ DEADLINE_S = 60
 MEMORY_BYTES = 2 << 30
 OK_STATUSES = (0, 1, 2, 3)
 # how each front starts its one line
-PREFIXES = ("llmb:", "llmb-run:", "parse_train_timing.sh:", "install.sh:", "setup.sh:",
+PREFIXES = ("llmb:", "llmb-run:", "llmb-install:", "parse_train_timing.sh:", "setup.sh:",
             "llmb: warning:")
 
 
