@@ -52,9 +52,10 @@ class Fleet:
     # swing of throughput with the temperature); the H200 probe saw 1 of 420 beyond 5 %
     disturb_rate: float = 0.02
     disturb: tuple[float, float] = (0.05, 0.20)
-    # a pair across the spine is slower than one under a leaf of 32 nodes: 88.4 against
-    # 86.8 GB/s (NVIDIA/nccl-tests GitHub issue 106, -1.8 %), 43.5 against 39.9 GB/s
-    # (NVIDIA/nccl GitHub issue 319, -8 %): 4 %
+    # a pair across the spine is slower than one under a leaf of 32 nodes: users of NCCL have
+    # reported inter-node all-reduce bus bandwidth of 88.4 GB/s under one switch against
+    # 86.8 GB/s across switches (-1.8 %), and 43.5 against 39.9 GB/s (-8 %) on another
+    # cluster: 4 %, between the two
     leaf_size: int = 32
     spine: float = 0.04
     # between a saved baseline and a later screen the whole cluster drifts: 1-2 % slower
