@@ -14,6 +14,7 @@ import pytest
 from launchrequests import INSTALL, env_for
 from llmb.launch import bridgejob
 from llmb.launch.request import RequestError
+from llmb.llmbrun.suite import sets
 from llmb.recipes import catalog
 from paths import REPO
 
@@ -21,46 +22,11 @@ GOLDEN = REPO / "tests" / "golden" / "bridge"
 pytestmark = pytest.mark.filterwarnings("ignore")
 STAMP = 1_000_000_000_000_000_000
 
-# exemplar.yaml (v26.08.00): GPU type -> (upstream workload key, size, dtypes); the rows of the
-# recipes this repository carries are checked (every one, once all are carried).
-EXEMPLAR: dict[str, list[tuple[str, str, list[str]]]] = {
-    "gb300": [("pretrain_deepseek-v3", "671b", ["bf16", "fp8", "nvfp4"]),
-              ("pretrain_gpt_oss", "120b", ["bf16"]),
-              ("pretrain_kimi-k2", "1t", ["fp8"]),
-              ("pretrain_llama3.1", "405b", ["fp8", "nvfp4"]),
-              ("pretrain_llama3.1", "70b", ["fp8", "nvfp4"]),
-              ("pretrain_nemotron-h", "56b", ["fp8"]),
-              ("pretrain_nemotron_3", "120b", ["bf16", "fp8"]),
-              ("pretrain_qwen3", "235b", ["bf16", "fp8"])],
-    "gb200": [("pretrain_deepseek-v3", "671b", ["bf16", "fp8", "nvfp4"]),
-              ("pretrain_gpt_oss", "120b", ["bf16"]),
-              ("pretrain_kimi-k2", "1t", ["fp8"]),
-              ("pretrain_llama3.1", "405b", ["fp8", "nvfp4"]),
-              ("pretrain_llama3.1", "70b", ["fp8", "nvfp4"]),
-              ("pretrain_nemotron-h", "56b", ["fp8"]),
-              ("pretrain_nemotron_3", "120b", ["bf16"]),
-              ("pretrain_qwen3", "235b", ["bf16", "fp8"])],
-    "b300": [("pretrain_deepseek-v3", "671b", ["bf16", "fp8", "nvfp4"]),
-             ("pretrain_gpt_oss", "120b", ["bf16"]),
-             ("pretrain_kimi-k2", "1t", ["fp8"]),
-             ("pretrain_llama3.1", "405b", ["fp8", "nvfp4"]),
-             ("pretrain_llama3.1", "70b", ["fp8", "nvfp4"]),
-             ("pretrain_nemotron-h", "56b", ["fp8"]),
-             ("pretrain_nemotron_3", "120b", ["bf16"]),
-             ("pretrain_qwen3", "235b", ["bf16", "fp8"])],
-    "b200": [("pretrain_deepseek-v3", "671b", ["bf16", "fp8"]),
-             ("pretrain_gpt_oss", "120b", ["bf16"]),
-             ("pretrain_kimi-k2", "1t", ["fp8"]),
-             ("pretrain_llama3.1", "405b", ["fp8", "nvfp4"]),
-             ("pretrain_llama3.1", "70b", ["fp8", "nvfp4"]),
-             ("pretrain_nemotron-h", "56b", ["fp8"]),
-             ("pretrain_nemotron_3", "120b", ["bf16"]),
-             ("pretrain_qwen3", "235b", ["bf16", "fp8"])],
-    "h100": [("pretrain_gpt_oss", "120b", ["bf16"]),
-             ("pretrain_llama3.1", "70b", ["bf16", "fp8"]),
-             ("pretrain_nemotron-h", "56b", ["fp8"]),
-             ("pretrain_qwen3", "235b", ["bf16"])],
-}
+# exemplar.yaml (v26.08.00) as llmb carries it (common/suites/exemplar.yaml, held to upstream's
+# lists by tests/llmbrun/suite/test_sets.py): each GPU type's (upstream workload key, size,
+# dtypes); the rows of the recipes this repository carries are checked.
+EXEMPLAR = {gpu: [(w.key, w.size, list(w.dtypes)) for w in entries]
+            for gpu, entries in sets.load("exemplar").workloads.items()}
 BRIDGE = {r.data["upstream"]["workload"]: r for r in catalog.all_recipes() if r.is_bridge}
 ROWS = [(gpu, key, size, dtype) for gpu, rows in EXEMPLAR.items()
         for key, size, dtypes in rows if key in BRIDGE for dtype in dtypes]
