@@ -230,3 +230,15 @@ def test_gpu_metrics_name_the_first_node() -> None:
     text = dry_run(bj)
     assert "export GPU_METRICS_NODES=0" in text
     assert 'grep -q -w "${SLURM_NODEID}"; then GPU_METRICS_FLAG=' in text
+
+
+def test_a_profiled_run_at_1024_gpus_has_a_valid_manifest() -> None:
+    """Every rank is profiled: the rank lists (1024 numbers, twice) stay within the run
+    manifest's bounds, which hold what run_script.py is asked."""
+    from llmb import manifest as run_manifest
+
+    bj = job(DEEPSEEK, GPU_TYPE="h100", JOB_TOTAL_GPUS="1024", ENABLE_PROFILE="true")
+    checked = run_manifest.check(bridgejob.manifest(bj, bj.paths(stamp=STAMP),
+                                                    created="2026-01-01T00:00:00Z"))
+    assert checked["options"]["profile"] is True
+    assert f"--profiling_ranks={','.join(map(str, range(1024)))}" in checked["bridge"]["args"]
