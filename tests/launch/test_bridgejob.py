@@ -114,7 +114,9 @@ REFUSALS = [
     (dict(GPU_TYPE="gb300", ENABLE_CHECKPOINT="true"), "ENABLE_CHECKPOINT=true", "unset it"),
     (dict(GPU_TYPE="gb300", SMOKE_TEST="true"), "SMOKE_TEST=true",
      "has: llama, nemotron4, nemotronh"),
-    (dict(GPU_TYPE="gb300", ENABLE_PROFILE="true"), "ENABLE_PROFILE=true", "unset it"),
+    (dict(GPU_TYPE="gb300", ENABLE_NCCLTRACE="true"), "ENABLE_NCCLTRACE=true", "unset it"),
+    (dict(GPU_TYPE="gb300", ENABLE_GPU_METRICS="true"), "ENABLE_GPU_METRICS=true",
+     "needs ENABLE_PROFILE=true"),
     (dict(GPU_TYPE="gb300", TP="0"), "TP=0", "positive integer"),
     (dict(GPU_TYPE="gb300", GPUS_PER_NODE="8"), "GPUS_PER_NODE=8", "unset it"),
 ]
@@ -206,6 +208,14 @@ def test_deepseek_layouts_at_128_and_h100_time_limit() -> None:
     own = job("pretrain_deepseek-v3", GPU_TYPE="h100", JOB_TOTAL_GPUS="1024",
               TIME_LIMIT="00:10:00")
     assert own.request.time_limit == "00:10:00"
+
+
+def test_a_comma_list_argument_stays_one_argument() -> None:
+    """metadata.yaml quotes `--recompute_modules=mla_up_proj,core_attn` (a plain comma would
+    split a YAML flow sequence's item): the job passes it whole, as launch.sh does."""
+    bj = job("pretrain_deepseek-v3", GPU_TYPE="b300", DTYPE="fp8", JOB_TOTAL_GPUS="128")
+    assert "--recompute_modules=mla_up_proj,core_attn" in bj.args
+    assert "core_attn" not in bj.args
 
 
 def test_kimi_k2_on_b200_runs_the_image_it_pins() -> None:

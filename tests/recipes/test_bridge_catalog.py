@@ -77,6 +77,33 @@ BAD = [
     (lambda d: d["configs"][0].update(dtypes=["fp16"]), "dtype 'fp16' is not one of"),
     (lambda d: d["configs"].append(dict(d["configs"][0])), "is already listed by configs[0]"),
     (lambda d: d["configs"][0].update(source="v25.04"), "source must be upstream.release"),
+    (lambda d: d["sizes"]["235b"].pop("perf"), "sizes.235b: missing key(s) perf"),
+    (lambda d: d["bridge"].update(profile_args=["--nsys_trace=$(id)"]),
+     "argument '--nsys_trace=$(id)' holds"),
+]
+
+BASE = "sizes.235b.perf.base_configs"
+
+
+def base(mutate):
+    return lambda d: mutate(d["sizes"]["235b"]["perf"]["base_configs"])
+
+
+BAD += [
+    (base(lambda b: b["gb300"]["bf16"].update(tp=0)), f"{BASE}.gb300.bf16.tp: 0 is not a "
+     "positive integer"),
+    (base(lambda b: b["gb300"]["bf16"].update(dispatcher="alltoall")),
+     f"{BASE}.gb300.bf16.dispatcher: 'alltoall' is not one of deepep, hybridep"),
+    (base(lambda b: b["gb300"]["bf16"].update(cutedsl="yes")),
+     f"{BASE}.gb300.bf16.cutedsl: 'yes' is not true or false"),
+    (base(lambda b: b["gb300"]["bf16"].update(moe_router=True)),
+     f"{BASE}.gb300.bf16: unknown key(s) moe_router"),
+    (base(lambda b: b["gb300"].update(fp16={})), f"{BASE}.gb300: expected a mapping of "
+     "compute dtypes among bf16, nvfp4, fp8_cs, fp8_mx, fp8_sc"),
+    (base(lambda b: b["gb300"]["bf16"].update(env={"NCCL_X": "a b"})),
+     f"{BASE}.gb300.bf16.env: 'NCCL_X=a b' is not NAME=VALUE"),
+    (lambda d: d["sizes"]["235b"]["perf"].update(p2p_chunksize="2M"),
+     "sizes.235b.perf.p2p_chunksize: '2M' is not an integer above 1"),
 ]
 
 

@@ -16,9 +16,13 @@ VARIABLES = ["JOB_TOTAL_GPUS", "DTYPE", "FP8_RECIPE", "MODEL_SIZE", "GPU_TYPE", 
              "TIME_LIMIT", "RUN_CONF_IMAGE", "SBATCH_ACCOUNT", "SBATCH_PARTITION",
              "SBATCH_GPUS_PER_NODE", "LLMB_INSTALL", "LLMB_WORKLOAD", "DRY_RUN",
              "ENABLE_PROFILE", "ENABLE_CHECKPOINT", "SMOKE_TEST", "ENABLE_NCCLTRACE",
-             "LOAD_CHECKPOINT_PATH"]
+             "LOAD_CHECKPOINT_PATH", "PROFILE_START_STEP", "PROFILE_STOP_STEP",
+             "ENABLE_GPU_METRICS"]
 JOB_FIELDS = ["image", "mounts", "environment", "command", "arguments", "--compute_dtype",
-              "--gpus_per_node", "--time_limit", "--max_steps", "segment", "directives"]
+              "--gpus_per_node", "--time_limit", "--max_steps", "segment", "directives",
+              "PerfEnvPlugin environment", "PerfEnvPlugin arguments", "vboost, GPU clock lock",
+              "ENABLE_PROFILE (NsysPlugin)"]
+PLUGINS = "NVIDIA-NeMo/Megatron-Bridge b50da4c7, scripts/performance/perf_plugins.py"
 
 
 def matrix(recipe: catalog.Recipe) -> str:
@@ -50,5 +54,8 @@ def test_names_every_variable_and_job_field(recipe: catalog.Recipe) -> None:
     assert not missing, missing
     fidelity = text[text.index("## Fidelity"):]
     assert [f for f in JOB_FIELDS if f not in fidelity] == []
+    assert PLUGINS in fidelity
+    for arg in recipe.data["bridge"]["profile_args"]:  # the nsys flags launch.sh passes
+        assert f" {arg}" in fidelity, arg
     upstream = recipe.data["upstream"]
     assert f"NVIDIA/exemplar-performance {upstream['release']}, {upstream['path']}" in text

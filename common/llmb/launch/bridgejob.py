@@ -8,7 +8,8 @@ builds that job itself, from the recipe's `bridge:` block:
 
 - `BridgeJob`: launch.sh's environment, validated (llmb.launch.request's rules, then the ones
   of Megatron-Bridge recipes here), resolved once: the compute dtype, the image, the
-  arguments, the job's environment and mounts;
+  arguments, the job's environment and mounts, with what Megatron-Bridge's PerfEnvPlugin and,
+  for ENABLE_PROFILE=true, its NsysPlugin change of them at submission (llmb.launch.bridgeenv);
 - `executor`/`task`: the nemo-run objects Megatron-Bridge's slurm_executor (commit
   b50da4c7, scripts/performance/utils/executors.py) builds, with llmb's Slurm directives
   (llmb.launch.slurmjob) and llmb.launch.slurm's renderer;
@@ -39,7 +40,7 @@ from typing import Any
 
 from llmb import layout
 from llmb import manifest as run_manifest
-from llmb.launch import job, slurm, slurmjob
+from llmb.launch import bridgeenv, job, slurm, slurmjob
 from llmb.launch.request import Request, RequestError, from_env
 from llmb.launch.variables import checked, parse_positive_int, setting
 from llmb.recipes import catalog, images
@@ -50,8 +51,7 @@ from llmb.shared.values import shown
 BRIDGE_VARS = ("FP8_RECIPE", "TP", "PP", "CP", "EP", "ETP", "ET", "GBS", "MBS", "VP")
 # Variables of the 25.04 recipes a Megatron-Bridge job has no place for.
 REFUSED = {"ENABLE_NCCLTRACE": "upstream's launch.sh offers no NCCL trace",
-           "LOAD_CHECKPOINT_PATH": "upstream's launch.sh offers no checkpoint load",
-           "ENABLE_PROFILE": "llmb does not yet carry Megatron-Bridge's nsys plugin"}
+           "LOAD_CHECKPOINT_PATH": "upstream's launch.sh offers no checkpoint load"}
 # The families the smoke workload has a tiny model of (llmb.container.smokemodel.TINY_SHAPES,
 # which llmb.launch may not import; tests/launch/test_bridgejob.py holds the two equal).
 SMOKE_FAMILIES = ("llama", "nemotron4", "nemotronh")
@@ -146,6 +146,8 @@ def from_environment(recipe: catalog.Recipe, env: Mapping[str, str] | None = Non
                            f"{recipe.name}: Megatron-Bridge runs {cfg.gpu.gpus_per_node} per "
                            f"{cfg.gpu_type} node; unset it")
     compute = compute_dtype(recipe, env, cfg, rules)
+    perf = bridgeenv.row(recipe.data, recipe.size(cfg.model_size), cfg.gpu_type, compute,
+                         f"{recipe.name} {cfg.model_size}")
     image = job_image(recipe, req, env)
     checkout = req.llmb_workload / CHECKOUT
     env_out, mounts = job_env(recipe, req, rules, checkout)
@@ -153,6 +155,9 @@ def from_environment(recipe: catalog.Recipe, env: Mapping[str, str] | None = Non
         mounts = (f"{req.llmb_workload}:{req.llmb_workload}",
                   f"{job.repo_root()}:{job.repo_root()}")
     args = arguments(recipe, req, env, rules, compute, image)
+    env_out = bridgeenv.perf_env(env_out, perf, args)
+    if req.gpu_metrics:
+        env_out.update(bridgeenv.GPU_METRICS_NODES)
     return BridgeJob(req, compute, image, checkout, args, env_out, mounts)
 
 
@@ -223,7 +228,8 @@ def job_env(recipe: catalog.Recipe, req: Request, rules: list[Mapping[str, Any]]
 
 def arguments(recipe: catalog.Recipe, req: Request, env: Mapping[str, str],
               rules: list[Mapping[str, Any]], compute: str, image: str) -> tuple[str, ...]:
-    """setup_experiment.py's arguments, as upstream's launch.sh passes them."""
+    """setup_experiment.py's arguments, as upstream's launch.sh passes them (with
+    ENABLE_PROFILE=true its profiling flags), then the overrides the plugins append."""
     bridge, cfg = bridge_of(recipe), req.config
     out = ["--container_image", image]
     if bridge["offline"]:
@@ -252,12 +258,17 @@ def arguments(recipe: catalog.Recipe, req: Request, env: Mapping[str, str],
     for rule in rules:
         out += [str(a) for a in rule.get("args") or []]
     out += [str(a) for a in bridge.get("args") or []]
+    steps = (req.profile_start_step, req.profile_stop_step, cfg.num_gpus)
+    if req.profile:
+        out += bridgeenv.profile_args(bridge, *steps, req.gpu_metrics)
     if req.checkpoint_save:  # at the end of training
         out.append(f"--save_interval={req.max_steps}")
     out += ["--account", req.slurm.account if req.slurm else "",
             "--partition", req.slurm.partition if req.slurm else "",
             "--log_dir", str(req.llmb_workload), "--time_limit", req.time_limit,
-            "--max_steps", str(req.max_steps), "--packager", "none"]
+            "--max_steps", str(req.max_steps), "--packager", "none", *bridgeenv.MANUAL_GC]
+    if req.profile:
+        out += bridgeenv.nsys_overrides(*steps)
     return tuple(out)
 
 
@@ -284,6 +295,13 @@ def executor(bj: BridgeJob):
     ask = slurmjob.directives(cfg.gpu, req.slurm, cfg.nodes, cfg.gpus_per_node, True,
                               req.placement, cfg.gpus_per_node)
     names = ",".join(sorted(bj.env))
+    launcher = SlurmTemplate(template_inline=INLINE_TEMPLATE,
+                             template_vars={"pre_cmds": command(bj)})
+    if req.profile:  # NsysPlugin.setup
+        settings = bridgeenv.nsys_launcher(bridge_of(req.recipe), launcher.nsys_extra_args,
+                                           req.gpu_metrics)
+        for name, value in settings.items():
+            setattr(launcher, name, value)
     return run.SlurmExecutor(
         account=req.slurm.account, partition=req.slurm.partition, nodes=ask.nodes,
         ntasks_per_node=ask.tasks_per_node, gpus_per_node=ask.gpus_per_node, gres=ask.gres,
@@ -293,8 +311,7 @@ def executor(bj: BridgeJob):
         container_mounts=[shlex.quote(m) for m in bj.mounts],
         env_vars=shellsafe.shell_env(dict(bj.env)),
         srun_args=[*SRUN_ARGS, f"--container-env={names}"],
-        launcher=SlurmTemplate(template_inline=INLINE_TEMPLATE,
-                               template_vars={"pre_cmds": command(bj)}),
+        launcher=launcher,
         tunnel=run.LocalTunnel(job_dir=str(req.experiments_dir)),
         packager=run.Packager(), poll_estimated_start_time=False,
     )
@@ -329,6 +346,11 @@ def render(bj: BridgeJob, paths: job.JobPaths) -> str:
             + rank)
 
 
+def profile_dir(paths: job.JobPaths) -> Path:
+    """Where the nsys reports land: the job directory, /nemo_run in the job."""
+    return paths.job_dir / bridgeenv.NSYS_FOLDER
+
+
 def dry_run(bj: BridgeJob, paths: job.JobPaths | None = None, out=None) -> int:
     """Print the job that would be submitted; write nothing, submit nothing."""
     out = out or sys.stdout
@@ -337,6 +359,10 @@ def dry_run(bj: BridgeJob, paths: job.JobPaths | None = None, out=None) -> int:
             f"Megatron-Bridge's log lines), not Megatron-Bridge, with the run manifest written "
             f"at submission: {paths.manifest}\n" if bj.smoke
             else f"# Megatron-Bridge checkout: {bj.checkout}\n")
+    if bj.request.profile:
+        what += (f"# ENABLE_PROFILE: nsys writes each rank's report into "
+                 f"{profile_dir(paths)} (/nemo_run/{bridgeenv.NSYS_FOLDER} in the job), "
+                 f"named {bridgeenv.NSYS_FILENAME}.nsys-rep\n")
     text = (f"# llmb DRY_RUN: nothing written, nothing submitted\n"
             f"# experiment: {bj.experiment}\n"
             f"# run directory (its timestamp is set at submission): {paths.run_dir}\n"
@@ -372,6 +398,8 @@ def submit(bj: BridgeJob) -> int:
             serialize_metadata_for_scripts=False) as exp:
         exp.add(work, executor=built, name=paths.experiment)
         run_manifest.write(manifest(bj, paths, commit=job.git_commit()), paths.manifest)
+        if bj.request.profile:
+            profile_dir(paths).mkdir(parents=True, exist_ok=True)
         with placement.sbatch_environment():
             exp.run(detach=True, tail_logs=False)
         job_id = experiment._job_id(exp)

@@ -5,13 +5,17 @@ stack (image, pinned repositories, per-GPU-type overrides), what setup downloads
 of sizes x GPU types x dtypes x scales, and what its job asks of Megatron-Bridge's
 scripts/performance/setup_experiment.py (`bridge:`, read by llmb.launch.bridgejob). `problem`
 names the first thing wrong in one line (llmb.recipes.schema raises it as CatalogError), or
-None; the layout of a row (TP, PP, ..., GBS) is Megatron-Bridge's and is not recorded.
+None. The layout of a row (TP, PP, ..., GBS) is Megatron-Bridge's: the catalog's rows leave it
+None; each size's `perf` records what Megatron-Bridge's PerfEnvPlugin reads of its workload
+base configs (`BaseConfig`, one per GPU type and compute dtype; llmb.launch.bridgeenv applies
+the plugin's rules to it).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 BRIDGE_FRAMEWORK = "megatron-bridge"
@@ -31,13 +35,47 @@ RULE_KEYS = {"when"}
 RULE_OPTIONAL = {"env", "args", "fp8_recipe", "time_limit", "defaults", "gbs_per_gpu",
                  "no_checkpoint"}
 WHEN_KEYS = {"sizes", "dtypes", "gpu_types", "scales"}
-SIZE_KEYS = {"recipe_name", "num_layers", "time_limit", "checkpoint", "env"}
+SIZE_KEYS = {"recipe_name", "num_layers", "time_limit", "checkpoint", "env", "perf"}
+PERF_KEYS = {"base_configs"}
+PERF_OPTIONAL = {"env", "p2p_chunksize"}
+COMPUTE_DTYPES = ("bf16", "nvfp4", *(f"fp8_{r}" for r in FP8_RECIPES))
+DISPATCHERS = ("deepep", "hybridep")  # moe_flex_dispatcher_backend values the plugin tells apart
 CONFIG_KEYS = {"size", "gpu_types", "dtypes", "scaling", "scales", "source"}
 OVERRIDE_VARS = ("TP", "PP", "CP", "EP", "ETP", "ET", "GBS", "MBS", "VP")
 # An argument or environment value of the job: it lands unquoted inside the job's single-quoted
 # `bash -c '...'` (Megatron-Bridge's launcher template), so no quote, space or shell character.
 _WORD = re.compile(r"[A-Za-z0-9_.,=:/+-]+")
 _IMAGE = re.compile(r"nvcr\.io/nvidia/[a-z0-9._-]+:[0-9A-Za-z._-]+")
+
+
+@dataclass(frozen=True)
+class BaseConfig:
+    """What Megatron-Bridge's PerfEnvPlugin (commit b50da4c7, scripts/performance/perf_plugins.py)
+    reads of one workload base config (scripts/performance/configs/<family>/), as a size's
+    `perf.base_configs.<GPU type>.<compute dtype>` records it; a key left out is the default."""
+
+    tp: int = 1  # tensor_model_parallel_size
+    pp: int = 1  # pipeline_model_parallel_size
+    cp: int = 1  # context_parallel_size
+    ep: int = 1  # expert_model_parallel_size
+    dispatcher: str | None = None  # moe_flex_dispatcher_backend: deepep, hybridep or none
+    a2a_overlap: bool = False  # moe_a2a_overlap
+    full_iteration_graph: bool = False  # cuda_graph_impl full_iteration, or local with that scope
+    cutedsl: bool = False  # cutedsl_fused_grouped_mlp
+    nccl_ub: bool = False
+    fsdp: bool = False  # use_megatron_fsdp
+    cudnn_norm: bool = False  # the plugin keeps NVTE_NORM_{FWD,BWD}_USE_CUDNN for this row
+    env: Mapping[str, str] = field(default_factory=dict)  # the row's own model-specific variables
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any]) -> BaseConfig:
+        """From metadata that `problem` passed."""
+        values: dict[str, Any] = {k: v for k, v in data.items() if k != "env"}
+        env = {str(n): str(v) for n, v in (data.get("env") or {}).items()}
+        return cls(**values, env=env)
+
+
+BASE_KEYS = {f.name for f in fields(BaseConfig)}
 
 
 def _keys(where: str, data: object, required: set[str],
@@ -101,7 +139,8 @@ def _bridge(bridge: object, where: str, known_gpus: Collection[str]) -> str | No
         if gpu not in known_gpus or not allowed or not set(allowed) <= set(FP8_RECIPES):
             return (f"{where}.fp8_recipes.{gpu}: {allowed!r} is not a list within "
                     f"{', '.join(FP8_RECIPES)} for a GPU type of gpus.yaml")
-    words = [*bridge["args"], *(a for r in bridge["rules"] or [] for a in r.get("args") or []),
+    words = [*bridge["args"], *bridge["profile_args"],
+             *(a for r in bridge["rules"] or [] for a in r.get("args") or []),
              *(v for r in bridge["rules"] or [] for v in (r.get("env") or {}).values())]
     bad = [w for w in words if not _WORD.fullmatch(str(w))]
     if bad:
@@ -135,6 +174,66 @@ def _sizes(sizes: object, where: str) -> str | None:
             return found
         if not isinstance(size["num_layers"], int) or size["num_layers"] < 1:
             return f"{where}.{name}.num_layers: {size['num_layers']!r} is not a positive integer"
+        found = _perf(size["perf"], f"{where}.{name}.perf")
+        if found:
+            return found
+    return None
+
+
+def _perf(perf: object, where: str) -> str | None:
+    """A size's PerfEnvPlugin inputs: its base configs by GPU type and compute dtype, the
+    model-specific variables of every row (`env`), the NCCL P2P chunk size (`p2p_chunksize`)."""
+    found = _keys(where, perf, PERF_KEYS, PERF_OPTIONAL)
+    if found:
+        return found
+    assert isinstance(perf, Mapping)
+    chunk = perf.get("p2p_chunksize")
+    if chunk is not None and (type(chunk) is not int or chunk < 2):
+        return f"{where}.p2p_chunksize: {chunk!r} is not an integer above 1"
+    found = _env(perf.get("env") or {}, f"{where}.env")
+    if found or not isinstance(perf["base_configs"], Mapping):
+        return found or f"{where}.base_configs: expected a mapping of GPU types"
+    for gpu, by_dtype in perf["base_configs"].items():
+        if not isinstance(by_dtype, Mapping) or not set(by_dtype) <= set(COMPUTE_DTYPES):
+            return (f"{where}.base_configs.{gpu}: expected a mapping of compute dtypes among "
+                    f"{', '.join(COMPUTE_DTYPES)}")
+        for dtype, base in by_dtype.items():
+            found = _base(base, f"{where}.base_configs.{gpu}.{dtype}")
+            if found:
+                return found
+    return None
+
+
+def _base(base: object, where: str) -> str | None:
+    found = _keys(where, base, set(), BASE_KEYS)
+    if found:
+        return found
+    assert isinstance(base, Mapping)
+    for key, value in base.items():
+        if key in ("tp", "pp", "cp", "ep"):
+            ok = type(value) is int and value >= 1
+            want = "a positive integer"
+        elif key == "dispatcher":
+            ok, want = value in DISPATCHERS, f"one of {', '.join(DISPATCHERS)}"
+        elif key == "env":
+            found = _env(value, f"{where}.env")
+            if found:
+                return found
+            continue
+        else:
+            ok, want = type(value) is bool, "true or false"
+        if not ok:
+            return f"{where}.{key}: {value!r} is not {want}"
+    return None
+
+
+def _env(env: object, where: str) -> str | None:
+    if not isinstance(env, Mapping):
+        return f"{where}: expected a mapping of variables"
+    bad = [f"{k}={v}" for k, v in env.items()
+           if not re.fullmatch(r"[A-Z_][A-Z0-9_]*", str(k)) or not _WORD.fullmatch(str(v))]
+    if bad:
+        return f"{where}: {bad[0]!r} is not NAME=VALUE with VALUE of {_WORD.pattern}"
     return None
 
 
