@@ -149,7 +149,7 @@ def test_job_script_runs_the_probe_in_the_benchmark_image_with_its_environment(t
     assert again.startswith(f"srun --mpi=pmix --ntasks-per-node=4 {container}")
     assert '--nodes="$count" --ntasks="$((count * 4))" --nodelist="$nodes"' in again
     assert f"--plan {folder}/confirm/plan.json" in again
-    assert f'read -r count nodes <"$second/nodes.txt"' in text
+    assert 'read -r count nodes <"$second/nodes.txt"' in text
     assert [ln.strip() for ln in lines if ln.strip().startswith("allreduces ")] == [
         f"allreduces {folder}", 'allreduces "$second"']
     (perf,) = [ln for ln in lines if "all_reduce_perf" in ln]
