@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import screenfiles
 from llmb.container import screenrun
+from llmb.llmbrun.screen import baseline as screenbaseline
 from llmb.llmbrun.screen import confirm
 from llmb.llmbrun.screen import job as screenjob
 from llmb.llmbrun.screen import render as screenrender
@@ -278,6 +279,20 @@ def test_no_confirm_pass_changes_nothing(tmp_path):
     before = json.loads(json.dumps(doc))
     confirm.apply(doc, tmp_path, H100, PER_NODE)
     assert doc == before and "confirm" not in doc
+
+
+def test_what_was_cleared_is_neither_kept_in_a_baseline_nor_held_to_one(tmp_path):
+    # its first-pass figure was disturbed: not the element's, to keep or to compare
+    doc = both_passes(tmp_path / "own", {"slow": {"nodes:node3": 0.01}}, {})
+    own = screenbaseline.figures_of(doc)[screenbaseline.OWN]["values"]
+    assert sorted(own) == [n for n in EIGHT if n != "node3"]
+    doc = both_passes(tmp_path / "link", {"slow": {"pairs-1:node1,node8": 0.01}}, {})
+    figures = screenbaseline.figures_of(doc)
+    assert "node1 - node8" not in figures[screenbaseline.LINKS]["values"]
+    assert len(figures[screenbaseline.LINKS]["values"]) == len(doc["pairs"]) - 1
+    # node1's network is the mean of its other pairs
+    (other,) = [p for p in doc["pairs"] if "node1" in p["nodes"] and "node8" not in p["nodes"]]
+    assert figures[screenbaseline.NETWORK]["values"]["node1"][0] == other["busbw_gbps"]
 
 
 # --- what people read -------------------------------------------------------------------------

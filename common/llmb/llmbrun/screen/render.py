@@ -92,7 +92,8 @@ def confirm_line(doc: ScreenDocument) -> str | None:
     if not isinstance(info, dict):
         return None
     where = (f"confirm pass on {len(info['nodes'])} node(s) ({', '.join(info['nodes'])}; "
-             f"healthy peers {', '.join(info['peers']) or 'none'})")
+             f"healthy peers {', '.join(info['peers']) or 'none'})" if info["nodes"]
+             else "confirm pass")
     if info.get("error"):
         return f"{where}: no verdict, the first pass's names stand: {info['error']}"
     cleared = ", ".join(f"{c['name']} {c.get('figure')}" for c in info["cleared"])
