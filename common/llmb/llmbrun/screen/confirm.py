@@ -116,10 +116,10 @@ def peers_of(doc: ScreenDocument, involved: Sequence[str]) -> list[str]:
     return sorted({healthy[i * len(healthy) // count] for i in range(count)})
 
 
-def schedule(nodes: Sequence[str], own: Sequence[str], network: bool,
+def schedule(nodes: Sequence[str], own: bool, network: bool,
              links: Sequence[Sequence[str]]) -> list[Scheduled]:
-    """The phases of the confirm pass: each node's own all-reduce where one was named (`own`,
-    the peers beside it); where a network or a link was named (`network`, `links`), the nodes
+    """The phases of the confirm pass: each node's own all-reduce where one was named (`own`;
+    the peers' beside it); where a network or a link was named (`network`, `links`), the nodes
     in pairs: every pair up to FULL_PAIRS nodes, else FIT_ROUNDS rounds, and any named link
     not among them, in phases of disjoint pairs."""
     out: list[Scheduled] = [Scheduled(name="nodes", groups=[[n] for n in nodes])] if own else []
@@ -151,7 +151,7 @@ def choose(doc: ScreenDocument) -> ConfirmPlan | None:
     involved = sorted({n for t in targets for n in nodes_of(t["kind"], t["name"])})
     peers = peers_of(doc, involved)
     nodes = sorted({*involved, *peers})
-    own = [t["name"] for t in targets if (t["kind"], t["figure"]) == ("node", OWN)]
+    own = any((t["kind"], t["figure"]) == ("node", OWN) for t in targets)
     network = any((t["kind"], t["figure"]) == ("node", NETWORK) for t in targets)
     links = [t["name"].split(" - ") for t in targets if t["kind"] == "link"]
     return ConfirmPlan(targets=targets, nodes=nodes, peers=peers,
