@@ -81,9 +81,13 @@ def test_task_from_srun_variables():
 
 @pytest.mark.parametrize(("content", "message"), [
     (None, "plan .* cannot be read"), ("{", "is not JSON"), ("[]", "lacks gpu/cpu settings"),
-    ('{"gpu": {}, "cpu": {}}', "lacks gpu/cpu settings")])
+    ('{"gpu": {}, "cpu": {}}', "lacks gpu/cpu settings"),
+    ({"phases": [{"name": "nodes", "groups": ["node1"]}]}, "the plan's phases are not a list"),
+    ({"phases": {"nodes": []}}, "the plan's phases are not a list")])
 def test_a_plan_that_cannot_be_used_is_one_line(tmp_path, content, message):
     path = tmp_path / "plan.json"
+    if isinstance(content, dict):
+        content = json.dumps({**PLAN, **content})
     if content is not None:
         path.write_text(content)
     with pytest.raises(screenrun.ScreenError, match=message) as err:
@@ -194,9 +198,27 @@ def test_on_the_cpu_one_task_and_one_group_measure_at_a_time_in_repeats(tmp_path
     groups = [g for r in ranks for g in r["groups"]]
     assert len(groups) == 3 and all(len(g["repeats"]) == 2 and g["repeat_iters"] >= 3
                                     for g in groups)
-    # one task at a time: the phase lasts at least every task's windows end to end
+    # one task at a time: the phase lasts at least every task's windows end to end, its
+    # warm-up pass (not recorded) and its three repeats of two figures
     gpus = next(p for p in ranks[0]["run"]["phases"] if p["name"] == "gpus")
-    assert gpus["wall_s"] >= 4 * 3 * 2 * 0.05
+    assert gpus["wall_s"] >= 4 * (1 + 3) * 2 * 0.05
+
+
+def test_the_phases_a_plan_states_are_run_where_their_nodes_are(tmp_path):
+    # the confirm pass's plan: its own phases; a group with a node this step does not run
+    # on (node9) is left out, and a phase left empty with it
+    stated = [{"name": "nodes", "groups": [["node2"]]},
+              {"name": "pairs-1", "groups": [["node2", "node1"], ["node9", "node1"]]},
+              {"name": "pairs-2", "groups": [["node9", "node2"]]}]
+    procs = run_tasks(tmp_path, 4, 2, {**PLAN, "phases": stated})
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], [p.stderr for p in procs]
+    ranks = [json.loads(p.read_text()) for p in sorted((tmp_path / "ranks").glob("*.json"))]
+    run = ranks[0]["run"]
+    assert run["schedule"] == [{"name": "nodes", "groups": [["node2"]]},
+                               {"name": "pairs-1", "groups": [["node2", "node1"]]}]
+    assert [p["name"] for p in run["phases"]] == ["gpus", "nodes", "pairs-1"]
+    led = {(g["phase"], tuple(g["nodes"])) for r in ranks for g in r["groups"]}
+    assert led == {("nodes", ("node2",)), ("pairs-1", ("node2", "node1"))}
 
 
 def test_a_task_without_srun_says_so_in_one_line(tmp_path):

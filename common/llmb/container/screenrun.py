@@ -12,10 +12,14 @@ measured and how, then go through the phases together, a barrier between two pha
     all       one all-reduce over every node screened
 
 Every figure is measured in repeats (the plan's `repeats`, `allreduce_repeats`; llmb.container.
-probe). On the CPU (`serial` in the plan) one task measures at a time in the `gpus` phase, and
-one group at a time in each all-reduce phase: a CPU screen's processes share cores (on the test
-cluster every "node" shares the same two), so figures measured side by side would measure how
-the scheduler shared them, not the node; one at a time, they compare.
+probe), after one warm-up pass that is not recorded (each of the task's figures measured once
+first: a GPU's clocks ramp up, caches and allocators fill; an all-reduce's sweep is the warm-up
+of its repeats). A plan may state the phases to run (`phases`: each a name and its groups of
+nodes; the confirm pass's, llmb.llmbrun.screen.confirm); a group with a node that is not
+measured is left out. On the CPU (`serial` in the plan) one task measures at a time in the
+`gpus` phase, and one group at a time in each all-reduce phase: a CPU screen's processes share
+cores (on the test cluster every "node" shares the same two), so figures measured side by side
+would measure how the scheduler shared them, not the node; one at a time, they compare.
 
 The mode: `gpu` (NCCL for the all-reduces) when every task sees a CUDA device and the plan
 does not force the CPU (--smoke); otherwise `cpu` (gloo, the plan's small sizes). Where only
@@ -124,7 +128,28 @@ def read_plan(path: Path) -> dict[str, Any]:
                                              set(plan[m]) >= MODE_KEYS for m in ("gpu", "cpu")):
         raise ScreenError(f"plan {path} lacks gpu/cpu settings ({', '.join(sorted(MODE_KEYS))})"
                           "; run llmb-run screen again")
+    planned_phases(plan, [])  # its phases, where it states them, are what they must be
     return plan
+
+
+def planned_phases(plan: Mapping[str, Any], nodes: Sequence[str]) -> list[Phase]:
+    """The all-reduce phases over the measured `nodes`: the plan's own (`phases`, each
+    {"name", "groups"}; a group with a node not measured left out, a phase left empty
+    dropped), else every node, the pair rounds and all nodes (pairing.phases)."""
+    stated = plan.get("phases")
+    if stated is None:
+        return phases(nodes, int(plan.get("rounds") or default_rounds(len(nodes))))
+    if not isinstance(stated, list) or not all(
+            isinstance(p, dict) and isinstance(p.get("name"), str) and
+            isinstance(p.get("groups"), list) and
+            all(isinstance(g, list) and g and all(isinstance(n, str) for n in g)
+                for g in p["groups"]) for p in stated):
+        raise ScreenError("the plan's phases are not a list of {name, groups: [[node, ...]]}"
+                          "; run llmb-run screen again")
+    here = set(nodes)
+    out = [Phase(p["name"], tuple(tuple(g) for g in p["groups"] if set(g) <= here))
+           for p in stated]
+    return [p for p in out if p.groups]
 
 
 # --- what the tasks agree on ------------------------------------------------------------------
@@ -267,6 +292,8 @@ class Run:
                 "tasks": self.task.world, "nodes": self.layout.nodes,
                 "ranks": self.layout.ranks, "unmeasured": self.layout.unmeasured,
                 "rounds": rounds, "params": dict(self.params), "phases": [],
+                "schedule": [{"name": ph.name, "groups": [list(g) for g in ph.groups]}
+                             for ph in planned_phases(self.plan, self.layout.nodes)],
                 "host": socket.gethostname()}
 
     @contextlib.contextmanager
@@ -310,25 +337,31 @@ class Run:
 
     def gpu_figures(self) -> None:
         """Every figure in repeats, the repeats of all figures taken in turn (a passing
-        disturbance hits one repeat of several figures, not every repeat of one)."""
+        disturbance hits one repeat of several figures, not every repeat of one), after one
+        warm-up pass in this task's first turn that is not recorded."""
         series: dict[str, list[float]] = {}
         failed: set[str] = set()
         measures = self.measures() if self.measured else []
         sampler = None
-        for _ in range(max(1, int(self.params.get("repeats") or 1))):
+        for repeat in range(max(1, int(self.params.get("repeats") or 1))):
+            passes = (True, False) if repeat == 0 else (False,)  # True: the warm-up's
             for mine in self.turns():
-                for name, measure in measures if mine else []:
-                    if name in failed:
-                        continue
-                    if sampler is None and self.device.kind == "cuda":  # the GPU is busy
-                        sampler = gpuhealth.Sampler((self.record.data["device"] or {}).get(
-                            "uuid"))
-                    try:
-                        series.setdefault(name, []).append(measure())
-                    except Exception as exc:  # fp8 where GPU or PyTorch lack it; a broken GPU
-                        self.record.error(name, exc)
-                        failed.add(name)
-                        series.pop(name, None)
+                for warm in passes if mine else ():
+                    for name, measure in measures:
+                        if name in failed:
+                            continue
+                        if sampler is None and self.device.kind == "cuda":  # the GPU is busy
+                            sampler = gpuhealth.Sampler((self.record.data["device"] or {}).get(
+                                "uuid"))
+                        try:
+                            got = measure()
+                        except Exception as exc:  # fp8 where GPU or PyTorch lack it; a bad GPU
+                            self.record.error(name, exc)
+                            failed.add(name)
+                            series.pop(name, None)
+                        else:
+                            if not warm:
+                                series.setdefault(name, []).append(got)
         self.record.data["figures"] = {n: probe.value_of(r) for n, r in series.items()}
         self.record.data["repeats"] = series
         if sampler is not None:
@@ -416,8 +449,7 @@ class Run:
         with self.phase("gpus"):
             if self.measured:
                 self.gpu_figures()
-        rounds = self.plan.get("rounds") or default_rounds(len(self.layout.nodes))
-        plan_phases = phases(self.layout.nodes, int(rounds))
+        plan_phases = planned_phases(self.plan, self.layout.nodes)
         if self.tool == NCCL_TESTS_TOOL:
             if self.task.rank == 0:
                 self.write_nccl_tests_groups(plan_phases, self.binary)

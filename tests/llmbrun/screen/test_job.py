@@ -134,15 +134,28 @@ def test_job_script_runs_the_probe_in_the_benchmark_image_with_its_environment(t
     assert lines[0] == "#!/bin/bash" and lines[2].startswith("# sbatch --account=acct ")
     assert "export NCCL_NET_GDR_LEVEL=PHB" in lines  # the GPU type's job environment
     assert "export NCCL_NVLS_ENABLE=0" in lines  # and every benchmark's
-    (probe,) = [ln for ln in lines if "llmb.container.screenrun" in ln]
-    assert probe.startswith(f"srun --mpi=pmix --ntasks-per-node=4 --container-image="
-                            f"{tmp_path}/images/nemo.sqsh --container-mounts={REPO}:{REPO},"
-                            f"{folder}:{folder} --container-name=llmb-screen --container-env=")
+    probe, again = [ln.strip() for ln in lines if "llmb.container.screenrun" in ln]
+    container = (f"--container-image={tmp_path}/images/nemo.sqsh --container-mounts={REPO}:"
+                 f"{REPO},{folder}:{folder} --container-name=llmb-screen --container-env=")
+    assert probe.startswith(f"srun --mpi=pmix --ntasks-per-node=4 {container}")
     assert "NCCL_NET_GDR_LEVEL" in probe.split("--container-env=")[1].split()[0]
     assert f"--plan {folder}/plan.json" in probe
+    # the confirm pass: one task on the batch host judges the first pass ...
+    (step,) = [ln for ln in lines if "confirm.main" in ln]
+    assert step.startswith('srun --mpi=pmix --nodes=1 --ntasks=1 ${SLURMD_NODENAME:+'
+                           f'--nodelist="$SLURMD_NODENAME"}} {container}')
+    assert step.endswith(f" {folder}'")
+    # ... and, where it wrote a plan, the nodes it names are measured again, in the image
+    assert again.startswith(f"srun --mpi=pmix --ntasks-per-node=4 {container}")
+    assert '--nodes="$count" --ntasks="$((count * 4))" --nodelist="$nodes"' in again
+    assert f"--plan {folder}/confirm/plan.json" in again
+    assert 'read -r count nodes <"$second/nodes.txt"' in text
+    assert [ln.strip() for ln in lines if ln.strip().startswith("allreduces ")] == [
+        f"allreduces {folder}", 'allreduces "$second"']
     (perf,) = [ln for ln in lines if "all_reduce_perf" in ln]
     assert "all_reduce_perf -b 1048576 -e 1073741824 -f 2 -g 1 -n 20 -w 5 </dev/null" in perf
     assert '--nodes="$count" --ntasks="$((count * 4))" --nodelist="$nodes"' in perf
+    assert 'logs="$1/nccl-logs"' in text
     script = tmp_path / "screen.sbatch"
     script.write_text(text)
     check = subprocess.run([str(Path(REPO / ".venv" / "bin" / "shellcheck")), str(script)],
@@ -158,7 +171,7 @@ def test_job_script_without_an_image_runs_on_the_host(tmp_path):
 
 
 def test_plan_holds_both_paths_and_smoke_forces_the_cpu():
-    plan = screen.plan(True, None, 4)
+    plan = screen.plan(True, None, 4, "gb200")
     assert plan["force_cpu"] is True and plan["rounds"] is None
     assert plan["gpu"]["sizes"][-1] == 1 << 30  # up to 1 GiB, as the issue of busbw needs
     assert plan["cpu"]["sizes"][-1] <= 1 << 20

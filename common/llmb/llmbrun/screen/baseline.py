@@ -42,6 +42,7 @@ from llmb.llmbrun.screen.document import (
     FigureComparison,
     Name,
     Named,
+    Pair,
     Params,
     ScreenDocument,
     checked,
@@ -100,27 +101,50 @@ def _figure(series: Mapping[str, tuple[float, Sequence[float] | None]]) -> Basel
     return {"noise": noise, "repeats": max(counts, default=0), "values": out}
 
 
+def disturbed(doc: ScreenDocument) -> set[tuple[str, str]]:
+    """(figure, element) the first pass measured disturbed: what the confirm pass cleared
+    (llmb.llmbrun.screen.confirm), a node's network or a link as "pairs busbw_gbps" of the
+    node or the link. Neither kept in a baseline nor held to one: the figure is not the
+    element's."""
+    cleared = doc["confirm"]["cleared"] if "confirm" in doc else []
+    return {(LINKS, link_name(c["name"].split(" - "))) if c["kind"] == "link" else
+            (str(c.get("figure")), c["name"]) for c in cleared}
+
+
+def measured_pairs(doc: ScreenDocument) -> list[Pair]:
+    """The pairs measured, less those the confirm pass found disturbed (a cleared link, and
+    every pair of a node whose network it cleared)."""
+    out = disturbed(doc)
+    return [p for p in doc.get("pairs") or [] if p.get("busbw_gbps") is not None
+            and not p.get("error") and (LINKS, link_name(p["nodes"])) not in out
+            and not any((LINKS, n) in out for n in p["nodes"])]
+
+
 def figures_of(doc: ScreenDocument) -> dict[str, BaselineFigure]:
-    """The figures of a screen document, per element, as a baseline keeps them."""
+    """The figures of a screen document, per element, as a baseline keeps them (what the
+    confirm pass cleared left out)."""
     gpu: dict[str, dict[str, tuple[float, Sequence[float] | None]]] = {}
     own: dict[str, tuple[float, Sequence[float] | None]] = {}
+    left_out = disturbed(doc)
     for node in doc.get("nodes") or []:
         for g in node.get("gpus") or []:
             if g.get("error"):
                 continue
+            name = f"{node['node']} GPU {g.get('local_rank')}"
             for figure, value in (g.get("figures") or {}).items():
-                gpu.setdefault(figure, {})[f"{node['node']} GPU {g.get('local_rank')}"] = (
-                    float(value), (g.get("repeats") or {}).get(figure))
+                if (figure, name) not in left_out:
+                    gpu.setdefault(figure, {})[name] = (
+                        float(value), (g.get("repeats") or {}).get(figure))
         mine = node.get("allreduce") or {}
-        if (busbw := mine.get("busbw_gbps")) is not None and not mine.get("error"):
+        if (busbw := mine.get("busbw_gbps")) is not None and not mine.get("error") and \
+                (OWN, node["node"]) not in left_out:
             own[node["node"]] = (float(busbw), mine.get("repeats"))
     out = {figure: _figure(series) for figure, series in sorted(gpu.items())}
     if own:
         out[OWN] = _figure(own)
     if network := _network(doc):
         out[NETWORK] = network
-    pairs = [p for p in doc.get("pairs") or [] if p.get("busbw_gbps") is not None
-             and not p.get("error")]
+    pairs = measured_pairs(doc)
     if pairs:
         out[LINKS] = _figure({link_name(p["nodes"]): (float(p.get("busbw_gbps") or 0.0),
                                                       p.get("repeats")) for p in pairs})
@@ -133,8 +157,7 @@ def figures_of(doc: ScreenDocument) -> dict[str, BaselineFigure]:
 def _network(doc: ScreenDocument) -> BaselineFigure | None:
     """Each node's network: the mean of its pairs' figures, its error the pairs' over the
     square root of their number."""
-    pairs = [p for p in doc.get("pairs") or [] if p.get("busbw_gbps") is not None
-             and not p.get("error")]
+    pairs = measured_pairs(doc)
     if not pairs:
         return None
     pooled = _figure({str(i): (float(p.get("busbw_gbps") or 0.0), p.get("repeats"))

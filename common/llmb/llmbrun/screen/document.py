@@ -144,11 +144,34 @@ class Named(_NamedKeys, total=False):
     expected: Figure | None
     peers_median: Figure | None
     explained_by: list[str]  # what the health facts say explains it
+    again: Figure | None  # the figure the confirm pass measured of it (None: not measured)
 
 
 class Round(TypedDict):
     name: Name
     wall_s: Figure
+
+
+class Scheduled(TypedDict):
+    """One phase of all-reduces as the job's tasks ran it: its name and its groups of nodes
+    (llmb.container.screenrun)."""
+
+    name: Name
+    groups: Annotated[list[Names], Bound(items=MAX_NODES)]
+
+
+class Confirm(TypedDict):
+    """screen.json's `confirm`: the confirm pass of the same job (llmb.llmbrun.screen.confirm):
+    the nodes measured again (the peers among them: healthy nodes, the pass's own reference),
+    how many named elements it measured again, those it cleared (the first pass's entries,
+    each with `again`), its phases' wall times, and why it left no verdict (None: it did)."""
+
+    nodes: Names
+    peers: Names
+    measured: int
+    cleared: list[Named]
+    rounds: list[Round]
+    error: str | None
 
 
 class _ExpectationKeys(TypedDict):
@@ -290,6 +313,7 @@ class ScreenDocument(_ScreenKeys, total=False):
     baseline: Comparison  # llmb.llmbrun.screen.baseline.compare: held to which, and how
     saved_baseline: str  # --save-baseline: where this screen was kept as the baseline
     stragglers: Annotated[list[Straggler], Bound(items=4096)]  # each figure's slowest
+    confirm: Confirm  # the confirm pass, where the first pass named something to measure again
 
 
 class RunInfo(TypedDict, total=False):
@@ -308,6 +332,7 @@ class RunInfo(TypedDict, total=False):
     rounds: int
     params: Params
     phases: list[Round]
+    schedule: Annotated[list[Scheduled], Bound(items=1024)]  # the all-reduce phases run
 
 
 class Device(TypedDict, total=False):

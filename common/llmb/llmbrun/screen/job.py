@@ -7,13 +7,20 @@ One job on the install's account and partition, in the benchmark's container ima
 the benchmark's srun path (`--mpi=pmix`, pyxis) and environment (llmb.launch.jobenv's base and
 GPU variables), one task per GPU: llmb.container.screenrun measures every GPU, every node's
 all-reduce, the nodes in pairs over a fixed number of rounds (every node meets a new partner
-each round) and one all-reduce over all nodes. llmb.llmbrun.screen.results puts the results
-together and llmb.llmbrun.screen.judge judges them; they are kept, with the job's script, plan
-and output, in $LLMB_INSTALL/screens/<UTC YYYYmmdd-HHMMSS>/ (screen.json is written last: a
-screen without it never counts for --exclude-suspect). `--smoke` runs the same job on the CPU
-(gloo, small sizes), as a node without CUDA does. Every screen is also held to the cluster's
+each round) and one all-reduce over all nodes. Then, in the same job, the confirm pass
+(llmb.llmbrun.screen.confirm): one task judges that first pass and, where it names a slow
+GPU, node, node network or link, those are measured again beside a few healthy peers, and
+only what is slow again is named (what the second pass cleared is said: "seen once, cleared
+by the confirm pass"); where the first pass names nothing, the job ends there.
+llmb.llmbrun.screen.results puts the results together and llmb.llmbrun.screen.judge judges
+them; they are kept, with the job's script, plan and output, in $LLMB_INSTALL/screens/<UTC
+YYYYmmdd-HHMMSS>/ (the confirm pass's under confirm/; screen.json is written last: a screen
+without it never counts for --exclude-suspect). `--smoke` runs the same job on the CPU (gloo,
+small sizes), as a node without CUDA does. Every screen is also held to the cluster's
 baseline (llmb.llmbrun.screen.baseline: the install's, or --baseline PATH) where there is one;
---save-baseline keeps this screen as the install's baseline when it names nothing.
+--save-baseline keeps this screen as the install's baseline when it names nothing once the
+confirm pass has judged: a screen whose first-pass names were all cleared by the confirm pass
+is kept; one that names anything after it is refused.
 
 Exit status: 0 nothing named; 3 a GPU, node or link named (as the analyzer's --check); 1 the
 screen could not run (refused by sbatch, or ended before any task reported); 2 a bad option.
@@ -36,7 +43,7 @@ from llmb.launch.placement import Placement
 from llmb.llmbrun import slurmjob
 from llmb.llmbrun.clusterconfig import ClusterConfig
 from llmb.llmbrun.errors import PROG, RunError
-from llmb.llmbrun.screen import baseline, render, results, transport
+from llmb.llmbrun.screen import baseline, confirm, render, results, transport
 from llmb.llmbrun.screen.document import Params
 from llmb.recipes import catalog
 from llmb.shared import clock, files, records, shellsafe, values
@@ -104,17 +111,19 @@ class Plan(TypedDict):
     force_cpu: bool
     rounds: int | None
     gpus_per_node: int
+    gpu_type: str  # what the confirm pass's judge holds the first pass to
     timeout_s: int
     gpu: Params
     cpu: Params
 
 
-def plan(smoke: bool, rounds: int | None, gpus_per_node: int) -> Plan:
+def plan(smoke: bool, rounds: int | None, gpus_per_node: int, gpu_type: str) -> Plan:
     """The job's plan; a GPU screen's rounds FIT_ROUNDS unless --rounds says (the smoke
     screen keeps the schedule's default: its test cluster's nodes share two cores)."""
     chosen = rounds if rounds is not None or smoke else FIT_ROUNDS
     return {"schema": 1, "force_cpu": smoke, "rounds": chosen, "gpus_per_node": gpus_per_node,
-            "timeout_s": COLLECTIVE_TIMEOUT_S, "gpu": GPU_PARAMS, "cpu": CPU_PARAMS}
+            "gpu_type": gpu_type, "timeout_s": COLLECTIVE_TIMEOUT_S, "gpu": GPU_PARAMS,
+            "cpu": CPU_PARAMS}
 
 
 def job_spec(cfg: ClusterConfig, nodes: int, folder: Path) -> slurmjob.JobSpec:
@@ -138,8 +147,10 @@ def job_env(gpu: catalog.GpuType) -> dict[str, str]:
 
 
 def job_script(cfg: ClusterConfig, folder: Path, image: str | None, args: list[str]) -> str:
-    """The batch script: the probe on every GPU; then, where the probe found nccl-tests'
-    all_reduce_perf in the image, one all_reduce_perf step per group, a phase at a time."""
+    """The batch script: the first pass on every GPU (where it found nccl-tests'
+    all_reduce_perf in the image, one all_reduce_perf step per group, a phase at a time);
+    then one task that judges it and writes the confirm plan where it names something; then
+    the confirm pass on the nodes that plan names (llmb.llmbrun.screen.confirm)."""
     q = shlex.quote
     repo = cfg.repo
     env = job_env(cfg.gpu)
@@ -149,11 +160,13 @@ def job_script(cfg: ClusterConfig, folder: Path, image: str | None, args: list[s
                  f"--container-env={','.join(sorted(env))} " if image else "")
     per_node = cfg.gpus_per_node
     step = f"srun --mpi=pmix --ntasks-per-node={per_node} {container}"
-    inner = (f"export PYTHONPATH={q(str(repo / 'common'))}${{PYTHONPATH:+:$PYTHONPATH}}; "
-             "exec python -m llmb.container.screenrun --plan "
-             f"{q(str(folder / screenrun.PLAN_FILE))}")
+    path = f"export PYTHONPATH={q(str(repo / 'common'))}${{PYTHONPATH:+:$PYTHONPATH}}; "
+    second = folder / confirm.DIR
+    first_pass, confirm_pass = (f"{path}exec python -m llmb.container.screenrun --plan "
+                                f"{q(str(where / screenrun.PLAN_FILE))}"
+                                for where in (folder, second))
+    judge_step = f"{path}exec python -c {q(CONFIRM_STEP)} {q(str(folder))}"
     p = GPU_PARAMS
-    nccl = folder / screenrun.NCCL_TESTS_DIR
     perf = (f"{screenrun.NCCL_TESTS_BINARY} -b {p['sizes'][0]} -e {p['sizes'][-1]} -f 2 -g 1 "
             f"-n {p['iters']} -w {p['warmup']}")
     return "\n".join([
@@ -163,13 +176,48 @@ def job_script(cfg: ClusterConfig, folder: Path, image: str | None, args: list[s
         "set -u",
         "export PYTHONUNBUFFERED=1",
         *(f"export {k}={q(v)}" for k, v in sorted(env.items())),
-        "# one task per GPU; $PYTHONPATH is the container's, expanded by the task's shell",
+        *allreduces_function(step, per_node, perf),
+        "# the first pass: one task per GPU; $PYTHONPATH is the container's, expanded by the",
+        "# task's shell",
         "# shellcheck disable=SC2016",
-        f"{step}bash -c {q(inner)}",
+        f"{step}bash -c {q(first_pass)}",
         'echo "LLMB_SCREEN probe exit $?"',
-        f"nccl={q(str(nccl))} logs={q(str(folder / screenrun.NCCL_LOGS_DIR))}",
-        'if [ -s "$nccl/groups.txt" ]; then',
-        '    phase="" start="" cycles="$(cat "$nccl/cycles.txt" 2>/dev/null)"',
+        f"allreduces {q(str(folder))}",
+        "# the confirm pass: one task judges the first pass and, where it names something,",
+        f"# writes {confirm.DIR}/plan.json and the nodes to measure again with their peers",
+        "# shellcheck disable=SC2016",
+        "srun --mpi=pmix --nodes=1 --ntasks=1 ${SLURMD_NODENAME:+--nodelist=\"$SLURMD_NODENAME\"}"
+        f" {container}bash -c {q(judge_step)}",
+        'echo "LLMB_SCREEN confirm plan exit $?"',
+        f"second={q(str(second))}",
+        f'if [ -s "$second/{screenrun.PLAN_FILE}" ] && read -r count nodes '
+        f'<"$second/{confirm.NODES_FILE}"; then',
+        "    # shellcheck disable=SC2016",
+        f'    {step}--nodes="$count" --ntasks="$((count * {per_node}))" --nodelist="$nodes" '
+        f"bash -c {q(confirm_pass)}",
+        '    echo "LLMB_SCREEN confirm exit $?"',
+        '    allreduces "$second"',
+        "fi",
+        "",
+    ])
+
+
+# the job's step between the passes (llmb.llmbrun.screen.confirm.main), run as python -c: the
+# module is imported once (python -m would import it twice: as __main__, and by the package)
+CONFIRM_STEP = ("import sys; from llmb.llmbrun.screen import confirm; "
+                "sys.exit(confirm.main(sys.argv[1:]))")
+
+
+def allreduces_function(step: str, per_node: int, perf: str) -> list[str]:
+    """The script's function that runs all_reduce_perf over the groups a pass's tasks wrote
+    ($1: the pass's folder), where they found it in the image: a step per group, the
+    groups of a phase at once, a phase at a time."""
+    return [
+        "allreduces() {",
+        f'    local nccl="$1/{screenrun.NCCL_TESTS_DIR}" logs="$1/{screenrun.NCCL_LOGS_DIR}"',
+        '    local phase="" start="" cycles="" name index count nodes',
+        f'    [ -s "$nccl/{screenrun.GROUPS_FILE}" ] || return 0',
+        f'    cycles="$(cat "$nccl/{screenrun.CYCLES_FILE}" 2>/dev/null)"',
         "    # the repeats: -N (nccl-tests' cycles) where the probe found the option;",
         "    # bash passes the words after a redirection as arguments too",
         "    while read -r name index count nodes; do",
@@ -182,12 +230,11 @@ def job_script(cfg: ClusterConfig, folder: Path, image: str | None, args: list[s
         f'{step}--nodes="$count" --ntasks="$((count * {per_node}))" '
         f'--nodelist="$nodes" {perf} </dev/null ${{cycles:+-N "$cycles"}} '
         '>"$nccl/$name.$index.out" 2>&1 &',
-        '    done <"$nccl/groups.txt"',
+        f'    done <"$nccl/{screenrun.GROUPS_FILE}"',
         "    wait",
         '    [ -z "$phase" ] || echo "$phase $start $(date +%s.%N)" >>"$nccl/walls.txt"',
-        "fi",
-        "",
-    ])
+        "}",
+    ]
 
 
 def new_folder(cfg: ClusterConfig) -> tuple[str, Path]:
@@ -223,7 +270,8 @@ def submit(cfg: ClusterConfig, nodes: int, place: Placement, smoke: bool, rounds
     stamp, folder = new_folder(cfg)
     options = sbatch_options(cfg, nodes, place, folder)
     files.atomic_write(folder / screenrun.PLAN_FILE,
-                       json.dumps(plan(smoke, rounds, cfg.gpus_per_node), indent=1))
+                       json.dumps(plan(smoke, rounds, cfg.gpus_per_node, cfg.gpu.name),
+                                  indent=1))
     files.atomic_write(folder / SCRIPT, job_script(cfg, folder, image, options),
                        files.EXECUTABLE)
     try:
@@ -253,10 +301,14 @@ def kept_results(folder: Path, why: str) -> RunError:
 
 def results_of(folder: Path, gpu: catalog.GpuType, allocated: list[str], per_node: int
                ) -> results.ScreenDocument | None:
-    """The screen's document from the job's files (results.document); a task's file it
-    cannot make sense of is a RunError that keeps the files, never a traceback."""
+    """The screen's document from the job's files (results.document), the confirm pass
+    merged into it (confirm.apply); a task's file it cannot make sense of is a RunError that
+    keeps the files, never a traceback."""
     try:
-        return results.document(folder, gpu, allocated, per_node)
+        doc = results.document(folder, gpu, allocated, per_node)
+        if doc is not None:
+            confirm.apply(doc, folder, gpu, per_node)
+        return doc
     except (LlmbError, OSError) as exc:
         raise kept_results(folder, f"cannot put the screen's results together: {exc}"
                            ) from None
@@ -320,14 +372,16 @@ def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: b
 
 
 def keep(cfg: ClusterConfig, doc: results.ScreenDocument, folder: Path) -> bool:
-    """--save-baseline: this screen becomes the install's baseline, if it named nothing;
-    whether it was kept (a baseline that cannot be written is one line that says where the
-    screen and the job's files are)."""
+    """--save-baseline: this screen becomes the install's baseline, if it names nothing
+    once the confirm pass has judged (what the first pass named and the confirm pass
+    cleared does not count: it was slow once, not again); whether it was kept (a baseline
+    that cannot be written is one line that says where the screen and the job's files
+    are)."""
     where = baseline.default_path(cfg.tree)
     if doc["named"] or doc["suspects"]:
         print(f"{PROG}: screen: not saved as the baseline: it named "
-              f"{len(doc['named'])} figure(s); a baseline must be a healthy screen",
-              file=sys.stderr)
+              f"{len(doc['named'])} figure(s) after the confirm pass; a baseline must be a "
+              "healthy screen", file=sys.stderr)
         return False
     try:
         baseline.save(where, doc)
@@ -338,7 +392,10 @@ def keep(cfg: ClusterConfig, doc: results.ScreenDocument, folder: Path) -> bool:
                            f"{why}; this screen is in {values.shown(folder / 'screen.json')}"
                            ) from None
     doc["saved_baseline"] = str(where)
-    print(f"{PROG}: screen: saved as the cluster's baseline: {where}", file=sys.stderr)
+    cleared = len(doc["confirm"]["cleared"]) if "confirm" in doc else 0
+    print(f"{PROG}: screen: saved as the cluster's baseline: {where}" + (
+        f" ({cleared} figure(s) named by the first pass were cleared by the confirm pass)"
+        if cleared else ""), file=sys.stderr)
     return True
 
 

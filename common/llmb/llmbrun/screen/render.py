@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from llmb import layout
-from llmb.llmbrun.screen import stragglers
-from llmb.llmbrun.screen.document import ScreenDocument, Straggler
+from llmb.llmbrun.screen import confirm, stragglers
+from llmb.llmbrun.screen.document import Named, ScreenDocument, Straggler
 from llmb.llmbrun.screen.suspects import newest_screen
 from llmb.shared import values
 from llmb.shared.files import atomic_write
@@ -66,9 +66,11 @@ def node_rows(doc: ScreenDocument) -> tuple[list[str], list[list[str]]]:
     return head, rows
 
 
-def named_lines(doc: ScreenDocument) -> list[str]:
+def named_lines(doc: ScreenDocument, entries: Sequence[Named] | None = None) -> list[str]:
+    """What was named (or `entries`), a line each: the figure against its floor, and what
+    the confirm pass measured of it again."""
     out = []
-    for n in doc["named"]:
+    for n in doc["named"] if entries is None else entries:
         if n.get("figure") is None:
             out.append(f"{n['name']}: {n['why']}")
             continue
@@ -78,8 +80,32 @@ def named_lines(doc: ScreenDocument) -> list[str]:
         out.append(f"{n['name']}: {n['figure']} {_num(n['value'])} < floor {_num(n.get('floor'))}"
                    f" (peers' median {_num(n.get('peers_median'))}"
                    + (f", expected {_num(n['expected'])}" if n.get("expected") else "")
+                   + (f"; the confirm pass: {_num(n['again'])}" if n.get("again") is not None
+                      else "")
                    + f"): {n['why']}")
     return [values.shown(line) for line in out]
+
+
+def confirm_line(doc: ScreenDocument) -> str | None:
+    """The confirm pass in one line: where it measured, what it cleared; None without one."""
+    info = doc.get("confirm")
+    if not isinstance(info, dict):
+        return None
+    where = (f"confirm pass on {len(info['nodes'])} node(s) ({', '.join(info['nodes'])}; "
+             f"healthy peers {', '.join(info['peers']) or 'none'})" if info["nodes"]
+             else "confirm pass")
+    if info.get("error"):
+        return f"{where}: no verdict, the first pass's names stand: {info['error']}"
+    cleared = ", ".join(f"{c['name']} {c.get('figure')}" for c in info["cleared"])
+    return (f"{where}: measured {info['measured']} named figure(s) again; "
+            + (f"{confirm.CLEARED}: {cleared}" if cleared else "every one slow again"))
+
+
+def cleared_lines(doc: ScreenDocument) -> list[str]:
+    """What the first pass named and the confirm pass cleared, a line each."""
+    info = doc.get("confirm")
+    entries = info["cleared"] if isinstance(info, dict) else []
+    return [f"{line} [{confirm.CLEARED}]" for line in named_lines(doc, entries)]
 
 
 KIND_WORDS = {"gpu": "GPU", "node": "node all-reduce", "link": "link",
@@ -156,7 +182,7 @@ def extra_lines(doc: ScreenDocument) -> list[str]:
     """What the screen says beyond its figures: resolution, transport, baseline, the
     slowest of each figure."""
     return [ln for ln in (resolution_line(doc), transport_line(doc), baseline_line(doc),
-                          stragglers_line(doc)) if ln]
+                          stragglers_line(doc), confirm_line(doc)) if ln]
 
 
 def rounds_line(doc: ScreenDocument) -> str:
@@ -183,6 +209,8 @@ def table(doc: ScreenDocument) -> str:
     lines += extra_lines(doc)
     if doc["named"]:
         lines += ["named:", *(f"  {line}" for line in named_lines(doc))]
+    if cleared := cleared_lines(doc):
+        lines += ["seen once, not named:", *(f"  {line}" for line in cleared)]
     lines.append(f"suspects: {','.join(doc['suspects']) or 'none'}")
     return "\n".join(values.shown(line) for line in lines)  # names and words from the job
 
@@ -304,9 +332,8 @@ def html_section(doc: ScreenDocument, png: bytes | None) -> str:
         parts.append(f"<tr{style}>" + "".join(f"<td>{html.escape(values.shown(c))}</td>"
                                               for c in row) + "</tr>")
     parts.append("</table>")
-    if doc["named"]:
-        parts += ["<ul>", *(f"<li>{html.escape(line)}</li>" for line in named_lines(doc)),
-                  "</ul>"]
+    if shown := named_lines(doc) + cleared_lines(doc):
+        parts += ["<ul>", *(f"<li>{html.escape(line)}</li>" for line in shown), "</ul>"]
     return "\n".join(parts) + "\n"
 
 
@@ -331,7 +358,7 @@ def markdown_section(doc: ScreenDocument, plot: bool) -> str:
     lines += [f"![screen per node](plots/{PLOT_FILE})" if plot else f"- {NO_PLOT}", ""]
     lines += ["| " + " | ".join(md(h) for h in head) + " |", "|" + "---|" * len(head)]
     lines += ["| " + " | ".join(md(c) for c in r) + " |" for r in rows]
-    lines += ["", *(f"- {md(line)}" for line in named_lines(doc))]
+    lines += ["", *(f"- {md(line)}" for line in named_lines(doc) + cleared_lines(doc))]
     return "\n".join(lines) + "\n"
 
 

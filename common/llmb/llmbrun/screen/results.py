@@ -253,7 +253,9 @@ def document(folder: Path, gpu: catalog.GpuType, allocated: Sequence[str], per_n
         return None
     nodes = node_entries(ranks, run, allocated, per_node)
     mark_missing_figures(nodes)
-    phases = screenrun.phases(list(run.get("nodes") or []), int(run.get("rounds") or 0))
+    phases = [screenrun.Phase(p["name"], tuple(tuple(g) for g in p["groups"]))
+              for p in run["schedule"]] if "schedule" in run else \
+        screenrun.phases(list(run.get("nodes") or []), int(run.get("rounds") or 0))
     rounds = list(run.get("phases") or [])
     results: dict[GroupKey, Group]
     if run.get("tool") == screenrun.NCCL_TESTS_TOOL:
