@@ -417,7 +417,9 @@ class Run:
             if self.measured:
                 self.gpu_figures()
         rounds = self.plan.get("rounds") or default_rounds(len(self.layout.nodes))
-        plan_phases = phases(self.layout.nodes, int(rounds))
+        leaves = self.plan.get("leaves")  # each node's leaf switch: pairs under one leaf first
+        plan_phases = phases(self.layout.nodes, int(rounds),
+                             leaves if isinstance(leaves, dict) else None)
         if self.tool == NCCL_TESTS_TOOL:
             if self.task.rank == 0:
                 self.write_nccl_tests_groups(plan_phases, self.binary)

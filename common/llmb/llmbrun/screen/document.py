@@ -127,6 +127,7 @@ class ScreenNode(_NodeKeys, total=False):
 
     error: str | None
     allreduce: Allreduce | None
+    leaf: Name | None  # its leaf switch, where Slurm's topology gives it
 
 
 class _NamedKeys(TypedDict):
@@ -290,6 +291,7 @@ class ScreenDocument(_ScreenKeys, total=False):
     baseline: Comparison  # llmb.llmbrun.screen.baseline.compare: held to which, and how
     saved_baseline: str  # --save-baseline: where this screen was kept as the baseline
     stragglers: Annotated[list[Straggler], Bound(items=4096)]  # each figure's slowest
+    topology: str  # where each node's leaf switch came from, or why there is one tier
 
 
 class RunInfo(TypedDict, total=False):
