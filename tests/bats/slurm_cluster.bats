@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
 # The throw-away Slurm cluster of tests/slurm/cluster.sh: up, a 2-node x
 # 8-task job through the pyxis test double, idempotent up, a 4-node cluster
-# (LLMB_SLURM_NODES). Needs root; skipped otherwise. Brings the cluster down
-# afterwards only if it started it.
+# (LLMB_SLURM_NODES), two leaf switches (LLMB_SLURM_LEAVES). Needs root;
+# skipped otherwise. Brings the cluster down afterwards only if it started it.
 
 CLUSTER="${BATS_TEST_DIRNAME}/../slurm/cluster.sh"
 
@@ -159,6 +159,41 @@ private_cluster() {
         [ "${status}" -eq 2 ]
         [ "${#lines[@]}" -eq 1 ]
         [[ "${output}" == "llmb-slurm: LLMB_SLURM_NODES="*" is not a node count; give a whole number from 1 to 16 (default 2)" ]]
+    done
+}
+
+@test "LLMB_SLURM_LEAVES=2: scontrol show topology puts four nodes under two leaf switches" {
+    # a private cluster again (own state dir and ports), so the shared one keeps its switches
+    local state="${BATS_FILE_TMPDIR}/private-leaves"
+    private_cluster "${state}"
+    LLMB_SLURM_NODES=4 LLMB_SLURM_LEAVES=2 run bash "${CLUSTER}" up
+    echo "${output}"
+    [ "${status}" -eq 0 ]
+    [[ "${output}" == *"idle; 2 leaf switch(es); SLURM_CONF="* ]]
+    export SLURM_CONF="${state}/etc/slurm.conf"
+    run scontrol show topology
+    echo "${output}"
+    [ "${status}" -eq 0 ]
+    [[ "${output}" =~ SwitchName=leaf1\ Level=0\ .*Nodes=node\[1-2\] ]]
+    [[ "${output}" =~ SwitchName=leaf2\ Level=0\ .*Nodes=node\[3-4\] ]]
+    [[ "${output}" =~ SwitchName=spine\ Level=1\ .*Switches=leaf\[1-2\] ]]
+    # the same nodes without switches: stopped and started without a topology
+    LLMB_SLURM_NODES=4 run bash "${CLUSTER}" up
+    [ "${status}" -eq 0 ]
+    [[ "${output}" != *"already up"* && "${output}" != *"leaf switch"* ]]
+    [ ! -e "${state}/etc/topology.conf" ]
+    run bash "${CLUSTER}" down --purge
+    [ "${status}" -eq 0 ]
+}
+
+@test "a bad LLMB_SLURM_LEAVES is refused in one line (exit 2)" {
+    local bad
+    for bad in -1 x 3 5; do
+        LLMB_SLURM_NODES=4 LLMB_SLURM_LEAVES="${bad}" run bash "${CLUSTER}" status
+        echo "${bad}: ${output}"
+        [ "${status}" -eq 2 ]
+        [ "${#lines[@]}" -eq 1 ]
+        [[ "${output}" == "llmb-slurm: LLMB_SLURM_LEAVES="*" is not a leaf switch count for 4 node(s); give 0 (no topology) or a whole number that divides the node count" ]]
     done
 }
 

@@ -94,7 +94,8 @@ def draw(model: Fleet, count: int, rng: Any) -> Drawn:
 
     nodes = [f"node{i:04d}" for i in range(count)]
     leaves = {n: f"leaf{i // model.leaf_size}" for i, n in enumerate(nodes)}
-    pairs = [p for r in pairing.pair_rounds(nodes, ROUNDS) for p in r]
+    # the screen pairs under one leaf first (llmb.container.pairing), as its job does
+    pairs = [p for r in pairing.pair_rounds(nodes, ROUNDS, leaves) for p in r]
     spread = np.array([model.gemm_spread, model.gemm_spread, model.hbm_spread])
     gpu = np.array([HEALTHY[f] for f in GPU_FIGURES]) * (
         1 + rng.normal(0.0, 1.0, (count, model.per_node, 3)) * spread)

@@ -122,6 +122,11 @@ def test_screen_measures_then_names_a_node_slowed_from_outside(site):
     assert (doc["mode"], doc["backend"], doc["measured_by"]) == (
         "cpu", "gloo", "torch.distributed")
     assert (doc["suspects"], doc["named"], doc["job_state"]) == ([], [], "COMPLETED")
+    # two leaf switches (slurm_cluster4): partners under one leaf first, each node's leaf kept
+    assert doc["topology"] == "Slurm's topology: 4 node(s) under 2 leaf switches"
+    assert [n["leaf"] for n in doc["nodes"]] == ["leaf1", "leaf1", "leaf2", "leaf2"]
+    assert sorted(p["nodes"] for p in doc["pairs"] if p["round"] == 1) == [
+        ["node1", "node2"], ["node3", "node4"]]
     saved = root / "screens" / doc["stamp"] / "screen.json"
     assert json.loads(saved.read_text())["suspects"] == []
 

@@ -48,14 +48,16 @@ def host_of(node: str) -> str:
 
 def write_screen(folder: Path, nodes: list[str] = NODES, tool: str = screenrun.TORCH_TOOL,
                  slow: dict[str, float] | None = None, skip_groups: tuple[str, ...] = (),
-                 silent: tuple[str, ...] = (), repeats: int = 0, mode: str = "cpu") -> None:
+                 silent: tuple[str, ...] = (), repeats: int = 0, mode: str = "cpu",
+                 leaves: dict[str, str] | None = None) -> None:
     """Rank files as a CPU screen of `nodes` x PER_NODE tasks leaves them; `slow` sets a
     group's busbw ("pairs-1:node2,node3"), `skip_groups` drops results, `silent` nodes
     wrote nothing; `repeats`: each figure measured that many times (0: as a screen before
-    repeats wrote them, the figures alone); `mode` "gpu": a GPU screen's figures (NCCL)."""
+    repeats wrote them, the figures alone); `mode` "gpu": a GPU screen's figures (NCCL);
+    `leaves`: each node's leaf switch, the map the job's plan paired by."""
     slow = slow or {}
     ranks = {n: [i * PER_NODE + k for k in range(PER_NODE)] for i, n in enumerate(nodes)}
-    phases = screenrun.phases(nodes, screenrun.default_rounds(len(nodes)))
+    phases = screenrun.phases(nodes, screenrun.default_rounds(len(nodes)), leaves)
     for node, mine in ranks.items():
         if node in silent:
             continue

@@ -7,7 +7,9 @@ reason.
 Two of them: the 2-node cluster every end-to-end test shares (LLMB_SLURM_STATE and
 LLMB_SLURM_PORT_BASE of the caller), and a 4-node one for the screen's pairing rounds
 (`four_nodes()`: its own state dir `<state>-4nodes` and port base + 40, never linked into
-/etc), so that the tests written for two nodes ("the other node") keep their cluster. Under
+/etc; two leaf switches of two nodes each, leaf1 over node1-2 and leaf2 over node3-4, under
+one spine: Slurm's topology/tree), so that the tests written for two nodes ("the other node")
+keep their cluster. Under
 pytest-xdist each worker past the first has clusters of its own (`two_nodes()`).
 """
 
@@ -57,7 +59,7 @@ def four_nodes() -> dict[str, str]:
     """cluster.sh's variables for the 4-node cluster beside the caller's 2-node one."""
     state, port = _state_and_port("-4nodes", FOUR_NODES_PORT_OFFSET)
     return {"LLMB_SLURM_STATE": state, "LLMB_SLURM_PORT_BASE": str(port),
-            "LLMB_SLURM_SYSTEM_CONF": "0", "LLMB_SLURM_NODES": "4"}
+            "LLMB_SLURM_SYSTEM_CONF": "0", "LLMB_SLURM_NODES": "4", "LLMB_SLURM_LEAVES": "2"}
 
 
 def _cluster(*args: str, timeout: float = 900, extra: dict[str, str] | None = None

@@ -135,10 +135,13 @@ def read_plan(path: Path) -> dict[str, Any]:
 def planned_phases(plan: Mapping[str, Any], nodes: Sequence[str]) -> list[Phase]:
     """The all-reduce phases over the measured `nodes`: the plan's own (`phases`, each
     {"name", "groups"}; a group with a node not measured left out, a phase left empty
-    dropped), else every node, the pair rounds and all nodes (pairing.phases)."""
+    dropped), else every node, the pair rounds and all nodes (pairing.phases; pairs under one
+    leaf switch first where the plan holds each node's leaf)."""
     stated = plan.get("phases")
     if stated is None:
-        return phases(nodes, int(plan.get("rounds") or default_rounds(len(nodes))))
+        leaves = plan.get("leaves")
+        return phases(nodes, int(plan.get("rounds") or default_rounds(len(nodes))),
+                      leaves if isinstance(leaves, dict) else None)
     if not isinstance(stated, list) or not all(
             isinstance(p, dict) and isinstance(p.get("name"), str) and
             isinstance(p.get("groups"), list) and

@@ -342,6 +342,12 @@ def version() -> str:
     return _run(["sinfo", "--version"]).strip()
 
 
+def topology() -> str:
+    """`scontrol show topology`: one line per switch where Slurm has a topology plugin
+    (llmb.launch.slurmtopology reads it)."""
+    return _run(["scontrol", "show", "topology"])
+
+
 # --- facts for a results archive --------------------------------------------------------------
 
 CONFIG_KEPT = ("ClusterName", "SLURM_VERSION", "SelectType", "SelectTypeParameters", "MpiDefault",

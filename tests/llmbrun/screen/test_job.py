@@ -178,6 +178,35 @@ def test_plan_holds_both_paths_and_smoke_forces_the_cpu():
     assert json.loads(json.dumps(plan)) == plan
 
 
+def test_the_plan_carries_the_leaves_the_tasks_pair_by():
+    leaves = {"node1": "s0", "node2": "s1"}
+    plan = screen.plan(False, None, 8, leaves)
+    assert plan["leaves"] == leaves and screen.plan(False, None, 8)["leaves"] is None
+    assert json.loads(json.dumps(plan)) == plan
+
+
+def test_topology_is_asked_once_and_kept_to_the_nodelist(tmp_path, monkeypatch):
+    # an scontrol written for the test (no Slurm here), answering as the topology/tree plugin
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    (folder / "scontrol").write_text(
+        "#!/bin/sh\necho x >>\"$0.asked\"\nprintf '%s\\n' "
+        "'SwitchName=s0 Level=0 LinkSpeed=1 Nodes=node[1-2]' "
+        "'SwitchName=s1 Level=0 LinkSpeed=1 Nodes=node[3-4]'\n")
+    (folder / "scontrol").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:/usr/bin:/bin")
+    monkeypatch.delenv("SLURM_TOPO_LEN", raising=False)
+    every = screen.topology(placement.Placement())
+    assert every.leaves == {"node1": "s0", "node2": "s0", "node3": "s1", "node4": "s1"}
+    listed = screen.topology(placement.Placement(nodelist="node[2-3]"))
+    assert listed.leaves == {"node2": "s0", "node3": "s1"}
+    assert listed.said == "Slurm's topology: 2 node(s) under 2 leaf switches"
+    assert (folder / "scontrol.asked").read_text() == "x\nx\n"  # once per screen
+    (folder / "scontrol").write_text("#!/bin/sh\necho 'No topology information available'\n")
+    none = screen.topology(placement.Placement())
+    assert none.leaves is None and none.said.startswith("one tier: ")
+
+
 # --- --exclude-suspect ------------------------------------------------------------------------
 
 def screen_result(root: Path, stamp: str, suspects: list[str]) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from llmb.container import pairing
 from llmb.llmbrun.screen import baseline, judge, network, stragglers
 
@@ -99,3 +100,28 @@ def test_the_table_says_each_figures_slowest_and_whether_beyond_the_tolerance():
     assert line is not None and line.startswith("slowest (beyond 5% below the median: 1): ")
     assert "memory_gbps a GPU 1 7% below BEYOND" in line
     assert "pairs busbw_gbps b - c" in line and line.count("BEYOND") == 1
+
+
+def test_the_spread_is_known_to_the_precision_the_resolution_allows_for():
+    # 1.4826 MAD of n normal values varies by sqrt(MAD_VARIANCE / n) of sigma between samples
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    spreads = [network.robust_sd(rng.normal(0.0, 1.0, 512)) for _ in range(2000)]
+    assert abs(np.std(spreads) / (network.MAD_VARIANCE / 512) ** 0.5 - 1) < 0.08
+
+
+def test_the_resolution_allows_for_the_floor_moving_between_screens():
+    margin = 0.0305  # 3 %, in log units
+    fixed = margin + network.DETECT_Z * (0.007 ** 2 + 0.007 ** 2) ** 0.5
+    # a floor at the margin does not move with the spread's precision
+    assert network.resolves(margin, margin, 0.007, 0.007, 512) == pytest.approx(fixed)
+    # a floor of K spreads does: by sqrt(2 x 1.36 / 512) of itself, in both screens
+    threshold = 0.033
+    moves = threshold * (2 * network.MAD_VARIANCE / 512) ** 0.5
+    got = network.resolves(threshold, margin, 0.007, 0.007, 512)
+    assert got == pytest.approx(
+        threshold + network.DETECT_Z * (2 * 0.007 ** 2 + moves ** 2) ** 0.5)
+    assert got > threshold + network.DETECT_Z * (2 * 0.007 ** 2) ** 0.5
+    # fewer values measure the spread less well: a larger resolution
+    assert network.resolves(threshold, margin, 0.007, 0.007, 64) > got

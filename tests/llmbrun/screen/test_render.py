@@ -48,6 +48,15 @@ def test_table_says_what_the_screen_resolves(tmp_path):
     assert screenreport.resolution_line(screenfiles.screen_json(tmp_path / "old")) is None
 
 
+def test_table_says_once_where_the_tiers_came_from(tmp_path):
+    doc = screenfiles.screen_json(tmp_path)
+    assert not any(ln.startswith("topology: ") for ln in screenreport.table(doc).splitlines())
+    doc["topology"] = "one tier: Slurm gives no switch topology (no topology/tree plugin)"
+    lines = screenreport.table(doc).splitlines()
+    assert [ln for ln in lines if ln.startswith("topology: ")] == [
+        "topology: one tier: Slurm gives no switch topology (no topology/tree plugin)"]
+
+
 def test_plot_is_a_png(tmp_path):
     png = screenreport.plot_png(screenfiles.screen_json(tmp_path, slow=SLOW))
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000

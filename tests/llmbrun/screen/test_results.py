@@ -50,6 +50,23 @@ def test_a_complete_screen(tmp_path):
     assert {n["verdict"] for n in doc["nodes"]} == {"pass"}
 
 
+def test_a_screen_of_two_leaves_pairs_under_each_leaf_first_and_records_them(tmp_path):
+    leaves = {"node1": "s0", "node2": "s0", "node3": "s1", "node4": "s1"}
+    write_screen(tmp_path, leaves=leaves)
+    doc = screenresults.document(tmp_path, H100_GPU, NODES, PER_NODE, leaves)
+    assert doc is not None
+    assert [(p["round"], p["nodes"]) for p in doc["pairs"]] == [
+        (1, ["node1", "node2"]), (1, ["node3", "node4"]), (2, ["node2", "node3"]),
+        (2, ["node4", "node1"])]
+    assert all(p.get("busbw_gbps") == 0.1 for p in doc["pairs"])  # every group found
+    assert [n["leaf"] for n in doc["nodes"]] == ["s0", "s0", "s1", "s1"]
+    assert (doc["named"], doc["suspects"]) == ([], [])
+    records.check(screenresults.ScreenDocument, doc)
+    without = doc_of(tmp_path)  # read by the round-robin the plan did not follow
+    assert "leaf" not in without["nodes"][0]
+    assert any(p.get("error") for p in without["pairs"])
+
+
 def test_figures_measured_in_repeats(tmp_path):
     write_screen(tmp_path, repeats=5)
     doc = doc_of(tmp_path)

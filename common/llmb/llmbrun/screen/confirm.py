@@ -183,7 +183,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         first = screenrun.read_plan(folder / screenrun.PLAN_FILE)
         gpu = catalog.get_gpu_type(str(first.get("gpu_type")))
-        doc = results.document(folder, gpu, [], int(first.get("gpus_per_node") or 1))
+        leaves = first.get("leaves")  # judged in the tiers the final judge uses
+        doc = results.document(folder, gpu, [], int(first.get("gpus_per_node") or 1),
+                               leaves if isinstance(leaves, dict) else None)
         chosen = choose(doc) if doc is not None else None
         if chosen is None:
             print("llmb screen: confirm: the first pass named nothing to measure again")
@@ -233,10 +235,11 @@ def read_plan(where: Path) -> ConfirmPlan | None:
         raise LlmbError(f"{path}: {exc.problem}") from None
 
 
-def apply(doc: ScreenDocument, folder: Path, gpu: catalog.GpuType, per_node: int) -> None:
+def apply(doc: ScreenDocument, folder: Path, gpu: catalog.GpuType, per_node: int,
+          leaves: Mapping[str, str] | None = None) -> None:
     """The confirm pass (its files under FOLDER/confirm/) merged into the first pass's judged
-    document: `named`, the verdicts and `suspects` as the second pass leaves them, and
-    `confirm`; nothing where the job ran no confirm pass."""
+    document: `named`, the verdicts and `suspects` as the second pass leaves them (judged in
+    the same tiers, `leaves`), and `confirm`; nothing where the job ran no confirm pass."""
     where = folder / DIR
     try:
         chosen = read_plan(where)
@@ -248,7 +251,7 @@ def apply(doc: ScreenDocument, folder: Path, gpu: catalog.GpuType, per_node: int
         return
     why = None
     try:
-        second = results.document(where, gpu, [], per_node)
+        second = results.document(where, gpu, [], per_node, leaves)
     except (LlmbError, OSError) as exc:
         second, why = None, f"its results cannot be put together: {exc}"
     if second is None:

@@ -127,6 +127,7 @@ class ScreenNode(_NodeKeys, total=False):
 
     error: str | None
     allreduce: Allreduce | None
+    leaf: Name | None  # its leaf switch, where Slurm's topology gives it
 
 
 class _NamedKeys(TypedDict):
@@ -314,6 +315,7 @@ class ScreenDocument(_ScreenKeys, total=False):
     saved_baseline: str  # --save-baseline: where this screen was kept as the baseline
     stragglers: Annotated[list[Straggler], Bound(items=4096)]  # each figure's slowest
     confirm: Confirm  # the confirm pass, where the first pass named something to measure again
+    topology: str  # where each node's leaf switch came from, or why there is one tier
 
 
 class RunInfo(TypedDict, total=False):

@@ -38,7 +38,7 @@ from typing import TypedDict
 
 from llmb import layout
 from llmb.container import screenrun
-from llmb.launch import jobenv, placement
+from llmb.launch import jobenv, placement, slurmtopology
 from llmb.launch.placement import Placement
 from llmb.llmbrun import slurmjob
 from llmb.llmbrun.clusterconfig import ClusterConfig
@@ -115,15 +115,32 @@ class Plan(TypedDict):
     timeout_s: int
     gpu: Params
     cpu: Params
+    leaves: dict[str, str] | None  # each node's leaf switch: the pairs under one leaf first
 
 
-def plan(smoke: bool, rounds: int | None, gpus_per_node: int, gpu_type: str) -> Plan:
+def plan(smoke: bool, rounds: int | None, gpus_per_node: int, gpu_type: str,
+         leaves: dict[str, str] | None = None) -> Plan:
     """The job's plan; a GPU screen's rounds FIT_ROUNDS unless --rounds says (the smoke
     screen keeps the schedule's default: its test cluster's nodes share two cores)."""
     chosen = rounds if rounds is not None or smoke else FIT_ROUNDS
     return {"schema": 1, "force_cpu": smoke, "rounds": chosen, "gpus_per_node": gpus_per_node,
             "gpu_type": gpu_type, "timeout_s": COLLECTIVE_TIMEOUT_S, "gpu": GPU_PARAMS,
-            "cpu": CPU_PARAMS}
+            "cpu": CPU_PARAMS, "leaves": leaves}
+
+
+def topology(place: Placement) -> slurmtopology.Topology:
+    """Each node's leaf switch, asked of Slurm once, before the job (its tasks pair by it):
+    the nodes of --nodelist, or every node Slurm's topology names, at most results.MAX_NODES
+    (what a plan carries)."""
+    found = slurmtopology.resolve()
+    if found.leaves is not None and place.nodelist:
+        return slurmtopology.of_nodes(
+            found.leaves, placement.expand_hostlist("--nodelist", place.nodelist))
+    if found.leaves is not None and len(found.leaves) > results.MAX_NODES:
+        return slurmtopology.Topology(None, f"one tier: Slurm's topology names "
+                                      f"{len(found.leaves)} nodes, more than a screen's plan "
+                                      f"carries ({results.MAX_NODES}); give --nodelist")
+    return found
 
 
 def job_spec(cfg: ClusterConfig, nodes: int, folder: Path) -> slurmjob.JobSpec:
@@ -263,14 +280,14 @@ def check_paths(cfg: ClusterConfig) -> None:
 
 
 def submit(cfg: ClusterConfig, nodes: int, place: Placement, smoke: bool, rounds: int | None,
-           ) -> tuple[str, Path, str, str | None]:
+           leaves: dict[str, str] | None = None) -> tuple[str, Path, str, str | None]:
     """Write the plan and the script, submit: (stamp, folder, job id, image)."""
     image = image_of(cfg)
     check_paths(cfg)
     stamp, folder = new_folder(cfg)
     options = sbatch_options(cfg, nodes, place, folder)
     files.atomic_write(folder / screenrun.PLAN_FILE,
-                       json.dumps(plan(smoke, rounds, cfg.gpus_per_node, cfg.gpu.name),
+                       json.dumps(plan(smoke, rounds, cfg.gpus_per_node, cfg.gpu.name, leaves),
                                   indent=1))
     files.atomic_write(folder / SCRIPT, job_script(cfg, folder, image, options),
                        files.EXECUTABLE)
@@ -299,15 +316,15 @@ def kept_results(folder: Path, why: str) -> RunError:
                     f"({screenrun.RANKS_DIR}/, the job's output)")
 
 
-def results_of(folder: Path, gpu: catalog.GpuType, allocated: list[str], per_node: int
-               ) -> results.ScreenDocument | None:
+def results_of(folder: Path, gpu: catalog.GpuType, allocated: list[str], per_node: int,
+               leaves: dict[str, str] | None = None) -> results.ScreenDocument | None:
     """The screen's document from the job's files (results.document), the confirm pass
     merged into it (confirm.apply); a task's file it cannot make sense of is a RunError that
     keeps the files, never a traceback."""
     try:
-        doc = results.document(folder, gpu, allocated, per_node)
+        doc = results.document(folder, gpu, allocated, per_node, leaves)
         if doc is not None:
-            confirm.apply(doc, folder, gpu, per_node)
+            confirm.apply(doc, folder, gpu, per_node, leaves)
         return doc
     except (LlmbError, OSError) as exc:
         raise kept_results(folder, f"cannot put the screen's results together: {exc}"
@@ -339,18 +356,22 @@ def cmd_screen(cfg: ClusterConfig, nodes: int | None, place: Placement, smoke: b
     cfg.require_slurm("screen")
     count = node_count(nodes, place, rounds)
     base = chosen_baseline(cfg, baseline_path)
-    stamp, folder, job, image = submit(cfg, count, place, smoke, rounds)
+    topo = topology(place)
+    stamp, folder, job, image = submit(cfg, count, place, smoke, rounds, topo.leaves)
     info = slurmjob.wait(job, timeout_s, "screen job", announce=(
         f"{PROG}: screen job {job}: {count} node(s), {cfg.gpus_per_node} task(s) each"
         f"{' on the CPU (--smoke)' if smoke else ''}; results in {folder}")).info
     output = job_spec(cfg, count, folder).output_of(job)
     allocated = placement.expand_hostlist("nodes", info.nodes) if info.nodes else []
-    doc = results_of(folder, cfg.gpu, allocated, cfg.gpus_per_node)
+    if topo.leaves is not None and allocated:  # the allocated nodes' (the plan's map, restricted)
+        topo = slurmtopology.of_nodes(topo.leaves, allocated)
+    doc = results_of(folder, cfg.gpu, allocated, cfg.gpus_per_node, topo.leaves)
     if doc is None:
         raise RunError(f"the screen job {job} ended {info.state} before any task reported "
                        f"(see {output}): {last_error(output)}")
     doc.update({"stamp": stamp, "created": clock.iso(), "job_id": job,
-                "job_state": info.state, "smoke": smoke, "image": image, "output": str(output)})
+                "job_state": info.state, "smoke": smoke, "image": image, "output": str(output),
+                "topology": topo.said})
     if base is not None:
         baseline.apply(doc, base[1], str(base[0]))
     text = written(folder, doc)  # the screen's own result first, whatever --save-baseline finds

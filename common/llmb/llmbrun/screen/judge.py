@@ -440,10 +440,9 @@ def fitted_resolution(pairs: list[Pair], mode: str, leaves: Mapping[str, str] | 
         # the resolution is claimed of every link, not of a typical one
         error = float(sorted(errors)[int(0.95 * (len(errors) - 1))])
         k = precision.k_for(count)
-        threshold = max(math.log(1 / (1 - rule.margin)),
-                        k * precision.widened(max(spread, error), count - 1))
-        # the link's own persistent part and its noise both move where it falls: both added
-        resolves = threshold + 1.645 * math.hypot(spread, error)
+        margin = math.log(1 / (1 - rule.margin))
+        threshold = max(margin, k * precision.widened(max(spread, error), count - 1))
+        resolves = network.resolves(threshold, margin, spread, error, count)
         out.append(precision.Resolution(
             f"pairs {NODE_FIGURE}", kind, count, rule.repeats, noise, spread, k,
             rule.margin, 1 - math.exp(-threshold), 1 - math.exp(-resolves)))

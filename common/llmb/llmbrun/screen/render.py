@@ -182,7 +182,13 @@ def extra_lines(doc: ScreenDocument) -> list[str]:
     """What the screen says beyond its figures: resolution, transport, baseline, the
     slowest of each figure."""
     return [ln for ln in (resolution_line(doc), transport_line(doc), baseline_line(doc),
-                          stragglers_line(doc), confirm_line(doc)) if ln]
+                          stragglers_line(doc), confirm_line(doc),
+                          topology_line(doc)) if ln]
+
+
+def topology_line(doc: ScreenDocument) -> str:
+    """Where each node's leaf switch came from, or why the pairs are one tier."""
+    return f"topology: {doc['topology']}" if doc.get("topology") else ""
 
 
 def rounds_line(doc: ScreenDocument) -> str:

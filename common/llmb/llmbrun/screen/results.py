@@ -243,10 +243,11 @@ def place_groups(nodes: list[ScreenNode], phases: Sequence[screenrun.Phase],
     return pairs, everyone
 
 
-def document(folder: Path, gpu: catalog.GpuType, allocated: Sequence[str], per_node: int
-             ) -> ScreenDocument | None:
+def document(folder: Path, gpu: catalog.GpuType, allocated: Sequence[str], per_node: int,
+             leaves: Mapping[str, str] | None = None) -> ScreenDocument | None:
     """screen.json's content from the job's files; None when no task described the run
-    (the job never got as far as meeting)."""
+    (the job never got as far as meeting). `leaves`: each node's leaf switch, the map the
+    job's plan paired by (None: one tier)."""
     ranks = read_ranks(folder)
     run = next((r["run"] for r in ranks if r["rank"] == 0 and "run" in r), None)
     if run is None:
@@ -255,7 +256,10 @@ def document(folder: Path, gpu: catalog.GpuType, allocated: Sequence[str], per_n
     mark_missing_figures(nodes)
     phases = [screenrun.Phase(p["name"], tuple(tuple(g) for g in p["groups"]))
               for p in run["schedule"]] if "schedule" in run else \
-        screenrun.phases(list(run.get("nodes") or []), int(run.get("rounds") or 0))
+        screenrun.phases(list(run.get("nodes") or []), int(run.get("rounds") or 0), leaves)
+    for node in nodes:
+        if leaves:
+            node["leaf"] = leaves.get(node["node"])
     rounds = list(run.get("phases") or [])
     results: dict[GroupKey, Group]
     if run.get("tool") == screenrun.NCCL_TESTS_TOOL:
@@ -266,7 +270,7 @@ def document(folder: Path, gpu: catalog.GpuType, allocated: Sequence[str], per_n
     pairs, everyone = place_groups(nodes, phases, results)
     mode = str(run.get("mode"))
     expectations = screenfacts.expectations(gpu) if mode == "gpu" else {}
-    verdicts = judge.judge(nodes, pairs, mode, expectations)
+    verdicts = judge.judge(nodes, pairs, mode, expectations, leaves)
     named, suspects = verdicts["named"], verdicts["suspects"]
     links = None
     if mode == "gpu":
@@ -286,5 +290,5 @@ def document(folder: Path, gpu: catalog.GpuType, allocated: Sequence[str], per_n
         expectations={k: {"expected": e.expected, "tolerance": e.tolerance, "floor": e.floor,
                           "source": e.source} for k, e in expectations.items()},
         peers={"k": judge.PEER_K, "tolerance": judge.PEER_TOLERANCE.get(mode)},
-        resolution=judge.resolution(nodes, pairs, mode), transport=links,
+        resolution=judge.resolution(nodes, pairs, mode, leaves), transport=links,
         named=named, suspects=suspects, stragglers=verdicts.get("stragglers", []))
