@@ -1,7 +1,8 @@
 """llmb.launch.slurmtopology against a real Slurm: the 4-node test cluster (the conftest's
 slurm_cluster4) has two leaf switches of two nodes under one spine (tests/slurm/cluster.sh,
 LLMB_SLURM_LEAVES=2: topology/tree); the real `scontrol show topology` is read into each node's
-leaf, and a screen's nodes keep theirs."""
+leaf, and a screen's nodes keep theirs. Marked `alone` with the screen's tests: it shares their
+one 4-node cluster (started once, in the serial run) instead of starting its own in a worker."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import os
 import pytest
 from llmb.launch import slurmtopology
 
-pytestmark = [pytest.mark.e2e]
+pytestmark = [pytest.mark.e2e, pytest.mark.alone]
 
 
 def test_the_real_scontrol_show_topology_gives_each_node_its_leaf(slurm_cluster4, monkeypatch):
