@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 import trainmanifests
 from llmb import manifest
-from llmb.container import nemolog, smoke, smokemodel
+from llmb.analysis import timing
+from llmb.container import nemolog, smoke, smokemodel, smokemoe
 from llmb.recipes import catalog, perf
 from paths import COMMON
 
@@ -88,8 +89,13 @@ def test_module_imports_without_torch() -> None:
 @pytest.mark.parametrize("family", sorted(smokemodel.TINY_SHAPES))
 def test_tiny_shapes_have_the_metadata_keys_perf_needs(family: str) -> None:
     shape = smokemodel.TINY_SHAPES[family]
-    assert set(shape) == set(perf.SHAPE_KEYS[family])
-    assert perf.model_flops(family, shape, smokemodel.TINY_SEQ_LENGTH) > 0
+    flops = smokemodel.model_flops(family, shape, smokemodel.TINY_SEQ_LENGTH)
+    if family in smokemoe.MOE_SHAPES:  # no metadata shape: the GPT keys and the experts'
+        assert set(perf.GPT_KEYS) <= set(shape) and shape["moe_router_topk"] > 1
+    else:
+        assert set(shape) == set(perf.SHAPE_KEYS[family])
+        assert flops == perf.model_flops(family, shape, smokemodel.TINY_SEQ_LENGTH)
+    assert flops > 0
     assert shape["hidden_size"] <= 128 and shape["vocab_size"] <= 1024
     assert shape["num_attention_heads"] % shape["num_query_groups"] == 0
 
@@ -146,7 +152,8 @@ def test_learning_rate_warms_up_then_decays() -> None:
     ("change", "message"),
     [
         (lambda d: d.update(family="gpt"),
-         "family=gpt has no smoke model; known: llama, nemotron4, nemotronh"),
+         "family=gpt has no smoke model; known: llama, nemotron4, nemotronh, deepseek, kimi, "
+         "qwen3, gpt_oss"),
         (lambda d: d.update(job_dir="runs/x"), "job_dir=runs/x is not an absolute path"),
         (lambda d: d.update(experiment="a/b"), "experiment=a/b is not an experiment name"),
         (lambda d: d["options"].update(max_steps=0),
@@ -192,7 +199,7 @@ def test_single_process_run_prints_nemo_step_lines(
     assert not (tmp_path / ".smoke_rendezvous").exists()
 
 
-@pytest.mark.parametrize("family", sorted(smokemodel.TINY_SHAPES))
+@pytest.mark.parametrize("family", sorted(set(smokemodel.TINY_SHAPES) - set(smokemoe.MOE_SHAPES)))
 def test_each_family_builds_and_trains(
     tmp_path: Path, no_launcher: None, torch: Any, capsys: pytest.CaptureFixture[str],
     family: str,
@@ -201,6 +208,32 @@ def test_each_family_builds_and_trains(
     steps = step_lines(capsys.readouterr().out)
     assert [s["iteration"] for s in steps] == [0, 1, 2]
     assert all(s["loss"] > 0 for s in steps)
+
+
+@pytest.mark.parametrize("family", sorted(smokemoe.MOE_SHAPES))
+def test_each_moe_family_trains_and_logs_its_losses_as_megatron_bridge_does(
+    tmp_path: Path, no_launcher: None, torch: Any, capsys: pytest.CaptureFixture[str],
+    family: str,
+) -> None:
+    """A Megatron-Bridge recipe of the family (no 25.04 recipe has one): the iteration lines
+    hold the router's and MTP losses after `lm loss`, and the analyzer reads every step."""
+    m = make_manifest(tmp_path, steps=3)
+    recipe = next(r for r in catalog.all_recipes() if r.family == family)
+    m.update(family=family, framework="megatron-bridge", workload=recipe.workload)
+    assert smoke.run(m) == 0
+    out = capsys.readouterr().out
+    records = [line for line in out.splitlines() if "elapsed time per iteration" in line]
+    assert [re.search(r"iteration +(\d+)/ +3 \|", r).group(1) for r in records] == [  # type: ignore[union-attr]
+        "1", "2", "3"]
+    names = re.findall(r"\| ([a-z_0-9 ]+): [0-9.E+-]+ (?=\|)", records[0].split("lm loss")[1])
+    assert tuple(names[:names.index("loss scale")]) == smokemoe.logged_names(family)
+    for name in smokemoe.logged_names(family):
+        value = float(re.search(rf"\| {name}: (\S+) \|", records[-1]).group(1))  # type: ignore[union-attr]
+        # a seq_aux_loss router records no batch-wide loss: logged 0, as a real run logs it
+        zero = name == "load_balancing_loss" and smokemoe.ROUTER_LOSS[family] == "seq_aux_loss"
+        assert value == 0.0 if zero else 0.5 < value < 20, (name, value)
+    scan = timing.scan_lines(out.splitlines())
+    assert sorted(scan.steps) == [0, 1, 2] and scan.complete()
 
 
 def test_the_model_is_shaped_after_the_family(torch: Any) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from llmb.container import smokemodel
+from llmb.container import smokemodel, smokemoe
 
 FAMILIES = sorted(smokemodel.TINY_SHAPES)
 SEQ = smokemodel.TINY_SEQ_LENGTH
@@ -148,3 +148,43 @@ def test_the_optimizer_state_round_trips_and_refuses_another_models(torch: Any) 
         other.load_state_dict(optimizer.state_dict())
     with pytest.raises(ValueError, match="not the smoke workload's optimizer state"):
         other.load_state_dict({"state": {}, "param_groups": []})  # a torch optimizer's
+
+
+def test_the_moe_families_log_what_their_megatron_bridge_runs_log() -> None:
+    """Router load-balancing types and MTP depths of Megatron-Bridge b50da4c7's models: the
+    figures after `lm loss`, in training_log's order."""
+    assert smokemoe.logged_names("deepseek") == (
+        "load_balancing_loss", "seq_load_balancing_loss", "mtp_1 loss")
+    assert smokemoe.logged_names("kimi") == ("load_balancing_loss", "seq_load_balancing_loss")
+    assert smokemoe.logged_names("qwen3") == ("load_balancing_loss",)
+    assert smokemoe.logged_names("gpt_oss") == ()
+
+
+@pytest.mark.parametrize("family", sorted(smokemoe.MOE_SHAPES))
+def test_a_moe_step_routes_top_k_and_trains_on_its_losses(torch: Any, family: str) -> None:
+    shape = smokemodel.TINY_SHAPES[family]
+    model = build(torch, family)
+    tokens, labels = batch(torch, family, size=2)
+    logits = model(tokens)
+    loss, figures = smokemodel.training_loss(family, model, logits, labels)
+    assert tuple(figures) == ("lm loss", *smokemoe.logged_names(family))
+    lm = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+    assert torch.allclose(figures["lm loss"], lm)
+    depths = shape["mtp_num_layers"]
+    assert [tuple(t.shape) for t in model.mtp_logits] == [
+        (2, SEQ - d, shape["vocab_size"]) for d in range(1, depths + 1)]
+    extra = smokemoe.MTP_LOSS_SCALE * figures["mtp_1 loss"] if depths else 0.0
+    routed = [figures[n] for n in figures if n.endswith("load_balancing_loss")]
+    aux = smokemoe.AUX_LOSS_COEFF[family] * sum(routed, torch.zeros(()))
+    assert torch.allclose(loss, lm + extra + aux)
+    loss.backward()
+    moe = [m for m in model.modules() if type(m).__name__ == "MoE"]
+    # the MTP depth's block is a MoE one too (Megatron counts it among the MoE layers)
+    assert len(moe) == shape["num_layers"] - shape["dense_layers"] + depths
+    for layer in moe:  # the router learns through the gates of the experts it picked
+        assert layer.router.weight.grad is not None and layer.router.weight.grad.abs().sum() > 0
+        assert layer.up.grad is not None and (layer.up.grad.abs().sum((1, 2)) > 0).all()
+    dense_first = [type(b.mixer).__name__ for b in model.blocks][1::2]
+    assert dense_first[: shape["dense_layers"]] == ["MLP"] * shape["dense_layers"]
+    latent = any(type(m).__name__ == "LatentAttention" for m in model.modules())
+    assert latent == (family in ("deepseek", "kimi"))

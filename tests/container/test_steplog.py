@@ -67,3 +67,20 @@ def test_nemo_prints_from_rank_0_only(rank: int) -> None:
     assert steplog.step_lines("nemo", rank, WORLD, steps()[0]) == []
     scan = timing.scan_lines(log_of("nemo", range(WORLD)))
     assert sorted(scan.steps) == list(range(STEPS)) and scan.complete()
+
+
+def test_a_moe_runs_losses_follow_lm_loss_and_the_analyzer_reads_the_steps() -> None:
+    """Megatron-Bridge's order: lm loss, the router's losses, the MTP losses, loss scale."""
+    moe = [Step(**{**vars(s), "losses": (("load_balancing_loss", 0.0),
+                                         ("seq_load_balancing_loss", 1.0123),
+                                         ("mtp_1 loss", 6.5), ("odd", -1.0))})
+           for s in steps()]
+    (record,) = steplog.step_lines("megatron-bridge", 0, 1, moe[0])[1:]
+    assert ("| lm loss: 1.000000E+01 | load_balancing_loss: 0.000000E+00 | "
+            "seq_load_balancing_loss: 1.012300E+00 | mtp_1 loss: 6.500000E+00 | loss scale: "
+            "1.0 |") in record  # a negative figure is left out, as training_log leaves it
+    lines = [line for s in moe for line in steplog.step_lines("megatron-bridge", 0, 1, s)]
+    scan = timing.scan_lines(lines)
+    assert sorted(scan.steps) == list(range(STEPS)) and scan.complete()
+    assert [round(s.time, 4) for s in scan.steps.values()] == [
+        round(1.23456 + i / 100, 4) for i in range(STEPS)]

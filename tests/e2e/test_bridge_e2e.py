@@ -1,16 +1,17 @@
-"""A Megatron-Bridge recipe's smoke job end to end on the real test Slurm cluster (tests/slurm:
-2 nodes x 8 GPUs), through the Exemplar suite and through launch.sh.
+"""The Megatron-Bridge recipes' smoke jobs end to end on the real test Slurm cluster
+(tests/slurm: 2 nodes x 8 GPUs), through the Exemplar suite and through launch.sh.
 
-1. `llmb-run suite submit --set exemplar --smoke --scale 8`: the install is a GB300 one with
-   pretrain_nemotron-h, the one workload of the set whose recipe publishes a scale this
-   cluster holds on any GPU type the set lists (nemotron-h 56b fp8 on GB300: 8 to 512 GPUs; on
-   H100 every workload of the set starts at 32 GPUs or more, and GB300 at 16 GPUs needs 4
-   nodes). Its run writes its llmb_manifest.json (framework megatron-bridge) and every rank
-   runs the smoke workload, whose log holds Megatron-Bridge's lines; `suite baseline --save`
-   writes the suite's own figure, `suite report --baseline` judges the workload `pass` against
-   it and `below` against a baseline 10x faster (its margin shown); `--check` exits 3 either
-   way, since the set's other GB300 workloads are not planned here; `archive --suite` holds
-   the verdict; parse_train_timing.sh reads the run's steps.
+1. `llmb-run suite submit --set exemplar --smoke --scale 4`: a GB300 install with every
+   Megatron-Bridge recipe runs the WHOLE GB300 set, its 14 workload x dtype, at 4 GPUs: one GB300
+   node, the smallest scale that fits, which no row publishes (a smoke suite runs it with the
+   nearest published layout and one warning line a row), 12 steps each (the fewest that reach
+   the analyzer's window, which begins at index 11). Each run writes its llmb_manifest.json
+   (framework megatron-bridge) and every rank runs the smoke workload of its family (the MoE
+   families' tiny MoE models: their iteration lines carry the router's and MTP losses);
+   `suite baseline --save` writes the suite's own figures, `suite report --baseline --check`
+   passes every workload against them (exit 0) and finds every one `below` against a baseline
+   10x faster (exit 3, each margin -90%); `archive --suite` holds the verdict; the analyzer reads
+   a run's steps.
 2. `JOB_TOTAL_GPUS=16 GPU_TYPE=h100 SMOKE_TEST=true ./launch.sh` from bridge/llama3.1: 16 tasks
    on 2 nodes, the log read by the analyzer.
 
@@ -31,26 +32,29 @@ import pytest
 import runinstall
 import yaml
 from launchjobs import analyze, describe, job_log, wait_for
+from llmb.llmbrun.suite import sets
 from llmb.recipes import catalog, images
 from paths import E2E_BIN, REPO
 from runinstall import llmb_run
 
 pytestmark = pytest.mark.e2e
 
-WORKLOAD = "pretrain_nemotron-h"
-ENTRY = "pretrain_nemotron-h_56b"
+WORKLOADS = tuple(r.workload for r in catalog.all_recipes() if r.is_bridge)
+GB300 = [(w.name, dtype) for w in sets.load("exemplar").for_gpu("gb300") for dtype in w.dtypes]
 IMAGE = "nvidia+nemo+26.06.01.sqsh"
-WAIT_S = 300
+WAIT_S = 900
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory, slurm_cluster) -> tuple[Path, dict[str, str]]:
     root = tmp_path_factory.mktemp("llmb-bridge")
-    recipe = catalog.find_recipe(WORKLOAD)  # its image: nemo 26.04.01
-    image = root / "images" / images.Image(recipe.image).file_name
-    image.parent.mkdir()
-    image.write_bytes(b"hsqs" + bytes(4092))
-    runinstall.make_install(root, gpu_type="gb300", image=str(image), workloads=(WORKLOAD,),
+    (root / "images").mkdir()
+    for recipe in catalog.all_recipes():  # a placeholder of each recipe's image
+        if recipe.is_bridge:
+            (root / "images" / images.Image(recipe.image).file_name).write_bytes(
+                b"hsqs" + bytes(4092))
+    image = root / "images" / IMAGE
+    runinstall.make_install(root, gpu_type="gb300", image=str(image), workloads=WORKLOADS,
                             account="testacct", env={"TIME_LIMIT": "00:10:00", "MAX_STEPS": "12"})
     env = runinstall.llmb_run_env(**slurm_cluster)
     env.update(PATH=f"{E2E_BIN}:{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}")
@@ -68,56 +72,78 @@ def report(site, suite_id: str, baseline: Path) -> tuple[int, dict, str]:
     return proc.returncode, json.loads(proc.stdout), proc.stderr
 
 
-def test_exemplar_smoke_suite_baseline_verdict_archive(site):
-    root, env = site
-    proc = llmb_run(site, "suite", "submit", "--set", "exemplar", "--scale", "8", "--smoke",
-                    "--yes")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (suite_id,) = re.findall(r"^llmb-run: suite (\S+): recorded in ", proc.stdout, re.MULTILINE)
-    assert "not planned: pretrain_qwen3_235b bf16" in proc.stdout
-    (rec,) = [r for r in history(root) if r.get("suite") == suite_id and r["type"] == "submit"]
+def submitted(root: Path, suite_id: str) -> dict[tuple[str, str, str], dict]:
+    """The suite's submissions by (workload, size, dtype), from llmb-run's history."""
+    return {(r["workload"], r["size"], r["dtype"]): r for r in history(root)
+            if r.get("suite") == suite_id and r["type"] == "submit"}
+
+
+def check_deepseek_run(rec: dict, env: dict[str, str]) -> None:
+    """A DeepSeek-V3 run: its manifest, the MoE/MTP fields of its log, the analyzer's read."""
     run_dir = Path(rec["experiment_dir"])
     manifest = json.loads((run_dir / "llmb_manifest.json").read_text())
     assert (manifest["framework"], manifest["options"]["smoke_test"]) == ("megatron-bridge", True)
-    assert manifest["bridge"]["compute_dtype"] == "fp8_cs"
-    assert (manifest["num_gpus"], manifest["nodes"], manifest["gpu_type"]) == (8, 2, "gb300")
-
-    waited = llmb_run(site, "suite", "status", suite_id, "--wait", "--timeout", str(WAIT_S),
-                      timeout=WAIT_S + 60)
-    assert waited.returncode == 0, waited.stdout + waited.stderr + describe(run_dir, rec["job_id"])
+    assert (manifest["num_gpus"], manifest["nodes"], manifest["gpu_type"]) == (4, 1, "gb300")
+    assert manifest["family"] == "deepseek" and manifest["bridge"]["compute_dtype"] == "bf16"
     text = job_log(run_dir, rec["job_id"]).read_text()
-    assert "Step Time : " in text and "iteration       12/      12 |" in text  # ranks 0 and 7
+    assert "Step Time : " in text and "iteration       12/      12 |" in text  # ranks 0 and 3
     assert "Configuration Summary (Non-Default Values vs Megatron Core)" in text
-
-    # the analyzer on the run directory: every rank's lines in the one log
+    (last,) = [line for line in text.splitlines() if "iteration       12/      12 |" in line]
+    assert re.search(r"\| lm loss: \S+ \| load_balancing_loss: 0\.000000E\+00 \| "
+                     r"seq_load_balancing_loss: \S+ \| mtp_1 loss: \S+ \| loss scale: ", last)
     code, analysis = analyze(run_dir, env)
     assert code == 0, analysis
     (result,) = analysis["results"]
     assert result["status"] == "Success" and result["time_mean"] > 0, result
     assert (result["max_iteration"], result["final_iteration"]) == (11, 11), result
 
+
+def test_exemplar_smoke_suite_baseline_verdict_archive(site):
+    root, env = site
+    proc = llmb_run(site, "suite", "submit", "--set", "exemplar", "--scale", "4", "--smoke",
+                    "--yes", timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (suite_id,) = re.findall(r"^llmb-run: suite (\S+): recorded in ", proc.stdout, re.MULTILINE)
+    assert "on gb300: 14 of 14 workload x dtype planned at 4 GPUs" in proc.stdout
+    assert "not planned:" not in proc.stdout
+    runs = submitted(root, suite_id)
+    assert len(runs) == 14
+
+    waited = llmb_run(site, "suite", "status", suite_id, "--wait", "--timeout", str(WAIT_S),
+                      timeout=WAIT_S + 60)
+    rec = runs[("pretrain_deepseek-v3", "671b", "bf16")]
+    assert waited.returncode == 0, waited.stdout + waited.stderr + describe(
+        Path(rec["experiment_dir"]), rec["job_id"])
+    status = llmb_run(site, "suite", "status", suite_id, "--format=json")
+    assert json.loads(status.stdout)["totals"]["done"] == 14, status.stdout
+    check_deepseek_run(rec, env)
+
     own = root / "baseline.yaml"
     saved = llmb_run(site, "suite", "baseline", suite_id, "--save", str(own))
     assert saved.returncode == 0, saved.stdout + saved.stderr
-    figure = yaml.safe_load(own.read_text())["baselines"]["gb300"][ENTRY]["fp8"]
+    figures = yaml.safe_load(own.read_text())["baselines"]["gb300"]
+    assert sorted((w, d) for w, by in figures.items() for d in by) == sorted(GB300)
     code, judged, err = report(site, suite_id, own)
-    entries = {e["workload"]: e for e in judged["set_verdict"]["entries"]}
-    assert (entries[ENTRY]["verdict"], entries[ENTRY]["step_time_s"]) == ("pass", figure), judged
-    assert abs(entries[ENTRY]["margin_pct"]) < 1e-6
-    # every other GB300 workload of the set is not planned here: the set cannot pass
-    assert code == 3 and {e["verdict"] for w, e in entries.items() if w != ENTRY} == {
-        "not_planned"}, err
-    assert "a rehearsal at 8 GPUs, not the set's 512" in err
+    entries = judged["set_verdict"]["entries"]
+    assert code == 0 and judged["set_verdict"]["passed"], err
+    assert sorted((e["workload"], e["dtype"]) for e in entries) == sorted(GB300)
+    for e in entries:
+        assert e["verdict"] == "pass" and e["step_time_s"] == figures[e["workload"]][e["dtype"]]
+        assert abs(e["margin_pct"]) < 1e-6, e
+    assert "a rehearsal at 4 GPUs, not the set's 512" in err
 
     faster = root / "baseline-10x.yaml"
     data = yaml.safe_load(own.read_text())
-    data["baselines"]["gb300"][ENTRY]["fp8"] = figure / 10
+    for by_dtype in data["baselines"]["gb300"].values():
+        for dtype in by_dtype:
+            by_dtype[dtype] /= 10
     faster.write_text(yaml.safe_dump(data))
     code, judged, err = report(site, suite_id, faster)
-    entries = {e["workload"]: e for e in judged["set_verdict"]["entries"]}
-    assert code == 3 and entries[ENTRY]["verdict"] == "below"
-    assert entries[ENTRY]["margin_pct"] == pytest.approx(-90.0)
-    assert f"1 below (e.g. {ENTRY} fp8 at -90.0%)" in err
+    entries = judged["set_verdict"]["entries"]
+    assert code == 3 and {e["verdict"] for e in entries} == {"below"}, err
+    assert [e["margin_pct"] for e in entries] == pytest.approx([-90.0] * 14)
+    first = entries[0]
+    assert f"14 below (e.g. {first['workload']} {first['dtype']} at -90.0%)" in err
 
     out = root / "suite.tar.gz"
     packed = llmb_run(site, "archive", "--suite", suite_id, "--output", str(out))

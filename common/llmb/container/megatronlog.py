@@ -8,7 +8,9 @@ Megatron-Bridge's training_log prints, per logged iteration, from the last rank:
         global batch size:   128 | lm loss: 1.258195E+01 | loss scale: 1.0 | grad norm: 9.961 |
         number of skipped iterations:   0 | number of nan iterations:   0 |
 
-(one line; iterations count from 1, `k/N` with N the run's iteration count), and from rank 0,
+(one line; iterations count from 1, `k/N` with N the run's iteration count; a mixture-of-experts
+or multi-token-prediction model's losses follow `lm loss`, e.g. `load_balancing_loss:
+1.002000E+00 | mtp_1 loss: 6.210000E+00 |`), and from rank 0,
 just before it, `Step Time : 4.19s GPU utilization: 1610.2MODEL_TFLOP/s/GPU`. A log of rank 0
 alone holds only the Step Time lines; one of the last rank alone only the iteration lines.
 """
@@ -16,16 +18,20 @@ alone holds only the Step Time lines; one of the last rank alone only the iterat
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 
 def iteration_line(*, iteration: int, total: int, consumed: int, seconds: float, lr: float,
-                   gbs: int, loss: float, grad_norm: float, when: float | None = None) -> str:
-    """The last rank's record of iteration `iteration` (from 1) of `total`."""
+                   gbs: int, loss: float, grad_norm: float, when: float | None = None,
+                   losses: Sequence[tuple[str, float]] = ()) -> str:
+    """The last rank's record of iteration `iteration` (from 1) of `total`; `losses`: the
+    model's other losses by name, printed after `lm loss` as Megatron-Bridge prints them (a
+    negative one left out)."""
     stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(when))
+    others = "".join(f" {name}: {value:.6E} |" for name, value in losses if value >= 0.0)
     return (f" [{stamp}] iteration {iteration:8d}/{total:8d} | consumed samples: {consumed:12d} | "
             f"elapsed time per iteration (ms): {seconds * 1000:.1f} | learning rate: {lr:.6E} | "
-            f"global batch size: {gbs:5d} | lm loss: {loss:.6E} | loss scale: {1.0:.1f} | "
+            f"global batch size: {gbs:5d} | lm loss: {loss:.6E} |{others} loss scale: {1.0:.1f} | "
             f"grad norm: {grad_norm:.3f} | number of skipped iterations: {0:3d} | "
             f"number of nan iterations: {0:3d} |")
 

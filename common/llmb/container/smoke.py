@@ -48,8 +48,10 @@ from llmb.container.smokemodel import (
     AdamW,
     average_gradients,
     build_model,
+    model_flops,
     same_weights,
     synthetic_batch,
+    training_loss,
 )
 from llmb.container.steplog import FRAMEWORKS, Step, startup_lines, step_lines
 from llmb.manifest import Manifest, ManifestError, Options
@@ -137,8 +139,6 @@ def learning_rate(step: int, total_steps: int) -> float:
         return PEAK_LR * (step + 1) / warmup
     progress = (step - warmup) / max(1, total_steps - warmup)
     return PEAK_LR * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
-
-
 
 
 class _Log:
@@ -321,7 +321,7 @@ def _train(manifest: Manifest, ranks: Ranks, timeout: float) -> int:
         f"Smoke workload: {family} tiny model {', '.join(f'{k}={v}' for k, v in shape.items())};"
         f" seq_length={seq}, micro_batch_size={MICRO_BATCH_SIZE}, global_batch_size="
         f"{MICRO_BATCH_SIZE * ranks.world_size}, max_steps={max_steps}; {params} parameters;"
-        f" {perf.model_flops(family, shape, seq):.4g} model FLOPs per sample"
+        f" {model_flops(family, shape, seq):.4g} model FLOPs per sample"
     )
     _announce_options(log, options)
 
@@ -397,7 +397,7 @@ def _loop(framework: str, model: Module, optimizer: AdamW, family: str, ranks: R
     shape, seq = TINY_SHAPES[family], TINY_SEQ_LENGTH
     distributed = ranks.world_size > 1
     gbs = MICRO_BATCH_SIZE * ranks.world_size
-    flops = perf.model_flops(family, shape, seq)
+    flops = model_flops(family, shape, seq)
     if distributed:
         same_weights(model)
     generator = torch.Generator().manual_seed(SEED + 1 + ranks.rank + 7919 * step0)
@@ -410,21 +410,21 @@ def _loop(framework: str, model: Module, optimizer: AdamW, family: str, ranks: R
             group["lr"] = lr
         inputs, labels = synthetic_batch(generator, shape["vocab_size"], seq, MICRO_BATCH_SIZE)
         optimizer.zero_grad(set_to_none=True)
-        logits = model(inputs)
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+        loss, figures = training_loss(family, model, model(inputs), labels)
         loss.backward()
         if distributed:
             average_gradients(model, ranks.world_size)
         optimizer.step()
-        reduced = loss.detach().clone()
+        reduced = torch.stack([f.detach() for f in figures.values()])  # lm loss first
         if distributed:
             dist.all_reduce(reduced)
             reduced /= ranks.world_size
         elapsed = time.perf_counter() - began
         consumed += gbs
         done = Step(index=i, last_index=max_steps - 1, global_step=step, lr=lr, gbs=gbs,
-                    loss=float(reduced), seconds=elapsed, consumed=consumed,
-                    tflops=perf.tflops_per_gpu(gbs, flops, elapsed, ranks.world_size))
+                    loss=float(reduced[0]), seconds=elapsed, consumed=consumed,
+                    tflops=perf.tflops_per_gpu(gbs, flops, elapsed, ranks.world_size),
+                    losses=tuple(zip(list(figures)[1:], reduced[1:].tolist(), strict=True)))
         for line in step_lines(framework, ranks.rank, ranks.world_size, done):
             print(line, flush=True)
     return consumed

@@ -1,9 +1,9 @@
 """The smoke workload's model, data, optimizer and data parallelism: a tiny decoder-only
-transformer per recipe family.
+transformer per recipe family (the mixture-of-experts families' in llmb.container.smokemoe).
 
-Shapes keep the keys of each family's metadata.yaml model shape, so `llmb.recipes.perf` gives their
-FLOPs; the synthetic tokens follow a simple rule with noise, so the loss falls. torch is
-imported inside the functions, so this module imports without it.
+The dense shapes keep the keys of each family's metadata.yaml model shape, so `llmb.recipes.perf`
+gives their FLOPs (`model_flops`); the synthetic tokens follow a simple rule with noise, so the
+loss falls. torch is imported inside the functions, so this module imports without it.
 """
 
 from __future__ import annotations
@@ -13,6 +13,9 @@ import math
 from collections.abc import Iterable, Mapping
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
+
+from llmb.container import smokemoe
+from llmb.recipes import perf
 
 if TYPE_CHECKING:
     import torch
@@ -55,6 +58,7 @@ TINY_SHAPES: dict[str, dict[str, int]] = {
         "mamba_state_dim": 16,
         "mamba_num_groups": 1,
     },
+    **smokemoe.MOE_SHAPES,
 }
 # Nemotron-H's layer order in NeMo's hybrid pattern letters: M mamba mixer, * attention, - MLP.
 NEMOTRONH_PATTERN = "M-M*-"
@@ -69,9 +73,12 @@ def build_model(family: str, shape: Mapping[str, int], seq_length: int) -> nn.Mo
     nemotron4: LayerNorm, squared-ReLU MLP, grouped-query attention with rotary positions.
     nemotronh: RMSNorm, NEMOTRONH_PATTERN of a Mamba-like mixer (gated causal depthwise conv
     and a per-head linear recurrence), attention without positions, squared-ReLU MLP.
+    deepseek, kimi, qwen3, gpt_oss: llmb.container.smokemoe.
     """
     from torch import nn
 
+    if family in smokemoe.MOE_SHAPES:
+        return smokemoe.build(family, shape, seq_length, _layers())
     hidden = shape["hidden_size"]
     heads, groups = shape["num_attention_heads"], shape["num_query_groups"]
     head_dim = shape.get("kv_channels", hidden // heads)
@@ -95,6 +102,27 @@ def build_model(family: str, shape: Mapping[str, int], seq_length: int) -> nn.Mo
             blocks += [layers.Residual(norm(), attention(True)),
                        layers.Residual(norm(), layers.MLP(hidden, ffn, family == "llama"))]
     return layers.TinyDecoder(shape["vocab_size"], hidden, blocks, norm())
+
+
+def model_flops(family: str, shape: Mapping[str, int], seq_length: int) -> float:
+    """Model FLOPs per sample of the family's tiny model (llmb.recipes.perf's formula; for the
+    MoE families llmb.container.smokemoe's)."""
+    if family in smokemoe.MOE_SHAPES:
+        return smokemoe.model_flops(shape, seq_length)
+    return perf.model_flops(family, shape, seq_length)
+
+
+def training_loss(family: str, model: nn.Module, logits: torch.Tensor, labels: torch.Tensor
+                  ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The loss to train on, and the figures a step line logs by their Megatron names, `lm
+    loss` first (the MoE families add their router's and MTP losses)."""
+    from torch.nn import functional
+
+    lm_loss = functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+    if family not in smokemoe.MOE_SHAPES:
+        return lm_loss, {"lm loss": lm_loss}
+    total, figures = smokemoe.losses(family, model, lm_loss, labels)
+    return total, {"lm loss": lm_loss, **figures}
 
 
 @functools.cache

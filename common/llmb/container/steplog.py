@@ -28,6 +28,7 @@ class Step:
     seconds: float
     tflops: float
     consumed: int  # samples consumed once this step is done
+    losses: tuple[tuple[str, float], ...] = ()  # after lm loss (MoE, MTP): Megatron-Bridge's
 
 
 def step_lines(framework: str, rank: int, world_size: int, step: Step) -> list[str]:
@@ -40,7 +41,8 @@ def step_lines(framework: str, rank: int, world_size: int, step: Step) -> list[s
             total = step.global_step - step.index + step.last_index + 1
             lines.append(megatronlog.iteration_line(
                 iteration=step.global_step + 1, total=total, consumed=step.consumed,
-                seconds=step.seconds, lr=step.lr, gbs=step.gbs, loss=step.loss, grad_norm=1.0))
+                seconds=step.seconds, lr=step.lr, gbs=step.gbs, loss=step.loss, grad_norm=1.0,
+                losses=step.losses))
         return lines
     if rank != 0:
         return []

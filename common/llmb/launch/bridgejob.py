@@ -54,7 +54,7 @@ REFUSED = {"ENABLE_NCCLTRACE": "upstream's launch.sh offers no NCCL trace",
            "LOAD_CHECKPOINT_PATH": "upstream's launch.sh offers no checkpoint load"}
 # The families the smoke workload has a tiny model of (llmb.container.smokemodel.TINY_SHAPES,
 # which llmb.launch may not import; tests/launch/test_bridgejob.py holds the two equal).
-SMOKE_FAMILIES = ("llama", "nemotron4", "nemotronh")
+SMOKE_FAMILIES = ("llama", "nemotron4", "nemotronh", "deepseek", "kimi", "qwen3", "gpt_oss")
 SCRIPTS = "scripts/performance"  # in the Megatron-Bridge checkout
 RUN_SCRIPT = "run_script.py"
 CHECKOUT = "Megatron-Bridge"  # under $LLMB_WORKLOAD, where setup clones the pinned commit

@@ -21,6 +21,7 @@ from llmb.llmbrun.suite import commands as suitecmd
 from llmb.llmbrun.suite import record as suites
 from llmb.llmbrun.suite import sets
 from llmb.llmbrun.suite.plan import Selection
+from llmb.recipes import catalog
 from llmb.shared.errors import UsageError
 
 INSTALLED = ("pretrain_llama3.1_mb", "pretrain_qwen3_mb")  # not pretrain_nemotronh_mb
@@ -205,3 +206,47 @@ def test_the_repositorys_bridge_recipes_carry_the_h100_set(tmp_path):
         "pretrain_llama3.1-bridge/70b/fp8/weak/512", "pretrain_nemotron-h/56b/fp8/weak/512",
         "pretrain_qwen3/235b/bf16/weak/512"]
     assert sets.missing_lines(found) == []
+
+
+def test_a_smoke_suite_plans_a_scale_a_row_does_not_publish(tmp_path, monkeypatch):
+    """As SMOKE_TEST=true ./launch.sh runs an off-matrix scale; a benchmark suite refuses it."""
+    setrecipes.seen(tmp_path, monkeypatch)
+    cfg = install(tmp_path, "h100")
+    the_set = sets.load("exemplar")
+    refused, found = sets.plan_set(cfg, the_set, 64, {})
+    configs, smoked = sets.plan_set(cfg, the_set, 64, {}, smoke=True)
+    assert [c.key for c in configs] == [c.key for c in refused] + [
+        "pretrain_qwen3_mb/235b/bf16/weak/64"]
+    assert configs[-1].reference is None  # no published row: no reference
+    qwen = [e for e in smoked["entries"] if e["workload"] == "pretrain_qwen3_235b"]
+    assert [(e["config"], e["missing"]) for e in qwen] == [(2, None)]
+    # what cannot run for another reason stays unplanned
+    assert sets.missing_lines(smoked) == [line for line in sets.missing_lines(found)
+                                          if "publishes no 64-GPU row" not in line]
+
+
+def test_submit_smoke_set_warns_once_per_off_scale_row(tmp_path, monkeypatch, capsys):
+    setrecipes.seen(tmp_path, monkeypatch)
+    root = fakeinstall.make_install(tmp_path / "install", workloads=INSTALLED)
+    cfg = clusterconfig.find_config(str(root / "cluster_config.yaml"), {})
+    rc = suitecmd.cmd_submit(cfg, Selection(), None, None, True, True, True, Placement(),
+                             False, set_name="exemplar", scale=64)
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    assert "Suite plan: 3 configuration(s) x 1 repeat(s) = 3 run(s)" in captured.out
+    warned = [line for line in captured.err.splitlines() if "not a published scale" in line]
+    assert len(warned) == 1 and warned[0].startswith("llmb-run: warning: "), captured.err
+    assert "pretrain_qwen3_mb 235b bf16" in warned[0] and "a smoke run uses the nearest " \
+        "published layout, no reference applies" in warned[0]
+
+
+def test_the_whole_gb300_set_plans_on_one_node_as_a_smoke_suite(tmp_path):
+    """The repository's bridge recipes: every workload x dtype of the GB300 set at 4 GPUs (one
+    GB300 node, a scale none of them publishes) when --smoke; none without it."""
+    workloads = tuple(r.workload for r in catalog.all_recipes() if r.is_bridge)
+    cfg = install(tmp_path, "gb300", workloads=workloads)
+    configs, found = sets.plan_set(cfg, sets.load("exemplar"), 4, {}, smoke=True)
+    assert len(configs) == len(found["entries"]) == 14 and sets.missing_lines(found) == []
+    assert {c.scale for c in configs} == {4} and {c.reference for c in configs} == {None}
+    with pytest.raises(RunError, match=r"^no workload of the exemplar set can run on gb300 here"):
+        sets.plan_set(cfg, sets.load("exemplar"), 4, {})

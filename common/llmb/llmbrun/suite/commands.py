@@ -75,7 +75,7 @@ def cmd_submit(cfg: ClusterConfig, sel: Selection, repeats: int | None, max_jobs
         nodes, screen_json = _suspect_nodes(cfg)
         place, new = rerun.excluding(place, nodes, "--exclude-suspect")
         extra["excluded_suspects"], extra["screen"] = list(new), str(screen_json)
-    configs, sel, origin = _planned(cfg, sel, repeats, set_name, scale, extra)
+    configs, sel, origin = _planned(cfg, sel, repeats, set_name, scale, extra, smoke)
     repeats = extra["repeats"]
     runs = plan.order_runs(configs, repeats)
     steps = plan.steps_per_run(cfg, os.environ)
@@ -113,10 +113,11 @@ def cmd_submit(cfg: ClusterConfig, sel: Selection, repeats: int | None, max_jobs
 
 
 def _planned(cfg: ClusterConfig, sel: Selection, repeats: int | None, set_name: str | None,
-             scale: int | None, extra: record.SuiteSettings
+             scale: int | None, extra: record.SuiteSettings, smoke: bool = False
              ) -> tuple[list[plan.SuiteConfig], Selection, str]:
     """The configurations to run, the selection as recorded and where its largest scale comes
-    from; sets extra's repeats (and, with a set, its record)."""
+    from; sets extra's repeats (and, with a set, its record; a smoke suite plans a set's rows
+    at scales they do not publish too)."""
     if set_name is None:
         if scale is not None:
             raise UsageError(f"--scale {scale} applies with --set only; give --max-scale and "
@@ -137,7 +138,7 @@ def _planned(cfg: ClusterConfig, sel: Selection, repeats: int | None, set_name: 
         raise UsageError(f"--repeats {repeats}: the {the_set.name} set runs each workload "
                          f"{the_set.repeats} time(s); drop --repeats")
     configs, found = sets.plan_set(cfg, the_set, the_set.scale if scale is None else scale,
-                                   os.environ)
+                                   os.environ, smoke)
     extra["repeats"], extra["set"] = the_set.repeats, found
     n = found["planned_scale"]
     origin = (f"the {the_set.name} set" if n == the_set.scale else

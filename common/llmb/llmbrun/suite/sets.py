@@ -8,7 +8,9 @@ carries `upstream: {workload: pretrain_llama3.1, path: ..., release: v26.08.00}`
 release) and publishes the size. Each workload x dtype of the install's GPU type is one
 configuration at the set's scale (weak scaling), each run `repeats` times; one that cannot be
 planned (no recipe carries it, not installed, the dtype or the scale not published) is kept in
-the suite's record with the reason, and counts as missing in the verdict.
+the suite's record with the reason, and counts as missing in the verdict. A smoke suite
+(`--smoke`) runs a row at a scale it does not publish, as `SMOKE_TEST=true ./launch.sh` does:
+with the nearest published layout and one warning line (llmb.llmbrun.tasks), no reference.
 """
 
 from __future__ import annotations
@@ -175,7 +177,8 @@ def upstream_of(recipe: catalog.Recipe) -> tuple[str, str] | None:
 
 
 def _why_missing(cfg: ClusterConfig, the_set: SuiteSet, w: SetWorkload, dtype: str,
-                 recipe: catalog.Recipe | None, others: list[str], scale: int) -> str | None:
+                 recipe: catalog.Recipe | None, others: list[str], scale: int,
+                 smoke: bool) -> str | None:
     if recipe is None:
         also = (f" (only release(s) {', '.join(others)}, not {the_set.source['release']})"
                 if others else "")
@@ -190,7 +193,7 @@ def _why_missing(cfg: ClusterConfig, the_set: SuiteSet, w: SetWorkload, dtype: s
         return (f"{recipe.workload} {w.size} publishes no {dtype} on {gpu} (published: "
                 f"{', '.join(dtypes) or 'none'})")
     scales = recipe.scales(w.size, dtype, gpu)
-    if scale not in scales:
+    if scale not in scales and not smoke:
         return (f"{recipe.workload} {w.size} {dtype} publishes no {scale}-GPU row on {gpu} "
                 f"(published: {', '.join(map(str, scales)) or 'none'})")
     return None
@@ -210,10 +213,11 @@ def resolve(the_set: SuiteSet, w: SetWorkload) -> tuple[catalog.Recipe | None, l
     return None, others
 
 
-def plan_set(cfg: ClusterConfig, the_set: SuiteSet, scale: int,
-             environ: Mapping[str, str]) -> tuple[list[SuiteConfig], SetRecord]:
+def plan_set(cfg: ClusterConfig, the_set: SuiteSet, scale: int, environ: Mapping[str, str],
+             smoke: bool = False) -> tuple[list[SuiteConfig], SetRecord]:
     """The suite's configurations for the install's GPU type, and the set's record (every
-    workload x dtype: its configuration, or why it has none); RunError when none can run."""
+    workload x dtype: its configuration, or why it has none); RunError when none can run.
+    smoke: a row is planned at a scale it does not publish too."""
     if not 1 <= scale <= the_set.scale:
         raise UsageError(f"--scale {scale} is not a rehearsal scale of the {the_set.name} "
                          f"set; give 1 to {the_set.scale} (the set's scale)")
@@ -222,7 +226,7 @@ def plan_set(cfg: ClusterConfig, the_set: SuiteSet, scale: int,
     for w in the_set.for_gpu(cfg.gpu_type):
         recipe, others = resolve(the_set, w)
         for dtype in w.dtypes:
-            why = _why_missing(cfg, the_set, w, dtype, recipe, others, scale)
+            why = _why_missing(cfg, the_set, w, dtype, recipe, others, scale, smoke)
             entry = SetEntry(workload=w.name, dtype=dtype, config=None, missing=why,
                              recipe=recipe.workload if recipe else None)
             if recipe is not None and why is None:
