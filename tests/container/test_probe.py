@@ -121,9 +121,12 @@ def test_timed_window_on_the_cpu_leaves_out_waiting_for_a_core():
     cpu = probe.Device("cpu")
     assert 0.0 <= cpu.waited() <= cpu.waited()
     # Three busy processes on one core: each runs about a third of the wall time. What the
-    # window counts is its own running time (a full second), not the wall time it took.
+    # window counts is its own running time (a full second), not the wall time it took;
+    # unless WAIT_LIMIT windows of wall time passed first (on a machine busy with more than
+    # these three, as a test worker's is, a process's share of the core can fall below a
+    # tenth): then it ends with what it ran.
     for run in windows_together(3):
-        assert run["seconds"] >= 1.0
+        assert run["seconds"] >= 1.0 or run["wall"] >= probe.WAIT_LIMIT * 1.0
         assert run["waited"] > 0.5 * run["wall"]  # the sharing was real
         assert run["seconds"] == pytest.approx(run["wall"] - run["waited"], abs=0.05)
 

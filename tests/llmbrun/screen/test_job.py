@@ -180,8 +180,8 @@ def test_plan_holds_both_paths_and_smoke_forces_the_cpu():
 
 def test_the_plan_carries_the_leaves_the_tasks_pair_by():
     leaves = {"node1": "s0", "node2": "s1"}
-    plan = screen.plan(False, None, 8, leaves)
-    assert plan["leaves"] == leaves and screen.plan(False, None, 8)["leaves"] is None
+    plan = screen.plan(False, None, 8, "h100", leaves)
+    assert plan["leaves"] == leaves and screen.plan(False, None, 8, "h100")["leaves"] is None
     assert json.loads(json.dumps(plan)) == plan
 
 
