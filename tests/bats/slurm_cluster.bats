@@ -170,8 +170,7 @@ private_cluster() {
     echo "${output}"
     [ "${status}" -eq 0 ]
     [[ "${output}" == *"idle; 2 leaf switch(es); SLURM_CONF="* ]]
-    export SLURM_CONF="${state}/etc/slurm.conf"
-    run scontrol show topology
+    SLURM_CONF="${state}/etc/slurm.conf" run scontrol show topology
     echo "${output}"
     [ "${status}" -eq 0 ]
     [[ "${output}" =~ SwitchName=leaf1\ Level=0\ .*Nodes=node\[1-2\] ]]
