@@ -1,13 +1,15 @@
 """The Megatron-Bridge recipes' smoke jobs end to end on the real test Slurm cluster
 (tests/slurm: 2 nodes x 8 GPUs), through the Exemplar suite and through launch.sh.
 
-1. `llmb-run suite submit --set exemplar --smoke --scale 4`: a GB300 install with every
-   Megatron-Bridge recipe runs the WHOLE GB300 set, its 14 workload x dtype, at 4 GPUs: one GB300
-   node, the smallest scale that fits, which no row publishes (a smoke suite runs it with the
-   nearest published layout and one warning line a row), 12 steps each (the fewest that reach
-   the analyzer's window, which begins at index 11). Each run writes its llmb_manifest.json
-   (framework megatron-bridge) and every rank runs the smoke workload of its family (the MoE
-   families' tiny MoE models: their iteration lines carry the router's and MTP losses);
+1. `llmb-run suite submit --set exemplar --smoke --scale 8`: an H100 install with every
+   Megatron-Bridge recipe runs the WHOLE H100 set, its 5 workload x dtype (GPT-OSS, Llama 3.1
+   70B twice, Nemotron-H, Qwen3: dense, hybrid and MoE), at 8 GPUs: one H100 node, which no row
+   publishes (a smoke suite runs it with the nearest published layout and one warning line a
+   row), 12 steps each (the fewest that reach the analyzer's window, which begins at index 11).
+   The GB300 set (14 runs) took over 10 minutes to submit beside the other e2e workers; every
+   family's smoke model, DeepSeek's MTP included, is run by the unit tier. Each run writes its
+   llmb_manifest.json (framework megatron-bridge) and every rank runs the smoke workload of its
+   family (the MoE families' tiny MoE models: their iteration lines carry the router's losses);
    `suite baseline --save` writes the suite's own figures, `suite report --baseline --check`
    passes every workload against them (exit 0) and finds every one `below` against a baseline
    10x faster (exit 3, each margin -90%); `archive --suite` holds the verdict; the analyzer reads
@@ -40,7 +42,7 @@ from runinstall import llmb_run
 pytestmark = pytest.mark.e2e
 
 WORKLOADS = tuple(r.workload for r in catalog.all_recipes() if r.is_bridge)
-GB300 = [(w.name, dtype) for w in sets.load("exemplar").for_gpu("gb300") for dtype in w.dtypes]
+H100 = [(w.name, dtype) for w in sets.load("exemplar").for_gpu("h100") for dtype in w.dtypes]
 IMAGE = "nvidia+nemo+26.06.01.sqsh"
 WAIT_S = 900
 
@@ -54,7 +56,7 @@ def site(tmp_path_factory, slurm_cluster) -> tuple[Path, dict[str, str]]:
             (root / "images" / images.Image(recipe.image).file_name).write_bytes(
                 b"hsqs" + bytes(4092))
     image = root / "images" / IMAGE
-    runinstall.make_install(root, gpu_type="gb300", image=str(image), workloads=WORKLOADS,
+    runinstall.make_install(root, gpu_type="h100", image=str(image), workloads=WORKLOADS,
                             account="testacct", env={"TIME_LIMIT": "00:10:00", "MAX_STEPS": "12"})
     env = runinstall.llmb_run_env(**slurm_cluster)
     env.update(PATH=f"{E2E_BIN}:{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}")
@@ -78,19 +80,18 @@ def submitted(root: Path, suite_id: str) -> dict[tuple[str, str, str], dict]:
             if r.get("suite") == suite_id and r["type"] == "submit"}
 
 
-def check_deepseek_run(rec: dict, env: dict[str, str]) -> None:
-    """A DeepSeek-V3 run: its manifest, the MoE/MTP fields of its log, the analyzer's read."""
+def check_qwen3_run(rec: dict, env: dict[str, str]) -> None:
+    """A Qwen3 run: its manifest, the MoE field of its log, the analyzer's read."""
     run_dir = Path(rec["experiment_dir"])
     manifest = json.loads((run_dir / "llmb_manifest.json").read_text())
     assert (manifest["framework"], manifest["options"]["smoke_test"]) == ("megatron-bridge", True)
-    assert (manifest["num_gpus"], manifest["nodes"], manifest["gpu_type"]) == (4, 1, "gb300")
-    assert manifest["family"] == "deepseek" and manifest["bridge"]["compute_dtype"] == "bf16"
+    assert (manifest["num_gpus"], manifest["nodes"], manifest["gpu_type"]) == (8, 1, "h100")
+    assert manifest["family"] == "qwen3" and manifest["bridge"]["compute_dtype"] == "bf16"
     text = job_log(run_dir, rec["job_id"]).read_text()
-    assert "Step Time : " in text and "iteration       12/      12 |" in text  # ranks 0 and 3
+    assert "Step Time : " in text and "iteration       12/      12 |" in text  # ranks 0 and 7
     assert "Configuration Summary (Non-Default Values vs Megatron Core)" in text
     (last,) = [line for line in text.splitlines() if "iteration       12/      12 |" in line]
-    assert re.search(r"\| lm loss: \S+ \| load_balancing_loss: 0\.000000E\+00 \| "
-                     r"seq_load_balancing_loss: \S+ \| mtp_1 loss: \S+ \| loss scale: ", last)
+    assert re.search(r"\| lm loss: \S+ \| load_balancing_loss: \S+ \| loss scale: ", last)
     code, analysis = analyze(run_dir, env)
     assert code == 0, analysis
     (result,) = analysis["results"]
@@ -100,50 +101,50 @@ def check_deepseek_run(rec: dict, env: dict[str, str]) -> None:
 
 def test_exemplar_smoke_suite_baseline_verdict_archive(site):
     root, env = site
-    proc = llmb_run(site, "suite", "submit", "--set", "exemplar", "--scale", "4", "--smoke",
+    proc = llmb_run(site, "suite", "submit", "--set", "exemplar", "--scale", "8", "--smoke",
                     "--yes", timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (suite_id,) = re.findall(r"^llmb-run: suite (\S+): recorded in ", proc.stdout, re.MULTILINE)
-    assert "on gb300: 14 of 14 workload x dtype planned at 4 GPUs" in proc.stdout
+    assert "on h100: 5 of 5 workload x dtype planned at 8 GPUs" in proc.stdout
     assert "not planned:" not in proc.stdout
     runs = submitted(root, suite_id)
-    assert len(runs) == 14
+    assert len(runs) == 5
 
     waited = llmb_run(site, "suite", "status", suite_id, "--wait", "--timeout", str(WAIT_S),
                       timeout=WAIT_S + 60)
-    rec = runs[("pretrain_deepseek-v3", "671b", "bf16")]
+    rec = runs[("pretrain_qwen3", "235b", "bf16")]
     assert waited.returncode == 0, waited.stdout + waited.stderr + describe(
         Path(rec["experiment_dir"]), rec["job_id"])
     status = llmb_run(site, "suite", "status", suite_id, "--format=json")
-    assert json.loads(status.stdout)["totals"]["done"] == 14, status.stdout
-    check_deepseek_run(rec, env)
+    assert json.loads(status.stdout)["totals"]["done"] == 5, status.stdout
+    check_qwen3_run(rec, env)
 
     own = root / "baseline.yaml"
     saved = llmb_run(site, "suite", "baseline", suite_id, "--save", str(own))
     assert saved.returncode == 0, saved.stdout + saved.stderr
-    figures = yaml.safe_load(own.read_text())["baselines"]["gb300"]
-    assert sorted((w, d) for w, by in figures.items() for d in by) == sorted(GB300)
+    figures = yaml.safe_load(own.read_text())["baselines"]["h100"]
+    assert sorted((w, d) for w, by in figures.items() for d in by) == sorted(H100)
     code, judged, err = report(site, suite_id, own)
     entries = judged["set_verdict"]["entries"]
     assert code == 0 and judged["set_verdict"]["passed"], err
-    assert sorted((e["workload"], e["dtype"]) for e in entries) == sorted(GB300)
+    assert sorted((e["workload"], e["dtype"]) for e in entries) == sorted(H100)
     for e in entries:
         assert e["verdict"] == "pass" and e["step_time_s"] == figures[e["workload"]][e["dtype"]]
         assert abs(e["margin_pct"]) < 1e-6, e
-    assert "a rehearsal at 4 GPUs, not the set's 512" in err
+    assert "a rehearsal at 8 GPUs, not the set's 512" in err
 
     faster = root / "baseline-10x.yaml"
     data = yaml.safe_load(own.read_text())
-    for by_dtype in data["baselines"]["gb300"].values():
+    for by_dtype in data["baselines"]["h100"].values():
         for dtype in by_dtype:
             by_dtype[dtype] /= 10
     faster.write_text(yaml.safe_dump(data))
     code, judged, err = report(site, suite_id, faster)
     entries = judged["set_verdict"]["entries"]
     assert code == 3 and {e["verdict"] for e in entries} == {"below"}, err
-    assert [e["margin_pct"] for e in entries] == pytest.approx([-90.0] * 14)
+    assert [e["margin_pct"] for e in entries] == pytest.approx([-90.0] * 5)
     first = entries[0]
-    assert f"14 below (e.g. {first['workload']} {first['dtype']} at -90.0%)" in err
+    assert f"5 below (e.g. {first['workload']} {first['dtype']} at -90.0%)" in err
 
     out = root / "suite.tar.gz"
     packed = llmb_run(site, "archive", "--suite", suite_id, "--output", str(out))
