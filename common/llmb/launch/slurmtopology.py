@@ -59,7 +59,7 @@ def parse(text: str) -> dict[str, str]:
             continue
         fields = _fields(line)
         name, level = fields.get("SwitchName", ""), fields.get("Level", "")
-        if name in _NULL or not level.isascii() or not level.isdigit():
+        if name in _NULL or not values.ascii_digits(level):
             raise TopologyError(f"scontrol show topology, line {number}: "
                                 f"{values.shown(line.strip(), 200)} is not a switch "
                                 "(SwitchName=NAME Level=NUMBER ...)")
