@@ -257,8 +257,8 @@ def document(folder: Path, gpu: catalog.GpuType, allocated: Sequence[str], per_n
     phases = [screenrun.Phase(p["name"], tuple(tuple(g) for g in p["groups"]))
               for p in run["schedule"]] if "schedule" in run else \
         screenrun.phases(list(run.get("nodes") or []), int(run.get("rounds") or 0), leaves)
-    for node in nodes:
-        if leaves:
+    if leaves:
+        for node in nodes:
             node["leaf"] = leaves.get(node["node"])
     rounds = list(run.get("phases") or [])
     results: dict[GroupKey, Group]
